@@ -1,0 +1,171 @@
+// Package clock provides the time source that all server code reads time from.
+//
+// Component code never calls time.Now: it receives a TimeSource, so that tests can move a fake
+// clock instead of sleeping and so that every decision in one transaction sees the same instant.
+package clock
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// TimeSource is the only way vigil code learns what time it is.
+type TimeSource interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has elapsed and returns a Timer that can
+	// cancel the call.
+	AfterFunc(d time.Duration, f func()) Timer
+	// NewTimer returns a Timer whose channel receives the time once d has elapsed.
+	NewTimer(d time.Duration) (<-chan time.Time, Timer)
+}
+
+// Timer is a cancellable pending event of a TimeSource.
+type Timer interface {
+	// Stop prevents the timer from firing. It returns false if the timer already fired or was
+	// stopped.
+	Stop() bool
+}
+
+// RealTimeSource reads the system clock.
+type RealTimeSource struct{}
+
+// NewRealTimeSource returns a TimeSource backed by the system clock.
+func NewRealTimeSource() RealTimeSource { return RealTimeSource{} }
+
+// Now implements TimeSource.
+func (RealTimeSource) Now() time.Time { return time.Now() }
+
+// AfterFunc implements TimeSource.
+func (RealTimeSource) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// NewTimer implements TimeSource.
+func (RealTimeSource) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
+	t := time.NewTimer(d)
+	return t.C, t
+}
+
+// FakeTimeSource is a TimeSource for tests: time stands still until the test moves it.
+// Timers fire synchronously inside Advance/Update, in deadline order.
+type FakeTimeSource struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+// NewFakeTimeSource returns a fake clock that starts at a fixed, arbitrary instant, so test
+// output does not depend on when the test ran.
+func NewFakeTimeSource() *FakeTimeSource {
+	return &FakeTimeSource{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// Now implements TimeSource.
+func (f *FakeTimeSource) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Advance moves the clock forward by d and fires every timer that came due.
+func (f *FakeTimeSource) Advance(d time.Duration) {
+	if d < 0 {
+		panic("clock: FakeTimeSource cannot move backwards")
+	}
+	f.Update(f.Now().Add(d))
+}
+
+// Update sets the clock to t (which must not be earlier than now) and fires every timer that
+// came due, earliest first.
+func (f *FakeTimeSource) Update(t time.Time) {
+	f.mu.Lock()
+	if t.Before(f.now) {
+		f.mu.Unlock()
+		panic("clock: FakeTimeSource cannot move backwards")
+	}
+	f.now = t
+	var due []*fakeTimer
+	kept := f.timers[:0]
+	for _, tm := range f.timers {
+		if !tm.deadline.After(t) {
+			due = append(due, tm)
+		} else {
+			kept = append(kept, tm)
+		}
+	}
+	f.timers = kept
+	f.mu.Unlock()
+
+	sortTimers(due)
+	for _, tm := range due {
+		tm.fire(t)
+	}
+}
+
+// AfterFunc implements TimeSource.
+func (f *FakeTimeSource) AfterFunc(d time.Duration, fn func()) Timer {
+	return f.add(d, &fakeTimer{fn: fn})
+}
+
+// NewTimer implements TimeSource.
+func (f *FakeTimeSource) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
+	ch := make(chan time.Time, 1)
+	tm := f.add(d, &fakeTimer{ch: ch})
+	return ch, tm
+}
+
+// PendingTimers reports how many timers have not fired or been stopped.
+func (f *FakeTimeSource) PendingTimers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.timers)
+}
+
+func (f *FakeTimeSource) add(d time.Duration, tm *fakeTimer) *fakeTimer {
+	f.mu.Lock()
+	tm.source = f
+	tm.deadline = f.now.Add(d)
+	if d <= 0 {
+		f.mu.Unlock()
+		tm.fire(f.Now())
+		return tm
+	}
+	f.timers = append(f.timers, tm)
+	f.mu.Unlock()
+	return tm
+}
+
+type fakeTimer struct {
+	source   *FakeTimeSource
+	deadline time.Time
+	fn       func()
+	ch       chan time.Time
+}
+
+func (t *fakeTimer) fire(now time.Time) {
+	if t.fn != nil {
+		go t.fn()
+		return
+	}
+	select {
+	case t.ch <- now:
+	default:
+	}
+}
+
+func (t *fakeTimer) Stop() bool {
+	f := t.source
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, tm := range f.timers {
+		if tm == t {
+			f.timers = append(f.timers[:i], f.timers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func sortTimers(ts []*fakeTimer) {
+	slices.SortStableFunc(ts, func(a, b *fakeTimer) int { return a.deadline.Compare(b.deadline) })
+}
