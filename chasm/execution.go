@@ -1,0 +1,296 @@
+package chasm
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrTaskNotValid is returned by Execution.ExecutePureTask when the task's validator says it is
+// stale (it already ran, or the state moved on). Engines drop such a task.
+var ErrTaskNotValid = errors.New("chasm: task is no longer valid")
+
+// ErrPureTaskStillValid is returned when a pure task's validator still holds after the task
+// ran. Left alone, such a task would run forever; engines drop it and report the bug.
+var ErrPureTaskStillValid = errors.New("chasm: pure task is still valid after it ran")
+
+// Execution is the in-memory form of one execution, shared by every engine so that library
+// code runs identically under the durable host and under chasmtest. It is not safe for
+// concurrent use: the engine serialises calls with the execution's lock.
+//
+// Every change goes through a transaction that yields a Mutation; the engine persists the
+// mutation and only then calls Apply. Until Apply, the execution still shows the committed
+// state, so a failed write leaves nothing half-applied.
+type Execution struct {
+	registry  *Registry
+	component *RegistrableComponent
+	key       ExecutionKey
+
+	started     bool
+	state       proto.Message
+	lifecycle   LifecycleState
+	indexed     IndexedFields
+	collections map[string]map[string][]byte
+
+	// changed is closed and replaced by every Apply, waking PollComponent waiters.
+	changed chan struct{}
+}
+
+// NewExecution returns an execution that does not exist yet; Start creates it.
+func NewExecution(registry *Registry, component *RegistrableComponent, key ExecutionKey) *Execution {
+	return &Execution{
+		registry:    registry,
+		component:   component,
+		key:         key,
+		collections: make(map[string]map[string][]byte),
+		changed:     make(chan struct{}),
+	}
+}
+
+// CollectionEntry is one persisted entry of a component collection.
+type CollectionEntry struct {
+	Collection string
+	Key        string
+	Value      []byte
+}
+
+// CollectionEntryKey names an entry to delete.
+type CollectionEntryKey struct {
+	Collection string
+	Key        string
+}
+
+// LoadExecution rebuilds an execution from its persisted form. A state that does not decode is
+// an error naming the execution, never a panic.
+func LoadExecution(
+	registry *Registry, component *RegistrableComponent, key ExecutionKey, state []byte, entries []CollectionEntry,
+) (*Execution, error) {
+	e := NewExecution(registry, component, key)
+	msg := component.newState()
+	if err := proto.Unmarshal(state, msg); err != nil {
+		return nil, fmt.Errorf("chasm: execution %s (%s): corrupt state: %w", key, component.fullName, err)
+	}
+	e.started = true
+	e.state = msg
+	c := component.fromState(msg)
+	e.lifecycle = c.LifecycleState()
+	if ic, ok := c.(IndexedComponent); ok {
+		e.indexed = ic.IndexedFields()
+	}
+	for _, entry := range entries {
+		if e.collections[entry.Collection] == nil {
+			e.collections[entry.Collection] = make(map[string][]byte)
+		}
+		e.collections[entry.Collection][entry.Key] = entry.Value
+	}
+	return e, nil
+}
+
+// Key returns the execution's key.
+func (e *Execution) Key() ExecutionKey { return e.key }
+
+// Archetype returns the registration of the execution's root component.
+func (e *Execution) Archetype() *RegistrableComponent { return e.component }
+
+// Ref returns a reference to the execution's root component.
+func (e *Execution) Ref() ComponentRef {
+	return ComponentRef{Archetype: e.component.fullName, Key: e.key}
+}
+
+// Started reports whether the execution exists (was started or loaded).
+func (e *Execution) Started() bool { return e.started }
+
+// Lifecycle returns the committed lifecycle state.
+func (e *Execution) Lifecycle() LifecycleState { return e.lifecycle }
+
+// Indexed returns the committed indexed fields.
+func (e *Execution) Indexed() IndexedFields { return e.indexed }
+
+// CollectionLen returns the number of committed entries in a collection.
+func (e *Execution) CollectionLen(name string) int { return len(e.collections[name]) }
+
+// Changed returns a channel closed by the next Apply.
+func (e *Execution) Changed() <-chan struct{} { return e.changed }
+
+// Mutation is the outcome of a successful transaction, ready to be persisted. It carries the
+// whole new state message (small by design) and only the collection entries that changed.
+type Mutation struct {
+	exec *Execution
+
+	// Created is true for the transaction that started the execution.
+	Created bool
+	// State is the deterministic encoding of the new state message.
+	State     []byte
+	Lifecycle LifecycleState
+	Indexed   IndexedFields
+
+	CollectionPuts    []CollectionEntry
+	CollectionDeletes []CollectionEntryKey
+	// Tasks added by the transaction, in the order they were added.
+	Tasks []*Task
+
+	stateMsg proto.Message
+}
+
+// Start runs the transaction that creates the execution: newFn builds the component, and the
+// optional then (UpdateWithStart) runs on it in the same transaction.
+func (e *Execution) Start(
+	now time.Time,
+	newFn func(MutableContext) (Component, error),
+	then func(MutableContext, Component) error,
+) (*Mutation, error) {
+	if e.started {
+		return nil, fmt.Errorf("chasm: execution %s already exists", e.key)
+	}
+	t := newTransaction(e, now, true)
+	c, err := newFn(t)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("chasm: %s: constructor returned no component", e.component.fullName)
+	}
+	if then != nil {
+		if err := then(t, c); err != nil {
+			return nil, err
+		}
+	}
+	m, err := e.finish(t, c)
+	if err != nil {
+		return nil, err
+	}
+	m.Created = true
+	return m, nil
+}
+
+// Update runs fn as one transaction on a private copy of the committed state.
+func (e *Execution) Update(now time.Time, fn func(MutableContext, Component) error) (*Mutation, error) {
+	if !e.started {
+		return nil, fmt.Errorf("chasm: execution %s does not exist", e.key)
+	}
+	t := newTransaction(e, now, true)
+	c := e.component.fromState(proto.Clone(e.state))
+	if err := fn(t, c); err != nil {
+		return nil, err
+	}
+	return e.finish(t, c)
+}
+
+// Read runs fn against the committed state. fn must not modify the component.
+func (e *Execution) Read(now time.Time, fn func(Context, Component) error) error {
+	if !e.started {
+		return fmt.Errorf("chasm: execution %s does not exist", e.key)
+	}
+	t := newTransaction(e, now, false)
+	if err := fn(t, e.component.fromState(e.state)); err != nil {
+		return err
+	}
+	return t.err
+}
+
+// ValidateTask runs the task's validator against the committed state.
+func (e *Execution) ValidateTask(now time.Time, task *Task) (bool, error) {
+	var valid bool
+	err := e.Read(now, func(ctx Context, c Component) error {
+		var err error
+		valid, err = task.Type.validate(ctx, c, task.Attributes, task.Payload)
+		return err
+	})
+	return valid, err
+}
+
+// ExecutePureTask validates and runs a pure task as one transaction. It returns
+// ErrTaskNotValid for a stale task, and ErrPureTaskStillValid (with no mutation) if the task
+// did not invalidate itself.
+func (e *Execution) ExecutePureTask(now time.Time, task *Task) (*Mutation, error) {
+	if !task.Type.pure {
+		return nil, fmt.Errorf("chasm: task %s is not pure", task.Type.fullName)
+	}
+	return e.Update(now, func(ctx MutableContext, c Component) error {
+		valid, err := task.Type.validate(ctx, c, task.Attributes, task.Payload)
+		if err != nil {
+			return fmt.Errorf("validate %s: %w", task.Type.fullName, err)
+		}
+		if !valid {
+			return ErrTaskNotValid
+		}
+		if err := task.Type.executePure(ctx, c, task.Attributes, task.Payload); err != nil {
+			return err
+		}
+		stillValid, err := task.Type.validate(ctx, c, task.Attributes, task.Payload)
+		if err != nil {
+			return fmt.Errorf("validate %s after execution: %w", task.Type.fullName, err)
+		}
+		if stillValid {
+			return fmt.Errorf("%w: %s on %s", ErrPureTaskStillValid, task.Type.fullName, e.key)
+		}
+		return nil
+	})
+}
+
+func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	state := c.State()
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
+	if err != nil {
+		return nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+	}
+	m := &Mutation{
+		exec:      e,
+		State:     data,
+		Lifecycle: c.LifecycleState(),
+		Tasks:     t.tasks,
+		stateMsg:  state,
+	}
+	if ic, ok := c.(IndexedComponent); ok {
+		m.Indexed = ic.IndexedFields()
+	}
+	for name, entries := range t.puts {
+		for key, value := range entries {
+			m.CollectionPuts = append(m.CollectionPuts, CollectionEntry{Collection: name, Key: key, Value: value})
+		}
+	}
+	for name, keys := range t.deletes {
+		for key := range keys {
+			m.CollectionDeletes = append(m.CollectionDeletes, CollectionEntryKey{Collection: name, Key: key})
+		}
+	}
+	// Map order is random; a stable order keeps writes reproducible.
+	slices.SortFunc(m.CollectionPuts, func(a, b CollectionEntry) int {
+		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Key, b.Key))
+	})
+	slices.SortFunc(m.CollectionDeletes, func(a, b CollectionEntryKey) int {
+		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Key, b.Key))
+	})
+	return m, nil
+}
+
+// Apply makes a persisted mutation the committed state and wakes pollers. Call it only after
+// the mutation is durable, and only with a mutation of this execution made since the last
+// Apply.
+func (e *Execution) Apply(m *Mutation) {
+	if m.exec != e {
+		panic("chasm: Apply with a mutation of another execution")
+	}
+	e.started = true
+	e.state = m.stateMsg
+	e.lifecycle = m.Lifecycle
+	e.indexed = m.Indexed
+	for _, entry := range m.CollectionPuts {
+		if e.collections[entry.Collection] == nil {
+			e.collections[entry.Collection] = make(map[string][]byte)
+		}
+		e.collections[entry.Collection][entry.Key] = entry.Value
+	}
+	for _, k := range m.CollectionDeletes {
+		delete(e.collections[k.Collection], k.Key)
+	}
+	close(e.changed)
+	e.changed = make(chan struct{})
+}

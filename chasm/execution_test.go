@@ -1,0 +1,133 @@
+package chasm_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/chasm/chasmtest"
+	testpb "github.com/vigilhq/vigil/chasm/chasmtest/gen/testpb/v1"
+	"github.com/vigilhq/vigil/chasm/chasmtest/reminder"
+)
+
+func newReminderExecution(t *testing.T) (*chasm.Execution, time.Time) {
+	t.Helper()
+	registry := chasmtest.NewRegistry(t, reminder.NewLibrary(reminder.NewRecordingSink()))
+	rc, ok := registry.Component(reminder.Archetype)
+	require.True(t, ok)
+	exec := chasm.NewExecution(registry, rc, chasm.ExecutionKey{NamespaceID: "ns", BusinessID: "r", RunID: "run"})
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := exec.Start(now, func(ctx chasm.MutableContext) (chasm.Component, error) {
+		return reminder.New(ctx, time.Minute, "")
+	}, nil)
+	require.NoError(t, err)
+	require.True(t, m.Created)
+	exec.Apply(m)
+	return exec, now
+}
+
+func TestExecution(t *testing.T) {
+	t.Parallel()
+
+	t.Run("MutationCarriesOnlyChangedCollectionEntries", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		m, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			r := c.(*reminder.Reminder)
+			for i := range 10_000 {
+				r.AddNote(ctx, fmt.Sprintf("note-%05d", i), "x")
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Len(t, m.CollectionPuts, 10_000)
+		exec.Apply(m)
+		require.Equal(t, 10_000, exec.CollectionLen("notes"))
+
+		// A state-only update writes the state and nothing of the 10,000 entries.
+		plain, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			return reminder.TransitionScheduled.Apply(c.(*reminder.Reminder), ctx, reminder.EventSchedule{Delay: time.Hour})
+		})
+		require.NoError(t, err)
+		require.Empty(t, plain.CollectionPuts)
+		require.Empty(t, plain.CollectionDeletes)
+		require.Less(t, len(plain.State), 100, "the state message does not grow with the collection")
+
+		// Deltas are exactly what changed.
+		delta, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			r := c.(*reminder.Reminder)
+			r.AddNote(ctx, "note-new", "y")
+			r.RemoveNote(ctx, "note-00007")
+			r.RemoveNote(ctx, "never-existed")
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, []chasm.CollectionEntry{{Collection: "notes", Key: "note-new", Value: delta.CollectionPuts[0].Value}}, delta.CollectionPuts)
+		require.Equal(t, []chasm.CollectionEntryKey{{Collection: "notes", Key: "note-00007"}}, delta.CollectionDeletes)
+	})
+
+	t.Run("UncommittedMutationIsInvisible", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		_, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			c.(*reminder.Reminder).AddNote(ctx, "pending", "not yet durable")
+			return nil
+		})
+		require.NoError(t, err)
+		// The engine never applied the mutation (say its write failed): nothing shows.
+		require.Zero(t, exec.CollectionLen("notes"))
+		require.NoError(t, exec.Read(now, func(ctx chasm.Context, c chasm.Component) error {
+			require.Zero(t, c.(*reminder.Reminder).NotesCount)
+			require.False(t, reminder.Notes.Has(ctx, "pending"))
+			return nil
+		}))
+	})
+
+	t.Run("NowIsFixedForTheTransaction", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		m, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			first := ctx.Now()
+			require.Equal(t, now, first)
+			return reminder.TransitionScheduled.Apply(c.(*reminder.Reminder), ctx, reminder.EventSchedule{Delay: time.Second})
+		})
+		require.NoError(t, err)
+		require.Len(t, m.Tasks, 1)
+		require.Equal(t, now.Add(time.Second), m.Tasks[0].Attributes.ScheduledTime)
+	})
+
+	t.Run("CorruptStateIsAnErrorNamingTheExecution", func(t *testing.T) {
+		t.Parallel()
+		registry := chasmtest.NewRegistry(t, reminder.NewLibrary(reminder.NewRecordingSink()))
+		rc, _ := registry.Component(reminder.Archetype)
+		key := chasm.ExecutionKey{NamespaceID: "ns", BusinessID: "broken", RunID: "run"}
+		_, err := chasm.LoadExecution(registry, rc, key, []byte{0xff, 0xff, 0xff}, nil)
+		require.ErrorContains(t, err, "ns/broken/run")
+		require.ErrorContains(t, err, "corrupt state")
+	})
+
+	t.Run("BadTaskFailsTheTransaction", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		_, err := exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.AddTask(chasm.TaskAttributes{Destination: "x"}, &testpb.FireTask{})
+			return nil
+		})
+		require.ErrorContains(t, err, "pure task reminder.fire cannot have a destination")
+
+		_, err = exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.AddTask(chasm.TaskAttributes{}, &testpb.Note{})
+			return nil
+		})
+		require.ErrorContains(t, err, "no task type is registered")
+
+		_, err = exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.AddTask(chasm.TaskAttributes{ScheduledTime: now, Destination: "x"}, &testpb.NotifyTask{})
+			return nil
+		})
+		require.ErrorContains(t, err, "both ScheduledTime and Destination")
+	})
+}
