@@ -72,13 +72,19 @@ func (f *FakeTimeSource) Advance(d time.Duration) {
 	if d < 0 {
 		panic("clock: FakeTimeSource cannot move backwards")
 	}
-	f.Update(f.Now().Add(d))
+	f.move(func(now time.Time) time.Time { return now.Add(d) })
 }
 
 // Update sets the clock to t (which must not be earlier than now) and fires every timer that
 // came due, earliest first.
 func (f *FakeTimeSource) Update(t time.Time) {
+	f.move(func(time.Time) time.Time { return t })
+}
+
+// move sets the clock to next(now) in one step, so concurrent Advance calls add up.
+func (f *FakeTimeSource) move(next func(now time.Time) time.Time) {
 	f.mu.Lock()
+	t := next(f.now)
 	if t.Before(f.now) {
 		f.mu.Unlock()
 		panic("clock: FakeTimeSource cannot move backwards")

@@ -1,0 +1,64 @@
+package clock
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFakeTimeSource(t *testing.T) {
+	t.Run("TimersFireInDeadlineOrderWhenDue", func(t *testing.T) {
+		f := NewFakeTimeSource()
+		var mu sync.Mutex
+		var fired []string
+		done := make(chan struct{}, 2)
+		record := func(name string) func() {
+			return func() {
+				mu.Lock()
+				fired = append(fired, name)
+				mu.Unlock()
+				done <- struct{}{}
+			}
+		}
+		f.AfterFunc(2*time.Second, record("late"))
+		ch, _ := f.NewTimer(time.Second)
+		f.AfterFunc(3*time.Second, record("never")).Stop()
+
+		f.Advance(999 * time.Millisecond)
+		select {
+		case <-ch:
+			t.Fatal("timer fired early")
+		default:
+		}
+		f.Advance(time.Millisecond)
+		require.Equal(t, f.Now(), <-ch)
+		require.Equal(t, 1, f.PendingTimers(), "the stopped timer is gone")
+
+		f.Advance(5 * time.Second)
+		<-done
+		require.Equal(t, []string{"late"}, fired)
+		require.Zero(t, f.PendingTimers())
+	})
+
+	t.Run("ConcurrentAdvancesAddUp", func(t *testing.T) {
+		f := NewFakeTimeSource()
+		start := f.Now()
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.Advance(time.Second)
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, start.Add(50*time.Second), f.Now())
+	})
+
+	t.Run("RefusesToGoBackwards", func(t *testing.T) {
+		f := NewFakeTimeSource()
+		require.Panics(t, func() { f.Update(f.Now().Add(-time.Nanosecond)) })
+	})
+}

@@ -1,0 +1,98 @@
+package dynamicconfig
+
+import "time"
+
+// Every dynamic config setting of vigil, in one place. Namespace settings are read with the
+// namespace NAME.
+
+// Worker liveness.
+var (
+	InactiveWorkerCleanupDelay = NewNamespaceDurationSetting(
+		"matching.InactiveWorkerCleanupDelay",
+		60*time.Minute,
+		`How long a worker stays INACTIVE (lease expired, no heartbeat) before it is cleaned up
+and forgotten. A heartbeat within this delay resurrects it.`,
+	)
+	DefaultLeaseDuration = NewNamespaceDurationSetting(
+		"worker.defaultLeaseDuration",
+		30*time.Second,
+		`Lease granted to a worker that does not ask for one. The worker is declared lost when a
+lease passes without a heartbeat.`,
+	)
+	MinLeaseDuration = NewNamespaceDurationSetting(
+		"worker.minLeaseDuration",
+		time.Second,
+		`Shortest lease a worker may ask for.`,
+	)
+	MaxLeaseDuration = NewNamespaceDurationSetting(
+		"worker.maxLeaseDuration",
+		10*time.Minute,
+		`Longest lease a worker may ask for.`,
+	)
+	MaxBindingsPerWorker = NewNamespaceIntSetting(
+		"worker.maxBindingsPerWorker",
+		100000,
+		`Most activities one worker may have bound (started and not yet completed) at a time.`,
+	)
+	LeaseExpiryGraceAfterRestart = NewGlobalDurationSetting(
+		"history.leaseExpiryGraceAfterRestart",
+		30*time.Second,
+		`After a shard is (re)loaded, leases that expired while no host owned it get this much
+extra time, so that workers can reach the new owner before being declared lost.`,
+	)
+)
+
+// History engine and task queues.
+var (
+	GroupCommitMaxBatchSize = NewGlobalIntSetting(
+		"history.groupCommitMaxBatchSize",
+		256,
+		`Most transactions written together by one group commit.`,
+	)
+	GroupCommitMaxWait = NewGlobalDurationSetting(
+		"history.groupCommitMaxWait",
+		time.Millisecond,
+		`Longest a transaction waits for others to join its group commit.`,
+	)
+	TimerLookAheadDuration = NewGlobalDurationSetting(
+		"history.timerLookAheadDuration",
+		time.Minute,
+		`How far ahead of now the timer queue reads tasks into memory. Longer means fewer reads and
+more memory; a task due later than this is read by a later look-ahead.`,
+	)
+	TimerLookAheadPageSize = NewGlobalIntSetting(
+		"history.timerLookAheadPageSize",
+		1000,
+		`Most timer tasks read by one look-ahead query.`,
+	)
+	OutboundMaxAttemptsBeforeAlert = NewGlobalIntSetting(
+		"history.outboundMaxAttemptsBeforeAlert",
+		20,
+		`Attempts after which a failing outbound task is logged as an error (it keeps retrying).`,
+	)
+	OutboundRetryInitialInterval = NewGlobalDurationSetting(
+		"history.outboundRetryInitialInterval",
+		100*time.Millisecond,
+		`Delay before the first retry of a failed outbound task; doubles on each attempt.`,
+	)
+	OutboundRetryMaxInterval = NewGlobalDurationSetting(
+		"history.outboundRetryMaxInterval",
+		30*time.Second,
+		`Longest delay between retries of a failed outbound task.`,
+	)
+)
+
+// Frontend.
+var (
+	NamespaceRPS = NewNamespaceFloatSetting(
+		"frontend.namespaceRPS",
+		10000,
+		`Requests per second the frontend accepts for one namespace.`,
+	)
+	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
+		"frontend.namespaceRegistrationRPS",
+		1000,
+		`Heartbeats per second that create a new worker, per namespace. Limits
+the cost of a fleet restarting at once without slowing heartbeats of known workers.`,
+	)
+)

@@ -1,0 +1,65 @@
+package dynamicconfig
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The keys are part of vigil's operator-facing contract: renaming one silently drops every
+// override of it.
+func TestDeclaredKeysAndDefaults(t *testing.T) {
+	t.Parallel()
+
+	type declared interface {
+		Key() Key
+		Description() string
+	}
+	tests := []struct {
+		setting declared
+		key     Key
+		def     any
+	}{
+		{InactiveWorkerCleanupDelay, "matching.InactiveWorkerCleanupDelay", 60 * time.Minute},
+		{DefaultLeaseDuration, "worker.defaultLeaseDuration", 30 * time.Second},
+		{MinLeaseDuration, "worker.minLeaseDuration", time.Second},
+		{MaxLeaseDuration, "worker.maxLeaseDuration", 10 * time.Minute},
+		{MaxBindingsPerWorker, "worker.maxBindingsPerWorker", 100000},
+		{LeaseExpiryGraceAfterRestart, "history.leaseExpiryGraceAfterRestart", 30 * time.Second},
+		{GroupCommitMaxBatchSize, "history.groupCommitMaxBatchSize", 256},
+		{GroupCommitMaxWait, "history.groupCommitMaxWait", time.Millisecond},
+		{TimerLookAheadDuration, "history.timerLookAheadDuration", time.Minute},
+		{TimerLookAheadPageSize, "history.timerLookAheadPageSize", 1000},
+		{OutboundMaxAttemptsBeforeAlert, "history.outboundMaxAttemptsBeforeAlert", 20},
+		{OutboundRetryInitialInterval, "history.outboundRetryInitialInterval", 100 * time.Millisecond},
+		{OutboundRetryMaxInterval, "history.outboundRetryMaxInterval", 30 * time.Second},
+		{NamespaceRPS, "frontend.namespaceRPS", 10000.0},
+		{NamespaceRegistrationRPS, "frontend.namespaceRegistrationRPS", 1000.0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key.String(), func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.key, tt.setting.Key())
+			require.NotEmpty(t, tt.setting.Description())
+			require.Equal(t, tt.def, defaultOf(tt.setting))
+		})
+	}
+}
+
+func defaultOf(s any) any {
+	switch s := s.(type) {
+	case NamespaceDurationSetting:
+		return s.Default()
+	case NamespaceIntSetting:
+		return s.Default()
+	case NamespaceFloatSetting:
+		return s.Default()
+	case GlobalDurationSetting:
+		return s.Default()
+	case GlobalIntSetting:
+		return s.Default()
+	default:
+		return nil
+	}
+}
