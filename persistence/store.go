@@ -50,7 +50,9 @@ type ExecutionStore interface {
 	GetCurrentExecution(ctx context.Context, shardID int32, key CurrentExecutionKey) (*CurrentExecution, error)
 	// WriteBatch applies writes in one database transaction (one fsync). Each write succeeds or
 	// fails on its own: results[i] is nil or the error of writes[i], and a failed write leaves
-	// no trace. A non-nil err means the whole batch failed and nothing was applied.
+	// no trace. Writes apply in order, so a later write sees an earlier one of the same batch.
+	// A malformed write (see ExecutionWrite) fails alone, with a plain error. A non-nil err
+	// means the whole batch failed and nothing was applied.
 	WriteBatch(ctx context.Context, writes []*ExecutionWrite) (results []error, err error)
 	// ListExecutions pages through the executions of one archetype in a namespace, ordered by
 	// (BusinessID, RunID), optionally filtered by the indexed fields.
@@ -159,11 +161,12 @@ const (
 	// ExpectedCurrentRunID ("" = no current run). On success the new run becomes current.
 	WriteModeCreate WriteMode = iota + 1
 	// WriteModeUpdate replaces an existing run's state. It fails with *ConditionFailedError
-	// unless the stored DBVersion is PrevDBVersion.
+	// unless the stored DBVersion is PrevDBVersion, and with *NotFoundError if the run does not
+	// exist.
 	WriteModeUpdate
 	// WriteModeDelete removes the run, its collection entries and its timer and outbound
-	// tasks, and its current-execution row if it is the current run. Same condition as
-	// WriteModeUpdate.
+	// tasks, and its current-execution row if it is the current run. Same conditions as
+	// WriteModeUpdate. A delete carries no collection changes and no tasks.
 	WriteModeDelete
 )
 
@@ -192,6 +195,8 @@ type ExecutionWrite struct {
 	CollectionPuts    []CollectionEntry
 	CollectionDeletes []CollectionEntryKey
 
+	// TimerTasks and OutboundTasks are the write's tasks; each task's ShardID and Execution
+	// must be the write's ShardID and Key.
 	TimerTasks    []*TimerTask
 	OutboundTasks []*OutboundTask
 }

@@ -1,0 +1,369 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+)
+
+// Defaults for GroupCommitOptions left nil (or returning a non-positive size).
+const (
+	// GroupCommitMaxBatchSizeDefault caps the writes sharing one transaction.
+	GroupCommitMaxBatchSizeDefault = 256
+	// GroupCommitMaxWaitDefault is the longest a write waits for company before its batch
+	// commits.
+	GroupCommitMaxWaitDefault = time.Millisecond
+)
+
+// Metric names. Plain strings until common/metrics definitions are wired in.
+const (
+	metricGroupCommitBatchSize = "group_commit_batch_size"
+	metricGroupCommitLatency   = "group_commit_latency"
+	metricPersistenceErrors    = "persistence_errors"
+)
+
+var (
+	// ErrGroupCommitterStopped is returned for writes submitted to, or still waiting in, a
+	// stopped GroupCommitter. Such a write was never sent to the store.
+	ErrGroupCommitterStopped = errors.New("persistence: group committer is stopped; the write was not applied")
+	// ErrGroupCommitterNotStarted is returned for writes submitted before Start.
+	ErrGroupCommitterNotStarted = errors.New("persistence: group committer is not started; the write was not applied")
+)
+
+// GroupCommitOptions tunes a GroupCommitter. The fields are functions so that dynamic config
+// applies to the next batch without a restart.
+type GroupCommitOptions struct {
+	// MaxBatchSize caps the writes in one WriteBatch call. Nil or non-positive means
+	// GroupCommitMaxBatchSizeDefault.
+	MaxBatchSize func() int
+	// MaxWait is how long after a write arrives its batch may wait for more writes. Nil means
+	// GroupCommitMaxWaitDefault; zero or negative means never wait.
+	MaxWait func() time.Duration
+}
+
+// GroupCommitter funnels concurrent ExecutionWrites into shared WriteBatch calls, so that N
+// concurrent heartbeats cost one transaction and one fsync instead of N.
+//
+// One goroutine commits batches one at a time. It takes the oldest waiting write and gathers
+// more until the batch is full or MaxWait has passed since that write arrived. Writes that
+// arrive while a batch is committing wait for the next one: under load the next batch is
+// already large (and its MaxWait already spent) when the commit returns, so batching comes from
+// the commit time itself and adds no latency; an idle system adds at most MaxWait.
+type GroupCommitter struct {
+	store  Store
+	opts   GroupCommitOptions
+	logger *zap.Logger
+
+	batchSize   tally.Histogram
+	latency     tally.Timer
+	batchErrors tally.Counter
+	writeErrors tally.Counter
+
+	// wake has room for one signal: a Write that finds it full knows the loop will look at
+	// the queue anyway.
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	state   committerState
+	pending []*pendingWrite // in arrival order; guarded by mu
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+
+	testSignals groupCommitTestSignals
+}
+
+type committerState int
+
+const (
+	committerCreated committerState = iota
+	committerStarted
+	committerStopped
+)
+
+// pendingWrite is one Write call waiting for its batch.
+type pendingWrite struct {
+	write    *ExecutionWrite
+	arrived  time.Time
+	result   chan error // buffered: the loop never blocks delivering
+	taken    bool       // guarded by GroupCommitter.mu; set once it is in a batch
+	canceled bool       // guarded by GroupCommitter.mu; set when its caller gave up first
+}
+
+// NewGroupCommitter returns a stopped GroupCommitter over store. Call Start before Write.
+func NewGroupCommitter(store Store, opts GroupCommitOptions, logger *zap.Logger, scope tally.Scope) *GroupCommitter {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if scope == nil {
+		scope = tally.NoopScope
+	}
+	return &GroupCommitter{
+		store:  store,
+		opts:   opts,
+		logger: logger,
+		batchSize: scope.Histogram(metricGroupCommitBatchSize,
+			tally.MustMakeExponentialValueBuckets(1, 2, 13)),
+		latency:     scope.Timer(metricGroupCommitLatency),
+		batchErrors: scope.Tagged(map[string]string{"operation": "GroupCommitBatch"}).Counter(metricPersistenceErrors),
+		writeErrors: scope.Tagged(map[string]string{"operation": "GroupCommitWrite"}).Counter(metricPersistenceErrors),
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+}
+
+// Start launches the commit loop. Calling it again, or after Stop, does nothing.
+func (g *GroupCommitter) Start() {
+	g.startOnce.Do(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.state != committerCreated {
+			return
+		}
+		g.state = committerStarted
+		go g.loop()
+	})
+}
+
+// Stop fails every write not yet taken into a batch with ErrGroupCommitterStopped, waits for
+// the batch being committed (if any) to finish and deliver its results, and returns once the
+// commit loop has exited. Later Writes fail with ErrGroupCommitterStopped. Stop is idempotent.
+func (g *GroupCommitter) Stop() {
+	g.stopOnce.Do(func() {
+		g.mu.Lock()
+		wasStarted := g.state == committerStarted
+		g.state = committerStopped
+		// Fail the queue here rather than in the loop: the loop may be inside a slow commit,
+		// and these writers should hear now, not after it.
+		abandoned := g.takeAllPendingLocked()
+		g.mu.Unlock()
+		for _, p := range abandoned {
+			p.result <- ErrGroupCommitterStopped
+		}
+		close(g.stop)
+		if wasStarted {
+			<-g.done
+		}
+	})
+}
+
+// Write submits w and blocks until the batch holding it committed or failed, returning w's own
+// result (nil, one of the store's per-write errors, or the batch's error).
+//
+// Cancellation: while w is still waiting for a batch, a cancelled ctx withdraws it and Write
+// returns ctx.Err(); it is never applied. Once w is in a batch its outcome is the batch's:
+// Write still returns ctx.Err() at once, but w may commit anyway, as with any database write
+// whose caller stops waiting. Callers that must know re-read (the execution's DBVersion says).
+//
+// The caller must not modify w until Write returns, nor afterwards if Write returned ctx.Err()
+// (the batch may still be reading it).
+func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
+	if w == nil {
+		return errors.New("persistence: group commit: nil write")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &pendingWrite{write: w, arrived: time.Now(), result: make(chan error, 1)}
+	g.mu.Lock()
+	switch g.state {
+	case committerCreated:
+		g.mu.Unlock()
+		return ErrGroupCommitterNotStarted
+	case committerStopped:
+		g.mu.Unlock()
+		return ErrGroupCommitterStopped
+	}
+	g.pending = append(g.pending, p)
+	g.mu.Unlock()
+	g.testSignals.queued.signal()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+
+	select {
+	case err := <-p.result:
+		return err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if !p.taken {
+			// Still queued: withdraw it. The loop drops canceled entries when it reaches them.
+			p.canceled = true
+			g.mu.Unlock()
+			return ctx.Err()
+		}
+		g.mu.Unlock()
+		// In a batch (or already answered): the result is no longer ours to decide.
+		select {
+		case err := <-p.result:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *GroupCommitter) maxBatchSize() int {
+	if g.opts.MaxBatchSize != nil {
+		if n := g.opts.MaxBatchSize(); n > 0 {
+			return n
+		}
+	}
+	return GroupCommitMaxBatchSizeDefault
+}
+
+func (g *GroupCommitter) maxWait() time.Duration {
+	if g.opts.MaxWait != nil {
+		return g.opts.MaxWait()
+	}
+	return GroupCommitMaxWaitDefault
+}
+
+func (g *GroupCommitter) loop() {
+	defer close(g.done)
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.wake:
+		}
+		// Drain: keep committing while writes are waiting, without another wake signal.
+		for {
+			batch, ok := g.gather()
+			if !ok {
+				// Stopped while gathering: the taken writes were never sent.
+				for _, p := range batch {
+					p.result <- ErrGroupCommitterStopped
+				}
+				return
+			}
+			if len(batch) == 0 {
+				break
+			}
+			g.commit(batch)
+		}
+	}
+}
+
+// gather takes the writes for the next batch. It returns ok=false if Stop was called.
+func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
+	maxSize := g.maxBatchSize()
+	batch = g.take(nil, maxSize)
+	if len(batch) == 0 || len(batch) >= maxSize {
+		return batch, true
+	}
+	// Wait for company until MaxWait after the oldest write arrived. After a long commit
+	// that deadline has usually passed already, and the batch goes out at once.
+	deadline := batch[0].arrived.Add(g.maxWait())
+	for len(batch) < maxSize {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			break
+		}
+		timer := time.NewTimer(remaining)
+		select {
+		case <-g.stop:
+			timer.Stop()
+			return batch, false
+		case <-g.wake:
+			timer.Stop()
+			batch = g.take(batch, maxSize)
+		case <-timer.C:
+			return g.take(batch, maxSize), true
+		}
+	}
+	return batch, true
+}
+
+// take moves queued, uncancelled writes into batch, up to maxSize in all.
+func (g *GroupCommitter) take(batch []*pendingWrite, maxSize int) []*pendingWrite {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := 0
+	for ; i < len(g.pending) && len(batch) < maxSize; i++ {
+		p := g.pending[i]
+		if p.canceled {
+			continue
+		}
+		p.taken = true
+		batch = append(batch, p)
+	}
+	// Shift rather than reslice so the backing array does not pin taken writes.
+	n := copy(g.pending, g.pending[i:])
+	clear(g.pending[n:])
+	g.pending = g.pending[:n]
+	return batch
+}
+
+func (g *GroupCommitter) takeAllPendingLocked() []*pendingWrite {
+	var out []*pendingWrite
+	for _, p := range g.pending {
+		if !p.canceled {
+			p.taken = true
+			out = append(out, p)
+		}
+	}
+	g.pending = nil
+	return out
+}
+
+// commit runs one WriteBatch and hands each writer its result.
+func (g *GroupCommitter) commit(batch []*pendingWrite) {
+	writes := make([]*ExecutionWrite, len(batch))
+	for i, p := range batch {
+		writes[i] = p.write
+	}
+	g.testSignals.committing.signal()
+	g.batchSize.RecordValue(float64(len(batch)))
+	start := time.Now()
+	// The batch belongs to many callers, so no single caller's ctx may cancel it; Stop waits
+	// for it instead. The store's own timeouts (busy_timeout, statement timeouts) bound it.
+	results, err := g.store.WriteBatch(context.Background(), writes)
+	g.latency.Record(time.Since(start))
+	if err == nil && len(results) != len(writes) {
+		err = fmt.Errorf("persistence: group commit: store returned %d results for %d writes", len(results), len(writes))
+	}
+	if err != nil {
+		g.batchErrors.Inc(1)
+		g.logger.Warn("group commit batch failed", zap.Int("batch-size", len(batch)), zap.Error(err))
+		for _, p := range batch {
+			p.result <- err
+		}
+		return
+	}
+	for i, p := range batch {
+		if results[i] != nil {
+			g.writeErrors.Inc(1)
+		}
+		p.result <- results[i]
+	}
+}
+
+// groupCommitTestSignals let tests wait for an event instead of sleeping. They are nil (and
+// free) unless a test initializes them.
+type groupCommitTestSignals struct {
+	queued     testSignal // a write joined the queue
+	committing testSignal // a batch is about to be sent to the store
+}
+
+type testSignal chan struct{}
+
+func (s testSignal) signal() {
+	if s == nil {
+		return
+	}
+	select {
+	case s <- struct{}{}:
+	default:
+		panic("persistence: test signal buffer full; size it for the test")
+	}
+}

@@ -1,0 +1,397 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap/zaptest"
+)
+
+// fakeStore records WriteBatch calls. Its per-write outcome is chosen by the write's BusinessID
+// (see result); gate, when set, holds every WriteBatch until the test sends on it.
+type fakeStore struct {
+	Store // nil: only WriteBatch is used
+
+	gate     chan struct{}
+	batchErr error
+
+	mu      sync.Mutex
+	batches [][]*ExecutionWrite
+	applied map[string]bool
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{applied: map[string]bool{}}
+}
+
+func (f *fakeStore) WriteBatch(ctx context.Context, writes []*ExecutionWrite) ([]error, error) {
+	if f.gate != nil {
+		<-f.gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, writes)
+	if f.batchErr != nil {
+		return nil, f.batchErr
+	}
+	results := make([]error, len(writes))
+	for i, w := range writes {
+		results[i] = result(w)
+		if results[i] == nil {
+			f.applied[w.Key.BusinessID] = true
+		}
+	}
+	return results, nil
+}
+
+// result fails writes whose business ID starts with "fail-", each with its own error.
+func result(w *ExecutionWrite) error {
+	if strings.HasPrefix(w.Key.BusinessID, "fail-") {
+		return &ConditionFailedError{Key: w.Key, ExpectedVersion: w.PrevDBVersion, ActualVersion: 1000}
+	}
+	return nil
+}
+
+func (f *fakeStore) batchSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sizes := make([]int, len(f.batches))
+	for i, b := range f.batches {
+		sizes[i] = len(b)
+	}
+	return sizes
+}
+
+func (f *fakeStore) wasApplied(businessID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied[businessID]
+}
+
+func (f *fakeStore) sawWrite(businessID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.batches {
+		for _, w := range b {
+			if w.Key.BusinessID == businessID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func testWrite(businessID string) *ExecutionWrite {
+	return &ExecutionWrite{
+		ShardID: 1, RangeID: 1, Mode: WriteModeUpdate,
+		Key:           ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: businessID, RunID: "r"},
+		PrevDBVersion: 1, NextDBVersion: 2,
+	}
+}
+
+// newTestCommitter returns a started committer with test signals sized for signalBuffer
+// events; it is stopped at cleanup.
+func newTestCommitter(t *testing.T, store Store, opts GroupCommitOptions, signalBuffer int) *GroupCommitter {
+	g := NewGroupCommitter(store, opts, zaptest.NewLogger(t), tally.NoopScope)
+	g.testSignals.queued = make(testSignal, signalBuffer)
+	g.testSignals.committing = make(testSignal, signalBuffer)
+	g.Start()
+	t.Cleanup(g.Stop)
+	return g
+}
+
+func waitSignal(t *testing.T, s testSignal, what string) {
+	t.Helper()
+	select {
+	case <-s:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+type writeOutcome struct {
+	businessID string
+	err        error
+}
+
+// goWrite runs Write in a goroutine and delivers its outcome on out.
+func goWrite(ctx context.Context, g *GroupCommitter, businessID string, out chan<- writeOutcome) {
+	go func() {
+		out <- writeOutcome{businessID, g.Write(ctx, testWrite(businessID))}
+	}()
+}
+
+func TestGroupCommitter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ConcurrentWritesShareBatches", func(t *testing.T) {
+		t.Parallel()
+		const writers = 200
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{}, writers+10)
+
+		out := make(chan writeOutcome, writers)
+		goWrite(ctx, g, "w-first", out)
+		// Hold the first batch in the store while everyone else queues behind it.
+		waitSignal(t, g.testSignals.committing, "first batch")
+		for i := 1; i < writers; i++ {
+			goWrite(ctx, g, fmt.Sprintf("w-%d", i), out)
+		}
+		for i := 0; i < writers; i++ {
+			waitSignal(t, g.testSignals.queued, "writes to queue")
+		}
+		close(store.gate)
+
+		for range writers {
+			o := <-out
+			require.NoError(t, o.err, o.businessID)
+			require.True(t, store.wasApplied(o.businessID), "%s acknowledged but not applied", o.businessID)
+		}
+		sizes := store.batchSizes()
+		total := 0
+		for _, n := range sizes {
+			total += n
+		}
+		require.Equal(t, writers, total, "every write sent exactly once")
+		require.Less(t, len(sizes), writers)
+		require.LessOrEqual(t, len(sizes), 2, "the writes queued during the first commit share the second: %v", sizes)
+	})
+
+	t.Run("PerWriteErrorsReachTheirCaller", func(t *testing.T) {
+		t.Parallel()
+		const writers = 64
+		store := newFakeStore()
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 4*writers)
+
+		var wg sync.WaitGroup
+		for i := range writers {
+			id := fmt.Sprintf("ok-%d", i)
+			if i%3 == 0 {
+				id = fmt.Sprintf("fail-%d", i)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := testWrite(id)
+				err := g.Write(ctx, w)
+				if strings.HasPrefix(id, "fail-") {
+					var cf *ConditionFailedError
+					if !errors.As(err, &cf) || cf.Key != w.Key {
+						t.Errorf("%s: got %v, want its own ConditionFailedError", id, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+
+	t.Run("BatchErrorReachesEveryWriter", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.batchErr = errors.New("disk on fire")
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 100)
+		out := make(chan writeOutcome, 10)
+		for i := range 10 {
+			goWrite(ctx, g, fmt.Sprintf("w-%d", i), out)
+		}
+		for range 10 {
+			require.ErrorIs(t, (<-out).err, store.batchErr)
+		}
+	})
+
+	t.Run("RespectsMaxBatchSize", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		size := 3
+		var sizeMu sync.Mutex
+		opts := GroupCommitOptions{
+			MaxBatchSize: func() int { sizeMu.Lock(); defer sizeMu.Unlock(); return size },
+			MaxWait:      func() time.Duration { return 0 },
+		}
+		g := newTestCommitter(t, store, opts, 100)
+
+		out := make(chan writeOutcome, 20)
+		goWrite(ctx, g, "w-first", out)
+		waitSignal(t, g.testSignals.committing, "first batch")
+		for i := range 10 {
+			goWrite(ctx, g, fmt.Sprintf("w-%d", i), out)
+			waitSignal(t, g.testSignals.queued, "write to queue")
+		}
+		waitSignal(t, g.testSignals.queued, "first write queued") // the first write's own signal
+		sizeMu.Lock()
+		size = 4 // dynamic config applies to the next batch
+		sizeMu.Unlock()
+		close(store.gate)
+		for range 11 {
+			require.NoError(t, (<-out).err)
+		}
+		require.Equal(t, []int{1, 4, 4, 2}, store.batchSizes())
+	})
+
+	t.Run("CanceledBeforeBatchIsWithdrawn", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 100)
+
+		out := make(chan writeOutcome, 3)
+		goWrite(ctx, g, "w-first", out)
+		waitSignal(t, g.testSignals.committing, "first batch")
+		waitSignal(t, g.testSignals.queued, "first write queued")
+
+		cctx, cancel := context.WithCancel(ctx)
+		goWrite(cctx, g, "w-canceled", out)
+		waitSignal(t, g.testSignals.queued, "canceled write queued")
+		cancel()
+		o := <-out
+		require.Equal(t, "w-canceled", o.businessID)
+		require.ErrorIs(t, o.err, context.Canceled)
+
+		goWrite(ctx, g, "w-after", out)
+		waitSignal(t, g.testSignals.queued, "later write queued")
+		close(store.gate)
+		for range 2 {
+			require.NoError(t, (<-out).err)
+		}
+		require.False(t, store.sawWrite("w-canceled"), "a write withdrawn before its batch is never sent")
+		require.True(t, store.wasApplied("w-after"))
+	})
+
+	t.Run("CanceledAfterBatchStillCommits", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 100)
+
+		cctx, cancel := context.WithCancel(ctx)
+		out := make(chan writeOutcome, 1)
+		goWrite(cctx, g, "w-taken", out)
+		waitSignal(t, g.testSignals.committing, "batch")
+		cancel()
+		require.ErrorIs(t, (<-out).err, context.Canceled)
+		close(store.gate)
+		g.Stop() // waits for the batch in flight
+		require.True(t, store.wasApplied("w-taken"), "once in a batch, the batch decides")
+	})
+
+	t.Run("StopFailsPendingWrites", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 100)
+
+		inFlight := make(chan writeOutcome, 1)
+		goWrite(ctx, g, "w-in-flight", inFlight)
+		waitSignal(t, g.testSignals.committing, "batch")
+		waitSignal(t, g.testSignals.queued, "in-flight write queued")
+
+		pending := make(chan writeOutcome, 5)
+		for i := range 5 {
+			goWrite(ctx, g, fmt.Sprintf("w-pending-%d", i), pending)
+			waitSignal(t, g.testSignals.queued, "pending write queued")
+		}
+
+		stopped := make(chan struct{})
+		go func() {
+			g.Stop()
+			close(stopped)
+		}()
+		// Pending writers hear at once, while the batch in flight is still stuck.
+		for range 5 {
+			require.ErrorIs(t, (<-pending).err, ErrGroupCommitterStopped)
+		}
+		select {
+		case <-stopped:
+			t.Fatal("Stop returned while a batch was still committing")
+		default:
+		}
+		close(store.gate)
+		<-stopped
+		require.NoError(t, (<-inFlight).err, "the batch in flight completes")
+		require.Equal(t, []int{1}, store.batchSizes())
+
+		require.ErrorIs(t, g.Write(ctx, testWrite("w-late")), ErrGroupCommitterStopped)
+		g.Stop() // idempotent
+	})
+
+	t.Run("WriteBeforeStartIsRefused", func(t *testing.T) {
+		t.Parallel()
+		g := NewGroupCommitter(newFakeStore(), GroupCommitOptions{}, nil, nil)
+		require.ErrorIs(t, g.Write(ctx, testWrite("w")), ErrGroupCommitterNotStarted)
+		g.Stop() // never started: returns at once
+		g.Start()
+		require.ErrorIs(t, g.Write(ctx, testWrite("w")), ErrGroupCommitterStopped)
+	})
+
+	t.Run("StartStopStress", func(t *testing.T) {
+		t.Parallel()
+		for range 50 {
+			store := newFakeStore()
+			g := NewGroupCommitter(store, GroupCommitOptions{}, nil, nil)
+			g.Start()
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := g.Write(ctx, testWrite(fmt.Sprintf("w-%d", i)))
+					if err != nil && !errors.Is(err, ErrGroupCommitterStopped) {
+						t.Errorf("unexpected error: %v", err)
+					}
+					if err == nil && !store.wasApplied(fmt.Sprintf("w-%d", i)) {
+						t.Errorf("w-%d acknowledged but not applied", i)
+					}
+				}()
+			}
+			g.Stop()
+			wg.Wait()
+		}
+	})
+
+	t.Run("EmitsMetrics", func(t *testing.T) {
+		t.Parallel()
+		scope := tally.NewTestScope("", nil)
+		store := newFakeStore()
+		g := NewGroupCommitter(store, GroupCommitOptions{}, nil, scope)
+		g.Start()
+		defer g.Stop()
+		require.NoError(t, g.Write(ctx, testWrite("ok")))
+		require.Error(t, g.Write(ctx, testWrite("fail-1")))
+
+		snap := scope.Snapshot()
+		var histograms, timers int
+		for _, h := range snap.Histograms() {
+			if h.Name() == metricGroupCommitBatchSize {
+				histograms++
+			}
+		}
+		for _, tm := range snap.Timers() {
+			if tm.Name() == metricGroupCommitLatency {
+				timers += len(tm.Values())
+			}
+		}
+		var writeErrors int64
+		for _, c := range snap.Counters() {
+			if c.Name() == metricPersistenceErrors && c.Tags()["operation"] == "GroupCommitWrite" {
+				writeErrors += c.Value()
+			}
+		}
+		require.Equal(t, 1, histograms)
+		require.Equal(t, 2, timers)
+		require.Equal(t, int64(1), writeErrors)
+	})
+}

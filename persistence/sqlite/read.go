@@ -1,0 +1,264 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/vigilhq/vigil/persistence"
+)
+
+// GetExecution implements persistence.ExecutionStore. The run and its collection entries are
+// read in one read transaction, so they come from the same commit.
+func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence.ExecutionKey) (*persistence.ExecutionRecord, error) {
+	rec, err := s.getExecution(ctx, shardID, key)
+	if err != nil {
+		var nf *persistence.NotFoundError
+		if errors.As(err, &nf) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sqlite: get execution %s in shard %d: %w", keyString(key), shardID, err)
+	}
+	return rec, nil
+}
+
+func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence.ExecutionKey) (_ *persistence.ExecutionRecord, err error) {
+	tx, err := s.readDB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	rec := &persistence.ExecutionRecord{Key: key}
+	err = tx.QueryRowContext(ctx,
+		`SELECT db_version, lifecycle, state, idx_status, idx_task_queue FROM executions
+		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND shard_id = ?`,
+		key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID, shardID).
+		Scan(&rec.DBVersion, &rec.Lifecycle, &rec.State, &rec.Indexed.Status, &rec.Indexed.TaskQueue)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(key), shardID)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read execution: %w", err)
+	}
+
+	rows, err := tx.QueryContext(ctx,
+		`SELECT collection, entry_key, value FROM collection_entries
+		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		 ORDER BY collection, entry_key`,
+		key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("read collection entries: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e persistence.CollectionEntry
+		if err := rows.Scan(&e.Collection, &e.Key, &e.Value); err != nil {
+			return nil, fmt.Errorf("read collection entries: %w", err)
+		}
+		rec.Collections = append(rec.Collections, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read collection entries: %w", err)
+	}
+	return rec, nil
+}
+
+// GetCurrentExecution implements persistence.ExecutionStore.
+func (s *Store) GetCurrentExecution(ctx context.Context, shardID int32, key persistence.CurrentExecutionKey) (*persistence.CurrentExecution, error) {
+	var cur persistence.CurrentExecution
+	err := s.readDB.QueryRowContext(ctx,
+		`SELECT run_id, lifecycle FROM current_executions
+		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND shard_id = ?`,
+		key.NamespaceID, key.ArchetypeID, key.BusinessID, shardID).Scan(&cur.RunID, &cur.Lifecycle)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &persistence.NotFoundError{Msg: fmt.Sprintf("no current run of %s/%d/%s in shard %d",
+			key.NamespaceID, key.ArchetypeID, key.BusinessID, shardID)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get current execution %s/%d/%s in shard %d: %w",
+			key.NamespaceID, key.ArchetypeID, key.BusinessID, shardID, err)
+	}
+	return &cur, nil
+}
+
+// listFilter builds the WHERE clause shared by ListExecutions and CountExecutions.
+func listFilter(req persistence.ListExecutionsRequest) (string, []any) {
+	var sb strings.Builder
+	args := []any{req.NamespaceID, req.ArchetypeID}
+	sb.WriteString(`namespace_id = ? AND archetype_id = ?`)
+	if req.Status != "" {
+		sb.WriteString(` AND idx_status = ?`)
+		args = append(args, req.Status)
+	}
+	if req.TaskQueue != "" {
+		sb.WriteString(` AND idx_task_queue = ?`)
+		args = append(args, req.TaskQueue)
+	}
+	return sb.String(), args
+}
+
+// ListExecutions implements persistence.ExecutionStore. Pages are keyed by the last returned
+// (business_id, run_id), not by an offset: each page is an index seek, and an execution
+// created or deleted between pages neither shifts nor repeats the others.
+func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
+	if req.PageSize <= 0 {
+		return nil, fmt.Errorf("sqlite: list executions: page size must be positive, got %d", req.PageSize)
+	}
+	where, args := listFilter(req)
+	if req.NextPageToken != nil {
+		bid, rid, err := decodePageToken(req.NextPageToken)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list executions: %w", err)
+		}
+		where += ` AND (business_id, run_id) > (?, ?)`
+		args = append(args, bid, rid)
+	}
+	// One row more than the page tells whether another page exists, so the last page never
+	// hands out a token that leads to an empty page.
+	limit := int64(req.PageSize) + 1
+	args = append(args, limit)
+
+	rows, err := s.readDB.QueryContext(ctx,
+		`SELECT business_id, run_id, db_version, lifecycle, state, idx_status, idx_task_queue
+		 FROM executions WHERE `+where+` ORDER BY business_id, run_id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	defer rows.Close()
+	resp := &persistence.ListExecutionsResponse{}
+	for rows.Next() {
+		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: req.NamespaceID, ArchetypeID: req.ArchetypeID}}
+		if err := rows.Scan(&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
+			&rec.Indexed.Status, &rec.Indexed.TaskQueue); err != nil {
+			return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+		}
+		resp.Executions = append(resp.Executions, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	if len(resp.Executions) > req.PageSize {
+		resp.Executions = resp.Executions[:req.PageSize]
+		last := resp.Executions[req.PageSize-1].Key
+		resp.NextPageToken = encodePageToken(last.BusinessID, last.RunID)
+	}
+	return resp, nil
+}
+
+// CountExecutions implements persistence.ExecutionStore.
+func (s *Store) CountExecutions(ctx context.Context, req persistence.ListExecutionsRequest) (int64, error) {
+	where, args := listFilter(req)
+	var n int64
+	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM executions WHERE `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return n, nil
+}
+
+// GetTimerTasks implements persistence.TaskStore.
+func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasksRequest) ([]*persistence.TimerTask, error) {
+	if req.PageSize <= 0 {
+		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: page size must be positive, got %d", req.ShardID, req.PageSize)
+	}
+	afterTime, afterID := boundToNanos(req.After.VisibilityTime), req.After.TaskID
+	if req.After == (persistence.TimerTaskKey{}) {
+		afterTime, afterID = math.MinInt64, math.MinInt64
+	}
+	rows, err := s.readDB.QueryContext(ctx,
+		`SELECT visibility_time, task_id, namespace_id, archetype_id, business_id, run_id,
+		     task_type_id, singleton, payload
+		 FROM timer_tasks
+		 WHERE shard_id = ? AND (visibility_time, task_id) > (?, ?) AND visibility_time < ?
+		 ORDER BY visibility_time, task_id
+		 LIMIT ?`,
+		req.ShardID, afterTime, afterID, boundToNanos(req.Before), req.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
+	}
+	defer rows.Close()
+	var tasks []*persistence.TimerTask
+	for rows.Next() {
+		t := &persistence.TimerTask{ShardID: req.ShardID}
+		var vis int64
+		if err := rows.Scan(&vis, &t.TaskID, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
+			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Singleton, &t.Payload); err != nil {
+			return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
+		}
+		t.VisibilityTime = nanosToTime(vis)
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
+	}
+	return tasks, nil
+}
+
+// CompleteTimerTask implements persistence.TaskStore.
+func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
+	vis, err := timeToNanos(key.VisibilityTime)
+	if err != nil {
+		return nil // no stored task can have this key
+	}
+	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`DELETE FROM timer_tasks WHERE shard_id = ? AND visibility_time = ? AND task_id = ?`,
+			shardID, vis, key.TaskID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: complete timer task %d in shard %d: %w", key.TaskID, shardID, err)
+	}
+	return nil
+}
+
+// GetOutboundTasks implements persistence.TaskStore.
+func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID int64, pageSize int) ([]*persistence.OutboundTask, error) {
+	if pageSize <= 0 {
+		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: page size must be positive, got %d", shardID, pageSize)
+	}
+	rows, err := s.readDB.QueryContext(ctx,
+		`SELECT task_id, destination, namespace_id, archetype_id, business_id, run_id,
+		     task_type_id, payload, created_time
+		 FROM outbound_tasks
+		 WHERE shard_id = ? AND task_id > ?
+		 ORDER BY task_id
+		 LIMIT ?`,
+		shardID, afterTaskID, pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
+	}
+	defer rows.Close()
+	var tasks []*persistence.OutboundTask
+	for rows.Next() {
+		t := &persistence.OutboundTask{ShardID: shardID}
+		var created sql.NullInt64
+		if err := rows.Scan(&t.TaskID, &t.Destination, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
+			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Payload, &created); err != nil {
+			return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
+		}
+		if created.Valid {
+			t.CreatedTime = nanosToTime(created.Int64)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
+	}
+	return tasks, nil
+}
+
+// CompleteOutboundTask implements persistence.TaskStore.
+func (s *Store) CompleteOutboundTask(ctx context.Context, shardID int32, taskID int64) error {
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM outbound_tasks WHERE shard_id = ? AND task_id = ?`, shardID, taskID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: complete outbound task %d in shard %d: %w", taskID, shardID, err)
+	}
+	return nil
+}

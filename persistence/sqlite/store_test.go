@@ -1,0 +1,236 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/persistencetest"
+)
+
+func openTestStore(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Config{Path: path}, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	return s
+}
+
+func TestStoreContract(t *testing.T) {
+	persistencetest.RunStoreSuite(t, func(t *testing.T) persistence.Store {
+		return openTestStore(t, filepath.Join(t.TempDir(), "vigil.db"))
+	})
+}
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("MigrationsAreIdempotentAcrossReopen", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		for range 3 {
+			s := openTestStore(t, path)
+			var versions, latest int
+			require.NoError(t, s.readDB.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_version`).Scan(&versions, &latest))
+			require.Equal(t, LatestSchemaVersion(), latest)
+			require.Equal(t, LatestSchemaVersion(), versions, "each migration recorded once")
+			require.NoError(t, s.Close())
+		}
+	})
+
+	t.Run("DataSurvivesCloseAndReopen", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		s := openTestStore(t, path)
+		shard, err := s.AcquireShard(ctx, 1, "host-a")
+		require.NoError(t, err)
+		k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: "w", RunID: "r"}
+		at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+		w := &persistence.ExecutionWrite{
+			ShardID: 1, RangeID: shard.RangeID, Mode: persistence.WriteModeCreate, Key: k, NextDBVersion: 1,
+			State: []byte("s"), Lifecycle: persistence.LifecycleRunning,
+			CollectionPuts: []persistence.CollectionEntry{{Collection: "c", Key: "k", Value: []byte("v")}},
+			TimerTasks:     []*persistence.TimerTask{{ShardID: 1, TaskID: 1, VisibilityTime: at, Execution: k, Payload: []byte("p")}},
+		}
+		results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{w})
+		require.NoError(t, err)
+		require.NoError(t, results[0])
+		n, err := s.InitClusterMetadata(ctx, 8)
+		require.NoError(t, err)
+		require.Equal(t, int32(8), n)
+		require.NoError(t, s.Close())
+
+		s = openTestStore(t, path)
+		defer s.Close()
+		rec, err := s.GetExecution(ctx, 1, k)
+		require.NoError(t, err)
+		require.Equal(t, []byte("s"), rec.State)
+		require.Len(t, rec.Collections, 1)
+		timers, err := s.GetTimerTasks(ctx, persistence.GetTimerTasksRequest{ShardID: 1, Before: at.Add(time.Second), PageSize: 10})
+		require.NoError(t, err)
+		require.Len(t, timers, 1)
+		require.Equal(t, at, timers[0].VisibilityTime)
+		info, err := s.GetShard(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, shard, info)
+		n, err = s.InitClusterMetadata(ctx, 4)
+		require.NoError(t, err)
+		require.Equal(t, int32(8), n)
+	})
+
+	t.Run("NewerSchemaIsRefused", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		s := openTestStore(t, path)
+		_, err := s.writeDB.ExecContext(ctx, `INSERT INTO schema_version (version, name) VALUES (?, 'from_the_future.sql')`,
+			LatestSchemaVersion()+1)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+
+		_, err = Open(ctx, Config{Path: path}, zaptest.NewLogger(t))
+		require.ErrorContains(t, err, fmt.Sprintf("schema version %d is newer than this binary supports (%d)",
+			LatestSchemaVersion()+1, LatestSchemaVersion()))
+	})
+
+	t.Run("GarbageFileIsRefused", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		garbage := make([]byte, 8192)
+		for i := range garbage {
+			garbage[i] = byte(i*7 + 3)
+		}
+		require.NoError(t, os.WriteFile(path, garbage, 0o600))
+		_, err := Open(ctx, Config{Path: path}, zaptest.NewLogger(t))
+		require.ErrorContains(t, err, "not a SQLite database or is corrupt")
+		require.ErrorContains(t, err, path)
+	})
+
+	t.Run("CorruptDatabaseIsRefused", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		s := openTestStore(t, path)
+		require.NoError(t, s.Close())
+		// Keep the header, smash the pages holding the schema.
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for i := 100; i < len(data); i++ {
+			data[i] = 0xA5
+		}
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		_, err = Open(ctx, Config{Path: path}, zaptest.NewLogger(t))
+		require.ErrorContains(t, err, "not a SQLite database or is corrupt")
+		require.ErrorContains(t, err, path)
+	})
+
+	t.Run("MissingDirectoryIsAClearError", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "no", "such", "dir", "vigil.db")
+		_, err := Open(ctx, Config{Path: path}, zaptest.NewLogger(t))
+		require.ErrorContains(t, err, path)
+	})
+
+	t.Run("EmptyPathIsRefused", func(t *testing.T) {
+		t.Parallel()
+		_, err := Open(ctx, Config{}, nil)
+		require.ErrorContains(t, err, "path is empty")
+	})
+
+	t.Run("DurabilitySettingsApplied", func(t *testing.T) {
+		t.Parallel()
+		s := openTestStore(t, filepath.Join(t.TempDir(), "vigil.db"))
+		defer s.Close()
+		var mode string
+		var sync int
+		require.NoError(t, s.writeDB.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+		require.NoError(t, s.writeDB.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+		require.Equal(t, "wal", mode)
+		require.Equal(t, 2, sync, "synchronous=FULL")
+
+		_, err := s.readDB.ExecContext(ctx, `DELETE FROM shards`)
+		require.Error(t, err, "read connections are query_only")
+	})
+}
+
+// TestStateWriteCostIndependentOfCollectionSize checks the point of storing collection entries
+// as rows: a heartbeat (a state-only update) of a worker with 10,000 bound activities changes
+// as many rows and writes as many WAL bytes as one with none.
+func TestStateWriteCostIndependentOfCollectionSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	s := openTestStore(t, path)
+	defer s.Close()
+
+	// Pin the write connection so total_changes() and the WAL are observed on the connection
+	// that writes, and stop checkpoints from rewinding the WAL mid-measurement.
+	conn, err := s.writeDB.Conn(ctx)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+
+	shard, err := s.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+	small := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: "worker-small", RunID: "r"}
+	large := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: "worker-large", RunID: "r"}
+	create := func(k persistence.ExecutionKey, entries int) *persistence.ExecutionWrite {
+		w := &persistence.ExecutionWrite{
+			ShardID: 1, RangeID: shard.RangeID, Mode: persistence.WriteModeCreate, Key: k, NextDBVersion: 1,
+			State: make([]byte, 200), Lifecycle: persistence.LifecycleRunning,
+		}
+		for i := range entries {
+			w.CollectionPuts = append(w.CollectionPuts, persistence.CollectionEntry{
+				Collection: "bound", Key: fmt.Sprintf("activity-%05d", i), Value: make([]byte, 64),
+			})
+		}
+		return w
+	}
+	results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{create(small, 0), create(large, 10_000)})
+	require.NoError(t, err)
+	require.NoError(t, results[0])
+	require.NoError(t, results[1])
+
+	measure := func(k persistence.ExecutionKey, prev int64) (rowsChanged, walBytes int64) {
+		before := writeCounters(t, s, path)
+		w := &persistence.ExecutionWrite{
+			ShardID: 1, RangeID: shard.RangeID, Mode: persistence.WriteModeUpdate, Key: k,
+			PrevDBVersion: prev, NextDBVersion: prev + 1, State: make([]byte, 200), Lifecycle: persistence.LifecycleRunning,
+		}
+		results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{w})
+		require.NoError(t, err)
+		require.NoError(t, results[0])
+		after := writeCounters(t, s, path)
+		return after.changes - before.changes, after.walBytes - before.walBytes
+	}
+	for v := int64(1); v <= 3; v++ {
+		smallRows, smallWAL := measure(small, v)
+		largeRows, largeWAL := measure(large, v)
+		t.Logf("state-only update: 0 entries: %d rows, %d WAL bytes; 10,000 entries: %d rows, %d WAL bytes",
+			smallRows, smallWAL, largeRows, largeWAL)
+		require.Equal(t, int64(1), smallRows)
+		require.Equal(t, smallRows, largeRows)
+		require.Equal(t, smallWAL, largeWAL, "the same pages are written whatever the collection size")
+	}
+	rec, err := s.GetExecution(ctx, 1, large)
+	require.NoError(t, err)
+	require.Len(t, rec.Collections, 10_000)
+}
+
+type counters struct{ changes, walBytes int64 }
+
+func writeCounters(t testing.TB, s *Store, path string) counters {
+	t.Helper()
+	var c counters
+	require.NoError(t, s.writeDB.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&c.changes))
+	fi, err := os.Stat(path + "-wal")
+	require.NoError(t, err)
+	c.walBytes = fi.Size()
+	return c
+}

@@ -1,0 +1,461 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/vigilhq/vigil/persistence"
+)
+
+// The write path's statements. Each is prepared once on the write connection at Open and
+// reused by every transaction: parsing and planning would otherwise cost more than executing.
+var (
+	qSavepoint           = writeQuery(`SAVEPOINT execution_write`)
+	qRollbackToSavepoint = writeQuery(`ROLLBACK TO SAVEPOINT execution_write`)
+	qReleaseSavepoint    = writeQuery(`RELEASE SAVEPOINT execution_write`)
+	qReadRangeID         = writeQuery(`SELECT range_id FROM shards WHERE shard_id = ?`)
+	qReadExecutionExists = writeQuery(`SELECT db_version FROM executions
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
+	qReadCurrent = writeQuery(`SELECT run_id, lifecycle FROM current_executions
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ?`)
+	qInsertExecution = writeQuery(`INSERT INTO executions (namespace_id, archetype_id, business_id, run_id, shard_id,
+		db_version, lifecycle, state, idx_status, idx_task_queue)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpsertCurrent = writeQuery(`INSERT INTO current_executions (namespace_id, archetype_id, business_id, shard_id, run_id, lifecycle)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace_id, archetype_id, business_id)
+		DO UPDATE SET shard_id = excluded.shard_id, run_id = excluded.run_id, lifecycle = excluded.lifecycle`)
+	qUpdateExecution = writeQuery(`UPDATE executions
+		SET db_version = ?, lifecycle = ?, state = ?, idx_status = ?, idx_task_queue = ?
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND shard_id = ? AND db_version = ?`)
+	qUpdateCurrentLifecycle = writeQuery(`UPDATE current_executions SET lifecycle = ?
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND lifecycle <> ?`)
+	qDeleteExecution = writeQuery(`DELETE FROM executions
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND shard_id = ? AND db_version = ?`)
+	qDeleteExecutionCollections = writeQuery(`DELETE FROM collection_entries
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
+	qDeleteExecutionTimers = writeQuery(`DELETE FROM timer_tasks
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
+	qDeleteExecutionOutbound = writeQuery(`DELETE FROM outbound_tasks
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
+	qDeleteCurrentOfRun = writeQuery(`DELETE FROM current_executions
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
+	qReadExecutionVersion = writeQuery(`SELECT db_version FROM executions
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND shard_id = ?`)
+	qPutCollectionEntry = writeQuery(`INSERT INTO collection_entries (namespace_id, archetype_id, business_id, run_id, collection, entry_key, value)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id, collection, entry_key)
+		DO UPDATE SET value = excluded.value`)
+	qDeleteCollectionEntry = writeQuery(`DELETE FROM collection_entries
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND collection = ? AND entry_key = ?`)
+	qDeleteSingletonTimer = writeQuery(`DELETE FROM timer_tasks
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND task_type_id = ? AND singleton = 1`)
+	qInsertTimerTask = writeQuery(`INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
+		business_id, run_id, task_type_id, singleton, payload)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertOutboundTask = writeQuery(`INSERT INTO outbound_tasks (shard_id, task_id, destination, namespace_id, archetype_id,
+		business_id, run_id, task_type_id, payload, created_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+)
+
+// WriteBatch implements persistence.ExecutionStore.
+//
+// All writes share one IMMEDIATE transaction, so one commit and one WAL fsync. Each write runs
+// inside its own SAVEPOINT: a write that fails a check (range_id fence, db version, existing
+// run, current run) or violates a constraint is rolled back to its savepoint, which undoes
+// exactly its own statements, and its error goes to results[i]. Any other error (I/O, a full
+// disk, ctx cancellation) aborts the transaction, and the batch fails as a whole.
+func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
+	results := make([]error, len(writes))
+	if len(writes) == 0 {
+		return results, nil
+	}
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1)}
+		for i, w := range writes {
+			werr, err := b.apply(w)
+			if err != nil {
+				return fmt.Errorf("write %d of %d (shard %d, execution %s): %w",
+					i, len(writes), w.ShardID, keyString(w.Key), err)
+			}
+			results[i] = werr
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: write batch: %w", err)
+	}
+	return results, nil
+}
+
+// batch is the state of one WriteBatch transaction.
+type batch struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+	// rangeIDs caches each shard's stored range_id for the transaction. It cannot change
+	// under us: AcquireShard needs the write connection, which this transaction holds.
+	rangeIDs map[int32]int64
+}
+
+// writeQueries lists the statements Open prepares on the write connection.
+var writeQueries []string
+
+func writeQuery(query string) string {
+	writeQueries = append(writeQueries, query)
+	return query
+}
+
+// prepareWriteStatements prepares every write-path statement on the write connection. It must
+// run while no transaction holds that (only) connection.
+func prepareWriteStatements(ctx context.Context, db *sql.DB) (map[string]*sql.Stmt, error) {
+	stmts := make(map[string]*sql.Stmt, len(writeQueries))
+	for _, q := range writeQueries {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			for _, st := range stmts {
+				_ = st.Close()
+			}
+			return nil, fmt.Errorf("prepare %q: %w", q, err)
+		}
+		stmts[q] = st
+	}
+	return stmts, nil
+}
+
+// exec runs a prepared write statement in the batch's transaction. Tx.StmtContext reuses the
+// statement already prepared on this connection rather than preparing it again.
+func (b *batch) exec(query string, args ...any) (sql.Result, error) {
+	if st, ok := b.stmts[query]; ok {
+		return b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
+	}
+	return b.tx.ExecContext(b.ctx, query, args...)
+}
+
+func (b *batch) queryRow(query string, args ...any) *sql.Row {
+	if st, ok := b.stmts[query]; ok {
+		return b.tx.StmtContext(b.ctx, st).QueryRowContext(b.ctx, args...)
+	}
+	return b.tx.QueryRowContext(b.ctx, query, args...)
+}
+
+// apply runs one write in a savepoint. writeErr is the write's own failure (the batch goes
+// on); err is a database failure that must abort the batch.
+func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
+	if err := validateWrite(w); err != nil {
+		return err, nil
+	}
+	if _, err := b.exec(qSavepoint); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	writeErr, err = b.applyInSavepoint(w)
+	if err != nil && isConstraint(err) {
+		writeErr, err = fmt.Errorf("sqlite: write shard %d, execution %s: %w", w.ShardID, keyString(w.Key), err), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if writeErr != nil {
+		if _, err := b.exec(qRollbackToSavepoint); err != nil {
+			return nil, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+	}
+	// ROLLBACK TO keeps the savepoint open; RELEASE closes it either way.
+	if _, err := b.exec(qReleaseSavepoint); err != nil {
+		return nil, fmt.Errorf("release savepoint: %w", err)
+	}
+	return writeErr, nil
+}
+
+func (b *batch) applyInSavepoint(w *persistence.ExecutionWrite) (writeErr, err error) {
+	if writeErr, err := b.checkRangeID(w.ShardID, w.RangeID); writeErr != nil || err != nil {
+		return writeErr, err
+	}
+	switch w.Mode {
+	case persistence.WriteModeCreate:
+		writeErr, err = b.create(w)
+	case persistence.WriteModeUpdate:
+		writeErr, err = b.update(w)
+	case persistence.WriteModeDelete:
+		return b.delete(w)
+	}
+	if writeErr != nil || err != nil {
+		return writeErr, err
+	}
+	if err := b.writeCollections(w); err != nil {
+		return nil, err
+	}
+	return nil, b.writeTasks(w)
+}
+
+func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error) {
+	stored, ok := b.rangeIDs[shardID]
+	if !ok {
+		err := b.queryRow(qReadRangeID, shardID).Scan(&stored)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			stored = 0 // never acquired: no range_id can match
+		case err != nil:
+			return nil, fmt.Errorf("read range_id: %w", err)
+		}
+		b.rangeIDs[shardID] = stored
+	}
+	if stored != rangeID {
+		return &persistence.ShardOwnershipLostError{ShardID: shardID, RangeID: rangeID, StoredRangeID: stored}, nil
+	}
+	return nil, nil
+}
+
+func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
+	k := w.Key
+	var version int64
+	err = b.queryRow(qReadExecutionExists,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID).Scan(&version)
+	switch {
+	case err == nil:
+		return &persistence.ExecutionAlreadyExistsError{Key: k}, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("read execution: %w", err)
+	}
+
+	var current persistence.CurrentExecution
+	err = b.queryRow(qReadCurrent,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID).Scan(&current.RunID, &current.Lifecycle)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read current execution: %w", err)
+	}
+	if current.RunID != w.ExpectedCurrentRunID {
+		return &persistence.CurrentExecutionConflictError{
+			Key: k.CurrentKey(), CurrentRunID: current.RunID, Lifecycle: current.Lifecycle,
+		}, nil
+	}
+
+	if _, err := b.exec(qInsertExecution,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
+		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue); err != nil {
+		return nil, fmt.Errorf("insert execution: %w", err)
+	}
+	if _, err := b.exec(qUpsertCurrent,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, w.ShardID, k.RunID, w.Lifecycle); err != nil {
+		return nil, fmt.Errorf("upsert current execution: %w", err)
+	}
+	return nil, nil
+}
+
+func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
+	k := w.Key
+	// The version check is in the UPDATE itself: the common case is one statement.
+	res, err := b.exec(qUpdateExecution,
+		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
+	if err != nil {
+		return nil, fmt.Errorf("update execution: %w", err)
+	}
+	if writeErr, err := b.checkConditionalChange(res, w); writeErr != nil || err != nil {
+		return writeErr, err
+	}
+	// Keep the current row's lifecycle in step, so ID-reuse decisions need not read the run.
+	// The lifecycle <> ? guard makes the usual case (no lifecycle change) a read, not a write.
+	if _, err := b.exec(qUpdateCurrentLifecycle,
+		w.Lifecycle, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.Lifecycle); err != nil {
+		return nil, fmt.Errorf("update current execution: %w", err)
+	}
+	return nil, nil
+}
+
+func (b *batch) delete(w *persistence.ExecutionWrite) (writeErr, err error) {
+	k := w.Key
+	res, err := b.exec(qDeleteExecution,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
+	if err != nil {
+		return nil, fmt.Errorf("delete execution: %w", err)
+	}
+	if writeErr, err := b.checkConditionalChange(res, w); writeErr != nil || err != nil {
+		return writeErr, err
+	}
+	keyArgs := []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID}
+	for _, stmt := range []struct{ what, sql string }{
+		{"collection entries", qDeleteExecutionCollections},
+		{"timer tasks", qDeleteExecutionTimers},
+		{"outbound tasks", qDeleteExecutionOutbound},
+		// Only if it still points at this run: a newer run of the business ID keeps its row.
+		{"current execution", qDeleteCurrentOfRun},
+	} {
+		if _, err := b.exec(stmt.sql, keyArgs...); err != nil {
+			return nil, fmt.Errorf("delete %s: %w", stmt.what, err)
+		}
+	}
+	return nil, nil
+}
+
+// checkConditionalChange turns a conditional UPDATE/DELETE that touched no row into the
+// reason: the run is missing (*NotFoundError) or its version moved (*ConditionFailedError).
+func (b *batch) checkConditionalChange(res sql.Result, w *persistence.ExecutionWrite) (writeErr, err error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("rows affected: %w", err)
+	}
+	if n == 1 {
+		return nil, nil
+	}
+	k := w.Key
+	var actual int64
+	err = b.queryRow(qReadExecutionVersion,
+		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID).Scan(&actual)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &persistence.NotFoundError{
+			Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(k), w.ShardID),
+		}, nil
+	case err != nil:
+		return nil, fmt.Errorf("read execution version: %w", err)
+	}
+	return &persistence.ConditionFailedError{Key: k, ExpectedVersion: w.PrevDBVersion, ActualVersion: actual}, nil
+}
+
+func (b *batch) writeCollections(w *persistence.ExecutionWrite) error {
+	k := w.Key
+	for _, e := range w.CollectionPuts {
+		if _, err := b.exec(qPutCollectionEntry,
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, nonNil(e.Value)); err != nil {
+			return fmt.Errorf("put collection entry %s/%s: %w", e.Collection, e.Key, err)
+		}
+	}
+	for _, d := range w.CollectionDeletes {
+		if _, err := b.exec(qDeleteCollectionEntry,
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, d.Collection, d.Key); err != nil {
+			return fmt.Errorf("delete collection entry %s/%s: %w", d.Collection, d.Key, err)
+		}
+	}
+	return nil
+}
+
+func (b *batch) writeTasks(w *persistence.ExecutionWrite) error {
+	for _, t := range w.TimerTasks {
+		e := t.Execution
+		if t.Singleton {
+			// Replace in place: the previous singleton of this execution and type goes in the
+			// same transaction, so there is never more than one row.
+			if _, err := b.exec(qDeleteSingletonTimer,
+				e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID); err != nil {
+				return fmt.Errorf("replace singleton timer task type %d: %w", t.TaskTypeID, err)
+			}
+		}
+		vis, _ := timeToNanos(t.VisibilityTime) // range checked by validateWrite
+		if _, err := b.exec(qInsertTimerTask,
+			w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
+			t.TaskTypeID, boolToInt(t.Singleton), nonNil(t.Payload)); err != nil {
+			return fmt.Errorf("insert timer task %d: %w", t.TaskID, err)
+		}
+	}
+	for _, t := range w.OutboundTasks {
+		e := t.Execution
+		var created sql.NullInt64
+		if !t.CreatedTime.IsZero() {
+			created.Int64, _ = timeToNanos(t.CreatedTime) // range checked by validateWrite
+			created.Valid = true
+		}
+		if _, err := b.exec(qInsertOutboundTask,
+			w.ShardID, t.TaskID, t.Destination, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
+			t.TaskTypeID, nonNil(t.Payload), created); err != nil {
+			return fmt.Errorf("insert outbound task %d: %w", t.TaskID, err)
+		}
+	}
+	return nil
+}
+
+// validateWrite rejects a malformed write before it touches the database. These are bugs in
+// the caller, reported in the write's own result.
+func validateWrite(w *persistence.ExecutionWrite) error {
+	if w == nil {
+		return errors.New("sqlite: invalid write: nil")
+	}
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("sqlite: invalid write to shard %d, execution %s: %s",
+			w.ShardID, keyString(w.Key), fmt.Sprintf(format, args...))
+	}
+	k := w.Key
+	if k.NamespaceID == "" || k.BusinessID == "" || k.RunID == "" {
+		return invalid("namespace, business and run IDs are required")
+	}
+	switch w.Mode {
+	case persistence.WriteModeCreate, persistence.WriteModeUpdate:
+		if w.NextDBVersion <= w.PrevDBVersion {
+			return invalid("next db version %d is not greater than previous %d", w.NextDBVersion, w.PrevDBVersion)
+		}
+		switch w.Lifecycle {
+		case persistence.LifecycleRunning, persistence.LifecycleCompleted, persistence.LifecycleFailed:
+		default:
+			return invalid("unknown lifecycle %d", w.Lifecycle)
+		}
+	case persistence.WriteModeDelete:
+		if len(w.CollectionPuts)+len(w.CollectionDeletes)+len(w.TimerTasks)+len(w.OutboundTasks) > 0 {
+			return invalid("a delete carries no collection changes or tasks")
+		}
+		return nil
+	default:
+		return invalid("unknown write mode %d", w.Mode)
+	}
+
+	if len(w.CollectionPuts) > 0 && len(w.CollectionDeletes) > 0 {
+		puts := make(map[persistence.CollectionEntryKey]struct{}, len(w.CollectionPuts))
+		for _, e := range w.CollectionPuts {
+			puts[persistence.CollectionEntryKey{Collection: e.Collection, Key: e.Key}] = struct{}{}
+		}
+		for _, d := range w.CollectionDeletes {
+			if _, ok := puts[d]; ok {
+				return invalid("collection entry %s/%s is both put and deleted", d.Collection, d.Key)
+			}
+		}
+	}
+	for _, t := range w.TimerTasks {
+		switch {
+		case t == nil:
+			return invalid("nil timer task")
+		case t.ShardID != w.ShardID || t.Execution != w.Key:
+			return invalid("timer task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
+		}
+		if _, err := timeToNanos(t.VisibilityTime); err != nil {
+			return invalid("timer task %d: visibility %v", t.TaskID, err)
+		}
+	}
+	for _, t := range w.OutboundTasks {
+		switch {
+		case t == nil:
+			return invalid("nil outbound task")
+		case t.ShardID != w.ShardID || t.Execution != w.Key:
+			return invalid("outbound task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
+		}
+		if !t.CreatedTime.IsZero() {
+			if _, err := timeToNanos(t.CreatedTime); err != nil {
+				return invalid("outbound task %d: created %v", t.TaskID, err)
+			}
+		}
+	}
+	return nil
+}
+
+func keyString(k persistence.ExecutionKey) string {
+	return fmt.Sprintf("%s/%d/%s/%s", k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID)
+}
+
+// nonNil stores a nil byte slice as an empty blob: the columns are NOT NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func boolToInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
