@@ -1,0 +1,307 @@
+// Package history runs CHASM executions durably. It owns shards, implements chasm.Engine over
+// the store (execution cache, one lock per business ID, create-or-update, state and tasks in
+// one group-committed write), drives each shard's timer and outbound queues, and serves the
+// history gRPC API that component libraries register on it.
+package history
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/tasks"
+)
+
+// Engine is the durable chasm.Engine.
+type Engine struct {
+	config     Config
+	registry   *chasm.Registry
+	store      persistence.Store
+	committer  *persistence.GroupCommitter
+	scheduler  *tasks.Scheduler
+	timeSource clock.TimeSource
+	dc         *dynamicconfig.Collection
+	logger     *zap.Logger
+	scope      tally.Scope
+
+	controller *shardController
+}
+
+var _ chasm.Engine = (*Engine)(nil)
+
+// EngineParams are the engine's dependencies.
+type EngineParams struct {
+	Config        Config
+	Registry      *chasm.Registry
+	Store         persistence.Store
+	Committer     *persistence.GroupCommitter
+	Scheduler     *tasks.Scheduler
+	TimeSource    clock.TimeSource
+	DynamicConfig *dynamicconfig.Collection
+	Logger        *zap.Logger
+	MetricsScope  tally.Scope
+}
+
+// NewEngine returns an engine that serves nothing until Start acquires its shards.
+func NewEngine(p EngineParams) (*Engine, error) {
+	cfg, err := p.Config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if p.TimeSource == nil {
+		p.TimeSource = clock.NewRealTimeSource()
+	}
+	if p.DynamicConfig == nil {
+		p.DynamicConfig = dynamicconfig.NewNoopCollection()
+	}
+	if p.MetricsScope == nil {
+		p.MetricsScope = tally.NoopScope
+	}
+	e := &Engine{
+		config:     cfg,
+		registry:   p.Registry,
+		store:      p.Store,
+		committer:  p.Committer,
+		scheduler:  p.Scheduler,
+		timeSource: p.TimeSource,
+		dc:         p.DynamicConfig,
+		logger:     p.Logger.With(zap.String("service", "history")),
+		scope:      p.MetricsScope.SubScope("history"),
+	}
+	e.controller = newShardController(e)
+	return e, nil
+}
+
+// Start checks the shard count against the store and acquires every shard.
+func (e *Engine) Start(ctx context.Context) error { return e.controller.start(ctx) }
+
+// Stop stops every shard's queues. In-flight calls finish or fail with Unavailable.
+func (e *Engine) Stop() { e.controller.stop() }
+
+// NumShards returns the cluster's shard count.
+func (e *Engine) NumShards() int32 { return e.config.NumShards }
+
+// Registry implements chasm.Engine.
+func (e *Engine) Registry() *chasm.Registry { return e.registry }
+
+// TimeSource returns the engine's clock.
+func (e *Engine) TimeSource() clock.TimeSource { return e.timeSource }
+
+func (e *Engine) timerQueueOptions() tasks.TimerQueueOptions {
+	grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(e.dc)
+	return tasks.TimerQueueOptions{
+		LookAhead: dynamicconfig.TimerLookAheadDuration.Get(e.dc),
+		PageSize:  dynamicconfig.TimerLookAheadPageSize.Get(e.dc),
+		GracePeriod: func(taskTypeID uint32) time.Duration {
+			if t, ok := e.registry.TaskByID(taskTypeID); ok && t.HasRestartGrace() {
+				return grace()
+			}
+			return 0
+		},
+	}
+}
+
+func (e *Engine) outboundQueueOptions() tasks.OutboundQueueOptions {
+	return tasks.OutboundQueueOptions{
+		RetryInitialInterval: dynamicconfig.OutboundRetryInitialInterval.Get(e.dc),
+		RetryMaxInterval:     dynamicconfig.OutboundRetryMaxInterval.Get(e.dc),
+		AlertAttempts:        dynamicconfig.OutboundMaxAttemptsBeforeAlert.Get(e.dc),
+	}
+}
+
+func (e *Engine) resolve(ref chasm.ComponentRef) (*chasm.RegistrableComponent, *Shard, error) {
+	rc, ok := e.registry.Component(ref.Archetype)
+	if !ok {
+		return nil, nil, serviceerror.NewInvalidArgument(fmt.Sprintf("unknown archetype %q", ref.Archetype))
+	}
+	if ref.Key.NamespaceID == "" || ref.Key.BusinessID == "" {
+		return nil, nil, serviceerror.NewInvalidArgument(fmt.Sprintf("incomplete execution key %s", ref.Key))
+	}
+	shard, err := e.controller.shardFor(ref.Key.NamespaceID, ref.Key.BusinessID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, shard, nil
+}
+
+// StartExecution implements chasm.Engine.
+func (e *Engine) StartExecution(
+	ctx context.Context, ref chasm.ComponentRef, newFn func(chasm.MutableContext) (chasm.Component, error), opts chasm.StartOptions,
+) (chasm.StartResult, error) {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	defer release()
+
+	var currentRunID string
+	var lifecycle chasm.LifecycleState
+	if entry.current != nil {
+		currentRunID, lifecycle = entry.current.exec.Key().RunID, entry.current.exec.Lifecycle()
+	}
+	existing, err := chasm.CheckStart(ref, opts, currentRunID, lifecycle)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	if existing != "" {
+		return chasm.StartResult{RunID: existing}, nil
+	}
+	return e.create(ctx, shard, entry, rc, ref.Key, newFn, nil)
+}
+
+// UpdateWithStart implements chasm.Engine.
+func (e *Engine) UpdateWithStart(
+	ctx context.Context, ref chasm.ComponentRef,
+	newFn func(chasm.MutableContext) (chasm.Component, error), updateFn func(chasm.MutableContext, chasm.Component) error,
+) (chasm.StartResult, error) {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	defer release()
+
+	if entry.current == nil {
+		return e.create(ctx, shard, entry, rc, ref.Key, newFn, updateFn)
+	}
+	run := entry.current
+	m, err := run.exec.Update(e.timeSource.Now(), updateFn)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	if err := shard.write(ctx, entry, run, m, ""); err != nil {
+		return chasm.StartResult{}, err
+	}
+	return chasm.StartResult{RunID: run.exec.Key().RunID}, nil
+}
+
+func (e *Engine) create(
+	ctx context.Context, shard *Shard, entry *cacheEntry, rc *chasm.RegistrableComponent, key chasm.ExecutionKey,
+	newFn func(chasm.MutableContext) (chasm.Component, error), then func(chasm.MutableContext, chasm.Component) error,
+) (chasm.StartResult, error) {
+	var expectedCurrent string
+	if entry.current != nil {
+		expectedCurrent = entry.current.exec.Key().RunID
+	}
+	key.RunID = newRunID()
+	exec := chasm.NewExecution(e.registry, rc, key)
+	m, err := exec.Start(e.timeSource.Now(), newFn, then)
+	if err != nil {
+		return chasm.StartResult{}, err
+	}
+	run := &loadedRun{exec: exec}
+	if err := shard.write(ctx, entry, run, m, expectedCurrent); err != nil {
+		return chasm.StartResult{}, err
+	}
+	entry.current = run
+	return chasm.StartResult{RunID: key.RunID, Created: true}, nil
+}
+
+// UpdateComponent implements chasm.Engine.
+func (e *Engine) UpdateComponent(
+	ctx context.Context, ref chasm.ComponentRef, updateFn func(chasm.MutableContext, chasm.Component) error,
+) error {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return err
+	}
+	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	run, err := shard.runFor(ctx, entry, rc, ref.Key)
+	if err != nil {
+		return err
+	}
+	if run == nil {
+		return chasm.NewExecutionNotFoundError(ref)
+	}
+	m, err := run.exec.Update(e.timeSource.Now(), updateFn)
+	if err != nil {
+		return err
+	}
+	if entry.current != run {
+		entry = nil
+	}
+	return shard.write(ctx, entry, run, m, "")
+}
+
+// ReadComponent implements chasm.Engine.
+func (e *Engine) ReadComponent(
+	ctx context.Context, ref chasm.ComponentRef, readFn func(chasm.Context, chasm.Component) error,
+) error {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return err
+	}
+	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	run, err := shard.runFor(ctx, entry, rc, ref.Key)
+	if err != nil {
+		return err
+	}
+	if run == nil {
+		return chasm.NewExecutionNotFoundError(ref)
+	}
+	return run.exec.Read(e.timeSource.Now(), readFn)
+}
+
+// PollComponent implements chasm.Engine. It waits on the cached execution's change signal, so
+// a poll of a non-current run (which is not cached) only sees its state at each re-check.
+func (e *Engine) PollComponent(
+	ctx context.Context, ref chasm.ComponentRef, predicate func(chasm.Context, chasm.Component) (bool, error),
+) error {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return err
+	}
+	for {
+		entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+		if err != nil {
+			return err
+		}
+		run, err := shard.runFor(ctx, entry, rc, ref.Key)
+		if err != nil || run == nil {
+			release()
+			if err == nil {
+				err = chasm.NewExecutionNotFoundError(ref)
+			}
+			return err
+		}
+		var done bool
+		err = run.exec.Read(e.timeSource.Now(), func(rctx chasm.Context, c chasm.Component) error {
+			var err error
+			done, err = predicate(rctx, c)
+			return err
+		})
+		changed := run.exec.Changed()
+		release()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

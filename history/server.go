@@ -1,0 +1,178 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/encoding/gzip" // accept gzip from every client
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/shard"
+)
+
+// ServiceRegistration registers one library's history gRPC service. Libraries contribute
+// them through the fx group "history.services".
+type ServiceRegistration func(grpc.ServiceRegistrar)
+
+// Server is the history host's gRPC server.
+type Server struct {
+	logger   *zap.Logger
+	server   *grpc.Server
+	listener net.Listener
+	done     chan struct{}
+}
+
+// NewServer listens on address (":0" picks a port) and registers services.
+func NewServer(address string, services []ServiceRegistration, logger *zap.Logger) (*Server, error) {
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("history: listen on %s: %w", address, err)
+	}
+	s := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	for _, register := range services {
+		register(s)
+	}
+	return &Server{logger: logger, server: s, listener: lis, done: make(chan struct{})}, nil
+}
+
+// Address returns the address the server listens on.
+func (s *Server) Address() string { return s.listener.Addr().String() }
+
+// Start serves in the background.
+func (s *Server) Start() {
+	s.logger.Info("history gRPC server listening", tag.Address(s.Address()))
+	go func() {
+		defer close(s.done)
+		if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.logger.Error("history gRPC server failed", tag.Error(err))
+		}
+	}()
+}
+
+// Stop lets in-flight calls finish until ctx ends, then closes every connection.
+func (s *Server) Stop(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() {
+		s.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.server.Stop()
+	}
+	<-s.done
+}
+
+// serviceErrorInterceptor sends serviceerror values as gRPC statuses with their own code;
+// returned as they are they would reach the client as Unknown, which clients retry.
+func serviceErrorInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err == nil {
+		return resp, nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return resp, err
+	}
+	return resp, serviceerror.ToStatus(err).Err()
+}
+
+// Membership says which host serves a shard.
+type Membership interface {
+	HostForShard(shardID int32) (address string, err error)
+}
+
+// StaticMembership serves every shard from one address: the single-host deployment.
+type StaticMembership struct{ Address string }
+
+// HostForShard implements Membership.
+func (m StaticMembership) HostForShard(int32) (string, error) { return m.Address, nil }
+
+// Router is the client side of history: it maps an execution to its shard and the shard to a
+// connection to the host that owns it. It never assumes a single host; Membership decides.
+type Router struct {
+	numShards  int32
+	membership Membership
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewRouter returns a router for a cluster of numShards.
+func NewRouter(numShards int32, membership Membership) *Router {
+	return &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// NumShards returns the cluster's shard count.
+func (r *Router) NumShards() int32 { return r.numShards }
+
+// ShardFor returns the shard of a business ID.
+func (r *Router) ShardFor(namespaceID, businessID string) int32 {
+	return shard.ForKey(namespaceID, businessID, r.numShards)
+}
+
+// ConnForShard returns a connection to the host that owns shardID.
+func (r *Router) ConnForShard(shardID int32) (grpc.ClientConnInterface, error) {
+	address, err := r.membership.HostForShard(shardID)
+	if err != nil {
+		return nil, serviceerror.NewUnavailable(fmt.Sprintf("no host for shard %d: %v", shardID, err))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if conn, ok := r.conns[address]; ok {
+		return conn, nil
+	}
+	conn, err := grpc.NewClient(address,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))
+	if err != nil {
+		return nil, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
+	}
+	r.conns[address] = conn
+	return conn, nil
+}
+
+// ConnFor returns a connection to the host that owns the business ID's shard.
+func (r *Router) ConnFor(namespaceID, businessID string) (grpc.ClientConnInterface, error) {
+	return r.ConnForShard(r.ShardFor(namespaceID, businessID))
+}
+
+// Close closes every connection.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for address, conn := range r.conns {
+		errs = append(errs, conn.Close())
+		delete(r.conns, address)
+	}
+	return errors.Join(errs...)
+}
+
+// statusToServiceErrorInterceptor turns statuses back into serviceerror values, so callers
+// of history can type-switch on them as on local errors.
+func statusToServiceErrorInterceptor(
+	ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption,
+) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		return serviceerror.FromStatus(st)
+	}
+	return err
+}

@@ -1,0 +1,354 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/tasks"
+)
+
+// Shard is one shard owned by this host: its executions, its task ID allocator and its two
+// task queues. Every write it makes carries the range_id it acquired the shard with.
+type Shard struct {
+	engine  *Engine
+	id      int32
+	rangeID int64
+	logger  *zap.Logger
+
+	cache         *executionCache
+	timerQueue    *tasks.TimerQueue
+	outboundQueue *tasks.OutboundQueue
+
+	idMu    sync.Mutex
+	nextSeq int64
+	// inflight holds task IDs handed to writes that have not finished. Outbound reads stop
+	// below the smallest, so a reader never skips a task committed after a larger one.
+	inflight map[int64]struct{}
+
+	lost atomic.Bool
+}
+
+// Task IDs are rangeID<<taskSeqBits | seq: they grow across restarts (each start acquires a
+// higher range_id) and never repeat within one.
+const taskSeqBits = 32
+
+func newShard(engine *Engine, id int32, rangeID int64) *Shard {
+	s := &Shard{
+		engine:   engine,
+		id:       id,
+		rangeID:  rangeID,
+		logger:   engine.logger.With(tag.ShardID(id), tag.RangeID(rangeID)),
+		cache:    newExecutionCache(engine.config.ExecutionCacheSize),
+		nextSeq:  1,
+		inflight: make(map[int64]struct{}),
+	}
+	s.timerQueue = tasks.NewTimerQueue(id, engine.store, (*shardTimerExecutor)(s), engine.scheduler,
+		engine.timeSource, engine.timerQueueOptions(), s.logger, engine.scope)
+	s.outboundQueue = tasks.NewOutboundQueue(id, &ceilingTaskStore{TaskStore: engine.store, shard: s},
+		(*shardOutboundExecutor)(s), engine.scheduler, engine.timeSource, engine.outboundQueueOptions(),
+		s.logger, engine.scope)
+	return s
+}
+
+// ID returns the shard's number.
+func (s *Shard) ID() int32 { return s.id }
+
+func (s *Shard) start() {
+	s.timerQueue.Start()
+	s.outboundQueue.Start()
+}
+
+func (s *Shard) stop() {
+	s.timerQueue.Stop()
+	s.outboundQueue.Stop()
+	s.cache.clear()
+}
+
+// allocateTaskIDs reserves n task IDs and marks them in flight until release is called.
+func (s *Shard) allocateTaskIDs(n int) ([]int64, func(), error) {
+	if n == 0 {
+		return nil, func() {}, nil
+	}
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.nextSeq+int64(n) >= math.MaxUint32 {
+		// Four billion tasks in one ownership of a shard; reacquiring would start a new range.
+		return nil, nil, serviceerror.NewUnavailable(fmt.Sprintf("shard %d exhausted its task ID range", s.id))
+	}
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = s.rangeID<<taskSeqBits | s.nextSeq
+		s.nextSeq++
+		s.inflight[ids[i]] = struct{}{}
+	}
+	return ids, func() {
+		s.idMu.Lock()
+		defer s.idMu.Unlock()
+		for _, id := range ids {
+			delete(s.inflight, id)
+		}
+	}, nil
+}
+
+// outboundReadCeiling returns the largest task ID below which every allocated ID's write has
+// finished (committed or failed).
+func (s *Shard) outboundReadCeiling() int64 {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	ceiling := s.rangeID<<taskSeqBits | (s.nextSeq - 1)
+	for id := range s.inflight {
+		ceiling = min(ceiling, id-1)
+	}
+	return ceiling
+}
+
+// ceilingTaskStore hides outbound tasks above the shard's read ceiling from the outbound queue.
+type ceilingTaskStore struct {
+	persistence.TaskStore
+	shard *Shard
+}
+
+func (c *ceilingTaskStore) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID int64, pageSize int) ([]*persistence.OutboundTask, error) {
+	ceiling := c.shard.outboundReadCeiling()
+	if afterTaskID >= ceiling {
+		return nil, nil
+	}
+	page, err := c.TaskStore.GetOutboundTasks(ctx, shardID, afterTaskID, pageSize)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range page {
+		if t.TaskID > ceiling {
+			return page[:i], nil
+		}
+	}
+	return page, nil
+}
+
+// lockEntry returns the cache entry of key's business ID, locked, with its current run loaded.
+func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*cacheEntry, func(), error) {
+	if s.lost.Load() {
+		return nil, nil, s.lostError()
+	}
+	entry, release, err := s.cache.lock(ctx, cacheKey{archetypeID: rc.ID(), namespaceID: key.NamespaceID, businessID: key.BusinessID})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !entry.loaded {
+		if err := s.loadCurrent(ctx, entry, rc, key); err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
+	return entry, release, nil
+}
+
+func (s *Shard) loadCurrent(ctx context.Context, entry *cacheEntry, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) error {
+	current, err := s.engine.store.GetCurrentExecution(ctx, s.id, persistence.CurrentExecutionKey{
+		NamespaceID: key.NamespaceID, ArchetypeID: rc.ID(), BusinessID: key.BusinessID,
+	})
+	var notFound *persistence.NotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		entry.current, entry.loaded = nil, true
+		return nil
+	case err != nil:
+		return s.storeError("GetCurrentExecution", err)
+	}
+	key.RunID = current.RunID
+	run, err := s.loadRun(ctx, rc, key)
+	if err != nil {
+		return err
+	}
+	entry.current, entry.loaded = run, true
+	return nil
+}
+
+// loadRun reads one run from the store; nil if it does not exist.
+func (s *Shard) loadRun(ctx context.Context, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*loadedRun, error) {
+	record, err := s.engine.store.GetExecution(ctx, s.id, persistenceKey(rc, key))
+	var notFound *persistence.NotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil
+	case err != nil:
+		return nil, s.storeError("GetExecution", err)
+	}
+	entries := make([]chasm.CollectionEntry, len(record.Collections))
+	for i, e := range record.Collections {
+		entries[i] = chasm.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value}
+	}
+	exec, err := chasm.LoadExecution(s.engine.registry, rc, key, record.State, entries)
+	if err != nil {
+		metrics.CorruptExecutions.With(s.engine.scope).Inc(1)
+		s.logger.Error("corrupt execution", tag.Archetype(rc.FullName()), tag.NamespaceID(key.NamespaceID),
+			tag.BusinessID(key.BusinessID), tag.RunID(key.RunID), tag.Error(err))
+		return nil, serviceerror.NewDataLoss(err.Error())
+	}
+	return &loadedRun{exec: exec, dbVersion: record.DBVersion}, nil
+}
+
+// runFor returns the run key addresses within a locked entry: the current run for an empty
+// RunID, otherwise that run (read from the store if it is not the current one). nil if none.
+func (s *Shard) runFor(ctx context.Context, entry *cacheEntry, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*loadedRun, error) {
+	if key.RunID == "" || (entry.current != nil && entry.current.exec.Key().RunID == key.RunID) {
+		return entry.current, nil
+	}
+	return s.loadRun(ctx, rc, key)
+}
+
+// write persists a mutation of run and, once durable, applies it. Any failure leaves the
+// entry to be reloaded: after an error the outcome of a write may be unknown (a timeout after
+// the batch was taken), and only the store knows.
+func (s *Shard) write(
+	ctx context.Context, entry *cacheEntry, run *loadedRun, m *chasm.Mutation, expectedCurrentRunID string,
+) error {
+	exec := run.exec
+	rc := exec.Archetype()
+	w := &persistence.ExecutionWrite{
+		ShardID:              s.id,
+		RangeID:              s.rangeID,
+		Mode:                 persistence.WriteModeUpdate,
+		Key:                  persistenceKey(rc, exec.Key()),
+		ExpectedCurrentRunID: expectedCurrentRunID,
+		PrevDBVersion:        run.dbVersion,
+		NextDBVersion:        run.dbVersion + 1,
+		State:                m.State,
+		Lifecycle:            persistenceLifecycle(m.Lifecycle),
+		Indexed:              persistence.IndexedFields{Status: m.Indexed.Status, TaskQueue: m.Indexed.TaskQueue},
+	}
+	if m.Created {
+		w.Mode = persistence.WriteModeCreate
+	}
+	for _, e := range m.CollectionPuts {
+		w.CollectionPuts = append(w.CollectionPuts, persistence.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value})
+	}
+	for _, k := range m.CollectionDeletes {
+		w.CollectionDeletes = append(w.CollectionDeletes, persistence.CollectionEntryKey{Collection: k.Collection, Key: k.Key})
+	}
+
+	ids, release, err := s.allocateTaskIDs(len(m.Tasks))
+	if err != nil {
+		return err
+	}
+	defer release()
+	now := s.engine.timeSource.Now()
+	for i, task := range m.Tasks {
+		payload, err := task.MarshalPayload()
+		if err != nil {
+			return serviceerror.NewInternal(fmt.Sprintf("encode %s task of %s: %v", task.Type.FullName(), exec.Key(), err))
+		}
+		if task.Attributes.IsTimer() {
+			w.TimerTasks = append(w.TimerTasks, &persistence.TimerTask{
+				ShardID:        s.id,
+				TaskID:         ids[i],
+				VisibilityTime: task.Attributes.ScheduledTime.UTC(),
+				Execution:      w.Key,
+				TaskTypeID:     task.Type.ID(),
+				Singleton:      task.Type.IsSingletonTimer(),
+				Payload:        payload,
+			})
+		} else {
+			w.OutboundTasks = append(w.OutboundTasks, &persistence.OutboundTask{
+				ShardID:     s.id,
+				TaskID:      ids[i],
+				Destination: task.Attributes.Destination,
+				Execution:   w.Key,
+				TaskTypeID:  task.Type.ID(),
+				Payload:     payload,
+				CreatedTime: now.UTC(),
+			})
+		}
+	}
+
+	if err := s.engine.committer.Write(ctx, w); err != nil {
+		if entry != nil {
+			entry.loaded, entry.current = false, nil
+		}
+		return s.storeError("WriteExecution", err)
+	}
+	exec.Apply(m)
+	run.dbVersion = w.NextDBVersion
+	release()
+	if len(w.TimerTasks) > 0 {
+		s.timerQueue.NotifyNewTimers(w.TimerTasks)
+	}
+	if len(w.OutboundTasks) > 0 {
+		s.outboundQueue.NotifyNewTasks()
+	}
+	return nil
+}
+
+// storeError turns a store error into what a client can act on. Conflicts and lost ownership
+// are Unavailable: the client retries and reaches the current owner with fresh state.
+func (s *Shard) storeError(op string, err error) error {
+	var (
+		lost     *persistence.ShardOwnershipLostError
+		cond     *persistence.ConditionFailedError
+		exists   *persistence.ExecutionAlreadyExistsError
+		conflict *persistence.CurrentExecutionConflictError
+	)
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &lost):
+		s.markLost(err)
+		return s.lostError()
+	case errors.As(err, &cond), errors.As(err, &exists), errors.As(err, &conflict):
+		return serviceerror.NewUnavailable(fmt.Sprintf("shard %d: %s: concurrent change, retry: %v", s.id, op, err))
+	}
+	metrics.PersistenceErrors.With(s.engine.scope, metrics.OperationTag(op)).Inc(1)
+	s.logger.Warn("persistence error", zap.String("operation", op), tag.Error(err))
+	return serviceerror.NewUnavailable(fmt.Sprintf("shard %d: %s: %v", s.id, op, err))
+}
+
+func (s *Shard) markLost(err error) {
+	if s.lost.CompareAndSwap(false, true) {
+		s.logger.Error("shard ownership lost; this host stops serving it", tag.Error(err))
+		go s.engine.controller.shardLost(s)
+	}
+}
+
+func (s *Shard) lostError() error {
+	return serviceerror.NewUnavailable(fmt.Sprintf("shard %d is not owned by this host", s.id))
+}
+
+func persistenceKey(rc *chasm.RegistrableComponent, key chasm.ExecutionKey) persistence.ExecutionKey {
+	return persistence.ExecutionKey{
+		NamespaceID: key.NamespaceID,
+		ArchetypeID: rc.ID(),
+		BusinessID:  key.BusinessID,
+		RunID:       key.RunID,
+	}
+}
+
+func persistenceLifecycle(l chasm.LifecycleState) persistence.Lifecycle {
+	switch l {
+	case chasm.LifecycleCompleted:
+		return persistence.LifecycleCompleted
+	case chasm.LifecycleFailed:
+		return persistence.LifecycleFailed
+	}
+	return persistence.LifecycleRunning
+}
+
+func chasmLifecycle(l persistence.Lifecycle) chasm.LifecycleState {
+	switch l {
+	case persistence.LifecycleCompleted:
+		return chasm.LifecycleCompleted
+	case persistence.LifecycleFailed:
+		return chasm.LifecycleFailed
+	}
+	return chasm.LifecycleRunning
+}
