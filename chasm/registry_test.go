@@ -49,7 +49,7 @@ type testLibrary struct {
 	tasks      []*chasm.RegistrableTask
 }
 
-func (l *testLibrary) Name() string                                { return l.name }
+func (l *testLibrary) Name() string                              { return l.name }
 func (l *testLibrary) Components() []*chasm.RegistrableComponent { return l.components }
 func (l *testLibrary) Tasks() []*chasm.RegistrableTask           { return l.tasks }
 

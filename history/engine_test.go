@@ -30,7 +30,9 @@ func key(id string) chasm.ExecutionKey {
 func startReminder(t *testing.T, e chasm.Engine, id string, delay time.Duration, destination string) chasm.ComponentRef {
 	t.Helper()
 	_, err := chasm.StartExecution(context.Background(), e, key(id),
-		func(ctx chasm.MutableContext) (*reminder.Reminder, error) { return reminder.New(ctx, delay, destination) },
+		func(ctx chasm.MutableContext) (*reminder.Reminder, error) {
+			return reminder.New(ctx, delay, destination)
+		},
 		chasm.StartOptions{})
 	require.NoError(t, err)
 	ref, err := chasm.NewRef[*reminder.Reminder](e, key(id))
