@@ -51,8 +51,10 @@ var (
 	)
 	GroupCommitMaxWait = NewGlobalDurationSetting(
 		"history.groupCommitMaxWait",
-		time.Millisecond,
-		`Longest a transaction waits for others to join its group commit.`,
+		0,
+		`Longest a transaction waits for others to join its group commit. The default, 0, adds no
+latency: writes that arrive while a batch commits form the next batch, which is where batching
+comes from under load. A small wait (say 1ms) can enlarge batches on a slow disk.`,
 	)
 	TimerLookAheadDuration = NewGlobalDurationSetting(
 		"history.timerLookAheadDuration",

@@ -28,7 +28,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{MaxBindingsPerWorker, "worker.maxBindingsPerWorker", 100000},
 		{LeaseExpiryGraceAfterRestart, "history.leaseExpiryGraceAfterRestart", 30 * time.Second},
 		{GroupCommitMaxBatchSize, "history.groupCommitMaxBatchSize", 256},
-		{GroupCommitMaxWait, "history.groupCommitMaxWait", time.Millisecond},
+		{GroupCommitMaxWait, "history.groupCommitMaxWait", time.Duration(0)},
 		{TimerLookAheadDuration, "history.timerLookAheadDuration", time.Minute},
 		{TimerLookAheadPageSize, "history.timerLookAheadPageSize", 1000},
 		{OutboundMaxAttemptsBeforeAlert, "history.outboundMaxAttemptsBeforeAlert", 20},
