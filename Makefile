@@ -15,8 +15,9 @@ all: build
 build:
 	$(GO) build -o $(BIN_DIR)/vigil ./cmd/vigil
 
+# Runs what exists of vigil; becomes `vigil server start` once the frontend lands.
 run: build
-	./$(BIN_DIR)/vigil server start
+	./$(BIN_DIR)/vigil $(or $(ARGS),version)
 
 test:
 	$(GO) test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
