@@ -29,6 +29,13 @@ lease passes without a heartbeat.`,
 		10*time.Minute,
 		`Longest lease a worker may ask for.`,
 	)
+	LeaseIntervalMultiplier = NewNamespaceFloatSetting(
+		"worker.leaseIntervalMultiplier",
+		3,
+		`For SDK workers, which request no lease: the lease is this multiple of the interval the
+worker reports between its heartbeats (elapsed_since_last_heartbeat), within the lease bounds.
+A worker that misses this many heartbeats in a row is declared INACTIVE.`,
+	)
 	MaxBindingsPerWorker = NewNamespaceIntSetting(
 		"worker.maxBindingsPerWorker",
 		100000,

@@ -110,9 +110,3 @@ func (c *executionCache) clear() {
 		}
 	}
 }
-
-func (c *executionCache) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

@@ -342,13 +342,3 @@ func persistenceLifecycle(l chasm.LifecycleState) persistence.Lifecycle {
 	}
 	return persistence.LifecycleRunning
 }
-
-func chasmLifecycle(l persistence.Lifecycle) chasm.LifecycleState {
-	switch l {
-	case persistence.LifecycleCompleted:
-		return chasm.LifecycleCompleted
-	case persistence.LifecycleFailed:
-		return chasm.LifecycleFailed
-	}
-	return chasm.LifecycleRunning
-}
