@@ -35,3 +35,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// ShardCount returns NumShards, or the default when it is unset.
+func (c Config) ShardCount() int32 {
+	if c.NumShards == 0 {
+		return NumShardsDefault
+	}
+	return c.NumShards
+}

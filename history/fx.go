@@ -32,8 +32,11 @@ var Module = fx.Module("history",
 		newEngineFx,
 		func(e *Engine) chasm.Engine { return e },
 		newServerFx,
+		func() *LocalMembership { return &LocalMembership{} },
 		newRouterFx,
 	),
+	// Nothing in the host depends on the server: ask for it so that it exists and serves.
+	fx.Invoke(func(*Server) {}),
 )
 
 type engineParams struct {
@@ -67,10 +70,11 @@ func newEngineFx(p engineParams) (*Engine, error) {
 
 type serverParams struct {
 	fx.In
-	Lifecycle fx.Lifecycle
-	Config    ServerConfig
-	Services  []ServiceRegistration `group:"history.services"`
-	Logger    *zap.Logger
+	Lifecycle  fx.Lifecycle
+	Config     ServerConfig
+	Services   []ServiceRegistration `group:"history.services"`
+	Membership *LocalMembership
+	Logger     *zap.Logger
 	// The engine must serve before the server accepts calls, and stop after it stops.
 	Engine *Engine
 }
@@ -84,6 +88,7 @@ func newServerFx(p serverParams) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Membership.SetAddress(s.Address())
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error { s.Start(); return nil },
 		OnStop:  func(ctx context.Context) error { s.Stop(ctx); return nil },
@@ -91,8 +96,10 @@ func newServerFx(p serverParams) (*Server, error) {
 	return s, nil
 }
 
-func newRouterFx(lc fx.Lifecycle, e *Engine, s *Server) *Router {
-	r := NewRouter(e.NumShards(), StaticMembership{Address: s.Address()})
+// newRouterFx depends on the membership, not on the server or engine, so that libraries can
+// call history through it without a dependency cycle (library → registry → engine → server).
+func newRouterFx(lc fx.Lifecycle, cfg Config, m *LocalMembership) *Router {
+	r := NewRouter(cfg.ShardCount(), m)
 	lc.Append(fx.StopHook(r.Close))
 	return r
 }

@@ -101,6 +101,31 @@ type StaticMembership struct{ Address string }
 // HostForShard implements Membership.
 func (m StaticMembership) HostForShard(int32) (string, error) { return m.Address, nil }
 
+// LocalMembership serves every shard from this process's history server, whose address is
+// known only once it listens. It lets components that call history (through a Router) be built
+// before the server that serves them.
+type LocalMembership struct {
+	mu      sync.RWMutex
+	address string
+}
+
+// SetAddress records the local server's address.
+func (m *LocalMembership) SetAddress(address string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.address = address
+}
+
+// HostForShard implements Membership.
+func (m *LocalMembership) HostForShard(int32) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.address == "" {
+		return "", errors.New("the history server is not listening yet")
+	}
+	return m.address, nil
+}
+
 // Router is the client side of history: it maps an execution to its shard and the shard to a
 // connection to the host that owns it. It never assumes a single host; Membership decides.
 type Router struct {

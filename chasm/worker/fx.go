@@ -1,0 +1,68 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/history"
+)
+
+// Module plugs worker liveness into a history host: the library, the WorkerHistoryService
+// handler, and both ends of activity rescheduling. The receiving end is whatever
+// RescheduleReceiver the app provides; NotFoundRescheduler until the activity component
+// replaces it (fx.Decorate).
+var Module = fx.Module("worker",
+	fx.Provide(
+		func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
+		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{router: r} },
+		func() RescheduleReceiver { return NotFoundRescheduler{} },
+		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
+			return NewLibrary(c, r, scope.SubScope("worker"), logger)
+		}),
+		func(e *history.Engine, c *Config, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
+			return NewHandler(e, c, ts, scope.SubScope("worker"), logger)
+		},
+		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
+			return func(s grpc.ServiceRegistrar) {
+				workerpb.RegisterWorkerHistoryServiceServer(s, h)
+				workerpb.RegisterActivityReschedulerServiceServer(s, &rescheduleServer{receiver: receiver})
+			}
+		}),
+	),
+)
+
+// RescheduleReceiver applies reschedule batches on the activities' own shard.
+type RescheduleReceiver interface {
+	ActivityRescheduler
+}
+
+// RemoteRescheduler sends a batch to the history host that owns its shard.
+type RemoteRescheduler struct {
+	router *history.Router
+}
+
+// RescheduleActivities implements ActivityRescheduler.
+func (r *RemoteRescheduler) RescheduleActivities(ctx context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
+	conn, err := r.router.ConnForShard(req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	return workerpb.NewActivityReschedulerServiceClient(conn).RescheduleActivities(ctx, req)
+}
+
+type rescheduleServer struct {
+	workerpb.UnimplementedActivityReschedulerServiceServer
+	receiver RescheduleReceiver
+}
+
+func (s *rescheduleServer) RescheduleActivities(ctx context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
+	return s.receiver.RescheduleActivities(ctx, req)
+}

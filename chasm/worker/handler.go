@@ -1,0 +1,286 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// Engine is what the handler needs of the host: transactions and listing.
+type Engine interface {
+	chasm.Engine
+	chasm.Lister
+}
+
+// Handler is the history side of worker liveness (WorkerHistoryService).
+type Handler struct {
+	workerpb.UnimplementedWorkerHistoryServiceServer
+
+	engine     Engine
+	config     *Config
+	timeSource clock.TimeSource
+	scope      tally.Scope
+	logger     *zap.Logger
+}
+
+// NewHandler returns the handler.
+func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
+	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger}
+}
+
+// RecordHeartbeats records each heartbeat as its own atomic create-or-update; one failing does
+// not fail the others. Heartbeats of one request run concurrently.
+func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
+	if req.GetNamespaceId() == "" || req.GetNamespace() == "" {
+		return nil, serviceerror.NewInvalidArgument("namespace_id and namespace are required")
+	}
+	results := make([]*workerpb.HeartbeatResult, len(req.GetHeartbeats()))
+	if len(results) == 1 {
+		results[0] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), req.GetHeartbeats()[0])
+	} else {
+		var wg sync.WaitGroup
+		for i, entry := range req.GetHeartbeats() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), entry)
+			}()
+		}
+		wg.Wait()
+	}
+	return &workerpb.RecordHeartbeatsResponse{Results: results}, nil
+}
+
+func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
+	start := h.timeSource.Now()
+	result, err := h.heartbeat(ctx, namespaceID, namespace, entry)
+	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
+	if err != nil {
+		st := serviceerror.ToStatus(err)
+		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
+		if mismatch, ok := err.(*ConflictTokenMismatchError); ok {
+			entryErr.CurrentConflictToken = mismatch.Current
+		}
+		return &workerpb.HeartbeatResult{Error: entryErr}
+	}
+	metrics.WorkerHeartbeats.With(h.scope).Inc(1)
+	return result
+}
+
+func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) (*workerpb.HeartbeatResult, error) {
+	hb := entry.GetHeartbeat()
+	instanceKey := hb.GetWorkerInstanceKey()
+	if instanceKey == "" {
+		return nil, serviceerror.NewInvalidArgument("heartbeat.worker_instance_key is required")
+	}
+	lease := h.config.LeaseFor(namespace, entry.GetLeaseDuration().AsDuration(), hb.GetElapsedSinceLastHeartbeat().AsDuration())
+	key := chasm.ExecutionKey{NamespaceID: namespaceID, BusinessID: instanceKey}
+
+	result, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
+		func(chasm.MutableContext) (*Worker, error) { return NewWorker(namespace), nil },
+		func(mctx chasm.MutableContext, w *Worker) (*workerpb.HeartbeatResult, error) {
+			if entry.ConflictToken != nil && entry.GetConflictToken() != w.ConflictToken {
+				return nil, &ConflictTokenMismatchError{WorkerInstanceKey: instanceKey, Sent: entry.GetConflictToken(), Current: w.ConflictToken}
+			}
+			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
+			resurrected := false
+			var err error
+			switch w.Status {
+			case statusUnspecified:
+				err = TransitionRegistered.Apply(w, mctx, ev)
+			case statusActive:
+				err = TransitionHeartbeatReceived.Apply(w, mctx, ev)
+			case statusInactive:
+				resurrected = true
+				err = TransitionResurrected.Apply(w, mctx, ev)
+			default:
+				err = newCleanedUpError(instanceKey)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := h.applyBindings(mctx, w, namespaceID, entry); err != nil {
+				return nil, err
+			}
+			return &workerpb.HeartbeatResult{
+				LeaseDeadline: w.LeaseDeadline,
+				ConflictToken: w.ConflictToken,
+				ShouldDrain:   w.DrainRequested,
+				Status:        w.Status,
+				Resurrected:   resurrected,
+			}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if result.Resurrected {
+		metrics.WorkerResurrections.With(h.scope).Inc(1)
+		h.logger.Info("inactive worker resurrected", tag.WorkerID(instanceKey), tag.Namespace(namespace))
+	}
+	return result, nil
+}
+
+// applyBindings applies binding deltas idempotently: binding an attempt twice, or unbinding
+// one that is not bound, changes nothing. An unbind names the attempt's stamp when it has one,
+// so a late unbind of an old attempt cannot remove a newer one.
+func (h *Handler) applyBindings(ctx chasm.MutableContext, w *Worker, namespaceID string, entry *workerpb.HeartbeatEntry) error {
+	for _, b := range entry.GetUnbound() {
+		key := BindingKey(b.GetActivityId(), b.GetRunId())
+		existing, ok, err := BoundActivities.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if ok && (b.GetStamp() == 0 || existing.Stamp == b.GetStamp()) {
+			BoundActivities.Delete(ctx, key)
+		}
+	}
+	for _, b := range entry.GetBound() {
+		if b.GetActivityId() == "" {
+			return serviceerror.NewInvalidArgument("bound activity needs an activity_id")
+		}
+		key := BindingKey(b.GetActivityId(), b.GetRunId())
+		existing, ok, err := BoundActivities.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if ok && existing.Stamp == b.GetStamp() {
+			continue
+		}
+		BoundActivities.Put(ctx, key, &workerpb.BoundActivity{
+			NamespaceId: namespaceID, ActivityId: b.GetActivityId(), RunId: b.GetRunId(),
+			Stamp: b.GetStamp(), BoundTime: timestamppb.New(ctx.Now()),
+		})
+	}
+	n := BoundActivities.Len(ctx)
+	if limit := h.config.MaxBindingsPerWorker(w.Namespace); n > limit {
+		return serviceerror.NewInvalidArgument(fmt.Sprintf(
+			"worker %s would have %d bound activities, more than worker.maxBindingsPerWorker (%d)",
+			ctx.ExecutionKey().BusinessID, n, limit))
+	}
+	w.BoundActivityCount = int64(n)
+	return nil
+}
+
+// ShutdownWorker makes the worker INACTIVE (reason SHUTDOWN) and reschedules whatever is still
+// bound to it at once. Idempotent: a worker already INACTIVE or CLEANED_UP is left as it is.
+func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWorkerRequest) (*workerpb.ShutdownWorkerResponse, error) {
+	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
+		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
+	}
+	key := chasm.ExecutionKey{NamespaceID: req.GetNamespaceId(), BusinessID: req.GetWorkerInstanceKey()}
+	rescheduled, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
+		func(chasm.MutableContext) (*Worker, error) { return NewWorker(req.GetNamespace()), nil },
+		func(mctx chasm.MutableContext, w *Worker) (int32, error) {
+			if !TransitionShutdown.Possible(w) {
+				return 0, nil
+			}
+			bound := int32(w.BoundActivityCount)
+			return bound, TransitionShutdown.Apply(w, mctx, EventShutdown{
+				Inactivation: h.config.inactivation(w.Namespace), Heartbeat: req.GetHeartbeat(),
+			})
+		})
+	if err != nil {
+		return nil, err
+	}
+	metrics.WorkerShutdowns.With(h.scope).Inc(1)
+	h.logger.Info("worker shut down", tag.WorkerID(req.GetWorkerInstanceKey()), tag.Namespace(req.GetNamespace()),
+		zap.Int32("rescheduled-activities", rescheduled))
+	return &workerpb.ShutdownWorkerResponse{RescheduledActivities: rescheduled}, nil
+}
+
+// DrainWorker asks an active worker to drain: its heartbeats answer should_drain from now on.
+func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequest) (*workerpb.DrainWorkerResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
+	if err != nil {
+		return nil, err
+	}
+	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
+		if w.Status != statusActive {
+			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+				"worker %s is %s; only an active worker can drain", req.GetWorkerInstanceKey(), StatusName(w.Status)))
+		}
+		w.DrainRequested = true
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workerpb.DrainWorkerResponse{}, nil
+}
+
+// DescribeWorker returns the full liveness record.
+func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWorkerRequest) (*workerpb.DescribeWorkerResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
+	if err != nil {
+		return nil, err
+	}
+	record, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, w *Worker) (*workerpb.WorkerRecord, error) {
+		record := &workerpb.WorkerRecord{
+			WorkerInstanceKey: req.GetWorkerInstanceKey(),
+			State:             proto.Clone(w.WorkerState).(*workerpb.WorkerState),
+		}
+		if req.GetIncludeBoundActivities() {
+			err := BoundActivities.Range(rctx, func(_ string, b *workerpb.BoundActivity) bool {
+				record.BoundActivities = append(record.BoundActivities, b)
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		return record, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workerpb.DescribeWorkerResponse{Worker: record}, nil
+}
+
+// ListWorkerPageSizeMax bounds one ListWorkers page.
+const ListWorkerPageSizeMax = 1000
+
+// ListWorkers pages through a namespace's workers, optionally of one status.
+func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequest) (*workerpb.ListWorkersResponse, error) {
+	if req.GetNamespaceId() == "" {
+		return nil, serviceerror.NewInvalidArgument("namespace_id is required")
+	}
+	pageSize := int(req.GetPageSize())
+	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
+		pageSize = ListWorkerPageSizeMax
+	}
+	listed, next, err := chasm.ListComponents[*Worker](ctx, h.engine, h.engine.Registry(), req.GetNamespaceId(),
+		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &workerpb.ListWorkersResponse{NextPageToken: next}
+	for _, l := range listed {
+		resp.Workers = append(resp.Workers, &workerpb.WorkerRecord{WorkerInstanceKey: l.Key.BusinessID, State: l.Component.WorkerState})
+	}
+	return resp, nil
+}
+
+func (h *Handler) ref(namespaceID, instanceKey string) (chasm.ComponentRef, error) {
+	if namespaceID == "" || instanceKey == "" {
+		return chasm.ComponentRef{}, serviceerror.NewInvalidArgument("namespace_id and worker_instance_key are required")
+	}
+	return chasm.NewRef[*Worker](h.engine, chasm.ExecutionKey{NamespaceID: namespaceID, BusinessID: instanceKey})
+}
+
+// LeaseRemaining is how long the worker's lease still runs at now (0 once expired).
+func LeaseRemaining(w *workerpb.WorkerState, now time.Time) time.Duration {
+	return max(0, w.GetLeaseDeadline().AsTime().Sub(now))
+}

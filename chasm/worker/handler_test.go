@@ -1,0 +1,265 @@
+package worker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/shard"
+	"github.com/vigilhq/vigil/dynamicconfig"
+)
+
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FirstHeartbeatRegistersAnActiveWorkerWithAServerClockLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		now := b.engine.Now()
+		r := b.mustBeat("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, r.Status)
+		require.Equal(t, now.Add(30*time.Second), r.LeaseDeadline.AsTime(), "default lease from the server's clock")
+		require.EqualValues(t, 1, r.ConflictToken)
+
+		rec := b.describe("w1")
+		require.Equal(t, "orders", rec.State.LastHeartbeat.TaskQueue)
+		require.Equal(t, testNamespace, rec.State.Namespace)
+		require.Equal(t, now, rec.State.FirstHeartbeatTime.AsTime())
+	})
+
+	t.Run("HeartbeatRenewsTheLeaseAndReplacesTheExpiryTimer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first := b.mustBeat("w1")
+		b.engine.AdvanceTime(20 * time.Second)
+		second := b.mustBeat("w1")
+		require.True(t, second.LeaseDeadline.AsTime().After(first.LeaseDeadline.AsTime()))
+		require.EqualValues(t, 2, second.ConflictToken)
+		require.Len(t, b.engine.PendingTasksOfType("worker.leaseExpiry"), 1, "one expiry timer per worker")
+
+		b.engine.AdvanceTime(10 * time.Second) // the first lease's deadline passes
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(20 * time.Second) // the second one's
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED, rec.State.InactiveReason)
+		require.Equal(t, second.LeaseDeadline.AsTime(), rec.State.InactiveTime.AsTime(), "INACTIVE at the deadline")
+	})
+
+	t.Run("BindingDeltasAreIdempotent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withBound(binding("a", 1), binding("b", 1)))
+		b.mustBeat("w1", withBound(binding("a", 1)))             // again: no change
+		b.mustBeat("w1", withUnbound(binding("never-bound", 1))) // unknown: no change
+		b.mustBeat("w1", withUnbound(binding("b", 7)))           // another attempt's stamp: kept
+		b.mustBeat("w1", withBound(binding("a", 2)))             // a newer attempt replaces
+		rec := b.describe("w1")
+		require.EqualValues(t, 2, rec.State.BoundActivityCount)
+		stamps := map[string]int64{}
+		for _, ba := range rec.BoundActivities {
+			stamps[ba.ActivityId] = ba.Stamp
+		}
+		require.Equal(t, map[string]int64{"a": 2, "b": 1}, stamps)
+
+		b.mustBeat("w1", withUnbound(binding("b", 1), binding("a", 0))) // stamp 0 = any attempt
+		require.Zero(t, b.describe("w1").State.BoundActivityCount)
+	})
+
+	t.Run("StaleConflictTokenIsRefusedWithTheCurrentToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1")
+		b.mustBeat("w1", withToken(1))
+		r := b.beat("w1", withToken(1), withBound(binding("a", 1)))
+		require.NotNil(t, r.Error)
+		require.EqualValues(t, codes.FailedPrecondition, r.Error.Code)
+		require.EqualValues(t, 2, r.Error.CurrentConflictToken)
+		require.Zero(t, b.describe("w1").State.BoundActivityCount, "nothing applied")
+
+		b.mustBeat("w1", withToken(r.Error.CurrentConflictToken))
+	})
+
+	t.Run("LeaseIsClampedAndAdaptsToTheReportedInterval", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.MaxLeaseDuration.Key(), testNamespace, "2m")
+		b.dc.OverrideNamespaceValue(dynamicconfig.MinLeaseDuration.Key(), testNamespace, "2s")
+		lease := func(r *workerpb.HeartbeatResult) time.Duration { return r.LeaseDeadline.AsTime().Sub(b.engine.Now()) }
+
+		require.Equal(t, 2*time.Minute, lease(b.mustBeat("w1", withLease(time.Hour))))
+		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withLease(100*time.Millisecond))))
+		require.Equal(t, 45*time.Second, lease(b.mustBeat("w1", withLease(45*time.Second))))
+		require.Equal(t, 6*time.Second, lease(b.mustBeat("w1", withElapsed(2*time.Second))), "3 × the SDK's interval")
+		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withElapsed(100*time.Millisecond))), "never below the minimum")
+		require.Equal(t, 30*time.Second, lease(b.mustBeat("w2")), "the namespace default without an interval")
+	})
+
+	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.MaxBindingsPerWorker.Key(), testNamespace, 2)
+		b.mustBeat("w1", withBound(binding("a", 1)))
+		r := b.beat("w1", withBound(binding("b", 1), binding("c", 1)))
+		require.NotNil(t, r.Error)
+		require.EqualValues(t, codes.InvalidArgument, r.Error.Code)
+		require.Contains(t, r.Error.Message, "worker.maxBindingsPerWorker")
+		rec := b.describe("w1")
+		require.EqualValues(t, 1, rec.State.BoundActivityCount)
+		require.EqualValues(t, 1, rec.State.HeartbeatCount, "the refused heartbeat did not renew the lease either")
+	})
+
+	t.Run("EachHeartbeatOfARequestSucceedsOrFailsAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		resp, err := b.handler.RecordHeartbeats(b.ctx, &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: testNamespaceID, Namespace: testNamespace,
+			Heartbeats: []*workerpb.HeartbeatEntry{
+				{Heartbeat: heartbeat("w1")},
+				{Heartbeat: heartbeat("")},
+				{Heartbeat: heartbeat("w2")},
+			},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+		require.EqualValues(t, codes.InvalidArgument, resp.Results[1].Error.Code)
+		require.Nil(t, resp.Results[2].Error)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w2"))
+	})
+
+	t.Run("DrainIsAnsweredOnLaterHeartbeats", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.False(t, b.mustBeat("w1").ShouldDrain)
+		_, err := b.handler.DrainWorker(b.ctx, &workerpb.DrainWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "w1"})
+		require.NoError(t, err)
+		require.True(t, b.mustBeat("w1").ShouldDrain)
+
+		b.shutdown("w1")
+		_, err = b.handler.DrainWorker(b.ctx, &workerpb.DrainWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "w1"})
+		var fp *serviceerror.FailedPrecondition
+		require.ErrorAs(t, err, &fp)
+		_, err = b.handler.DrainWorker(b.ctx, &workerpb.DrainWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "nobody"})
+		var nf *serviceerror.NotFound
+		require.ErrorAs(t, err, &nf)
+	})
+
+	t.Run("ListWorkersPagesEveryWorkerOnceAndFiltersByStatus", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for i := range 25 {
+			b.mustBeat(fmt.Sprintf("w%02d", i))
+		}
+		for i := range 5 {
+			b.shutdown(fmt.Sprintf("w%02d", i))
+		}
+		seen := map[string]int{}
+		var token []byte
+		for {
+			resp, err := b.handler.ListWorkers(b.ctx, &workerpb.ListWorkersRequest{NamespaceId: testNamespaceID, PageSize: 7, NextPageToken: token})
+			require.NoError(t, err)
+			for _, w := range resp.Workers {
+				seen[w.WorkerInstanceKey]++
+			}
+			if token = resp.NextPageToken; token == nil {
+				break
+			}
+		}
+		require.Len(t, seen, 25)
+		for key, n := range seen {
+			require.Equal(t, 1, n, key)
+		}
+		resp, err := b.handler.ListWorkers(b.ctx, &workerpb.ListWorkersRequest{
+			NamespaceId: testNamespaceID, Status: workerpb.WorkerStatus_WORKER_STATUS_INACTIVE,
+		})
+		require.NoError(t, err)
+		require.Len(t, resp.Workers, 5)
+	})
+}
+
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ReschedulesBoundActivitiesAtOnceOneTaskPerDestinationShard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var bindings []*workerpb.ActivityBinding
+		shards := map[int32]int{}
+		for i := range 40 {
+			id := fmt.Sprintf("act-%d", i)
+			bindings = append(bindings, binding(id, 1))
+			shards[shard.ForKey(testNamespaceID, id, testNumShards)]++
+		}
+		require.Greater(t, len(shards), 3, "the bindings span several shards")
+		b.mustBeat("w1", withBound(bindings...))
+
+		resp := b.shutdown("w1")
+		require.EqualValues(t, 40, resp.RescheduledActivities)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN, rec.State.InactiveReason)
+		require.Empty(t, rec.BoundActivities)
+		require.Len(t, rec.State.PendingReschedules, len(shards))
+
+		tasks := b.engine.SideEffectTasks()
+		require.Len(t, tasks, len(shards), "one reschedule task per destination shard")
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		got := map[int32]int{}
+		for _, req := range b.rescheduler.received() {
+			require.Equal(t, "w1", req.WorkerInstanceKey)
+			for _, a := range req.Activities {
+				require.Equal(t, req.ShardId, shard.ForKey(a.NamespaceId, a.ActivityId, testNumShards), "sent to its own shard")
+			}
+			got[req.ShardId] += len(req.Activities)
+		}
+		require.Equal(t, shards, got)
+		require.Empty(t, b.describe("w1").State.PendingReschedules, "acknowledged batches are done")
+	})
+
+	t.Run("IsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withBound(binding("a", 1)))
+		require.EqualValues(t, 1, b.shutdown("w1").RescheduledActivities)
+		before := b.describe("w1")
+		require.Zero(t, b.shutdown("w1").RescheduledActivities)
+		require.Equal(t, before.State.InactiveEpoch, b.describe("w1").State.InactiveEpoch)
+		require.Len(t, b.engine.SideEffectTasks(), 1)
+	})
+
+	t.Run("OfAnUnknownWorkerRecordsItInactive", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.shutdown("never-heartbeated")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("never-heartbeated"))
+	})
+}
+
+func TestConfigLeaseFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name                string
+		requested, interval time.Duration
+		want                time.Duration
+	}{
+		{"Default", 0, 0, 30 * time.Second},
+		{"Requested", 15 * time.Second, 0, 15 * time.Second},
+		{"RequestedWinsOverInterval", 15 * time.Second, time.Second, 15 * time.Second},
+		{"AdaptiveFromInterval", 0, 5 * time.Second, 15 * time.Second},
+		{"ClampedToMin", 0, 10 * time.Millisecond, time.Second},
+		{"ClampedToMax", time.Hour, 0, 10 * time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, b.config.LeaseFor(testNamespace, tc.requested, tc.interval))
+		})
+	}
+	_ = worker.RescheduleChunkSizeDefault
+}

@@ -1,0 +1,52 @@
+package worker
+
+import (
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+)
+
+// Library registers the Worker component and its tasks.
+type Library struct {
+	config      *Config
+	rescheduler ActivityRescheduler
+	scope       tally.Scope
+	logger      *zap.Logger
+}
+
+// NewLibrary returns the worker library. rescheduler delivers dead workers' activities to
+// their shards.
+func NewLibrary(config *Config, rescheduler ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
+	return &Library{config: config, rescheduler: rescheduler, scope: scope, logger: logger.With(zap.String("component", "worker"))}
+}
+
+// Name implements chasm.Library.
+func (l *Library) Name() string { return LibraryName }
+
+// Components implements chasm.Library.
+func (l *Library) Components() []*chasm.RegistrableComponent {
+	return []*chasm.RegistrableComponent{
+		chasm.NewRegistrableComponent("worker",
+			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} },
+			chasm.WithCollections(BoundActivities.Name())),
+	}
+}
+
+// Tasks implements chasm.Library.
+func (l *Library) Tasks() []*chasm.RegistrableTask {
+	return []*chasm.RegistrableTask{
+		// One expiry timer per worker, replaced by every heartbeat; after a restart it waits
+		// out history.leaseExpiryGraceAfterRestart, so an outage of the server is not taken for
+		// the death of every worker.
+		chasm.NewRegistrablePureTask("leaseExpiry",
+			&LeaseExpiryTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},
+			chasm.WithSingletonTimer(), chasm.WithRestartGrace()),
+		chasm.NewRegistrablePureTask("cleanup",
+			&WorkerCleanupTaskExecutor{scope: l.scope, logger: l.logger},
+			chasm.WithSingletonTimer()),
+		chasm.NewRegistrableSideEffectTask("activityReschedule",
+			&ActivityRescheduleTaskExecutor{rescheduler: l.rescheduler, scope: l.scope, logger: l.logger}),
+	}
+}

@@ -1,0 +1,207 @@
+package worker
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	workerv1 "go.temporal.io/api/worker/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/shard"
+)
+
+// The worker lifecycle (README.md draws it):
+//
+//	UNSPECIFIED ─first heartbeat─► ACTIVE ─heartbeat─► ACTIVE
+//	ACTIVE ─lease expired / shutdown─► INACTIVE ─heartbeat─► ACTIVE (resurrected)
+//	INACTIVE ─cleanup delay─► CLEANED_UP (terminal)
+
+const (
+	statusUnspecified = workerpb.WorkerStatus_WORKER_STATUS_UNSPECIFIED
+	statusActive      = workerpb.WorkerStatus_WORKER_STATUS_ACTIVE
+	statusInactive    = workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	statusCleanedUp   = workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP
+)
+
+// EventHeartbeat is an accepted heartbeat with the lease the server granted.
+type EventHeartbeat struct {
+	Heartbeat *workerv1.WorkerHeartbeat
+	Lease     time.Duration
+}
+
+// Inactivation carries what becoming INACTIVE needs to know, read from config by the caller so
+// that transitions stay pure functions of state and event.
+type Inactivation struct {
+	CleanupDelay time.Duration
+	NumShards    int32
+	ChunkSize    int
+}
+
+// EventLeaseExpired is the lease deadline passing without a heartbeat.
+type EventLeaseExpired struct{ Inactivation }
+
+// EventShutdown is the worker saying goodbye (ShutdownWorker), with its final snapshot if any.
+type EventShutdown struct {
+	Inactivation
+	Heartbeat *workerv1.WorkerHeartbeat
+}
+
+// EventCleanup is the cleanup delay passing while INACTIVE.
+type EventCleanup struct{}
+
+var (
+	// TransitionRegistered is a new worker's first heartbeat.
+	TransitionRegistered = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusUnspecified}, statusActive,
+		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
+			w.FirstHeartbeatTime = timestamppb.New(ctx.Now())
+			renewLease(w, ctx, ev)
+			return nil
+		})
+
+	// TransitionHeartbeatReceived renews an active worker's lease.
+	TransitionHeartbeatReceived = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusActive}, statusActive,
+		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
+			renewLease(w, ctx, ev)
+			return nil
+		})
+
+	// TransitionResurrected brings an INACTIVE worker back. Its activities were already
+	// rescheduled and stay so: it starts with nothing bound. Clearing the cleanup time makes
+	// the pending cleanup timer stale.
+	TransitionResurrected = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusInactive}, statusActive,
+		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
+			w.ResurrectionCount++
+			w.InactiveReason = workerpb.InactiveReason_INACTIVE_REASON_UNSPECIFIED
+			w.InactiveTime = nil
+			w.CleanupTime = nil
+			w.DrainRequested = false
+			renewLease(w, ctx, ev)
+			return nil
+		})
+
+	// TransitionLeaseExpired declares an active worker dead.
+	TransitionLeaseExpired = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusActive}, statusInactive,
+		func(w *Worker, ctx chasm.MutableContext, ev EventLeaseExpired) error {
+			return becomeInactive(w, ctx, workerpb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED, ev.Inactivation)
+		})
+
+	// TransitionShutdown records a graceful shutdown. A worker never seen before (heartbeats
+	// disabled in its SDK) is recorded directly as INACTIVE.
+	TransitionShutdown = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusUnspecified, statusActive}, statusInactive,
+		func(w *Worker, ctx chasm.MutableContext, ev EventShutdown) error {
+			if ev.Heartbeat != nil {
+				recordHeartbeat(w, ev.Heartbeat)
+			}
+			return becomeInactive(w, ctx, workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN, ev.Inactivation)
+		})
+
+	// TransitionCleanedUp ends the worker for good.
+	TransitionCleanedUp = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusInactive}, statusCleanedUp,
+		func(w *Worker, ctx chasm.MutableContext, _ EventCleanup) error {
+			w.CleanupTime = timestamppb.New(ctx.Now())
+			w.DrainRequested = false
+			return nil
+		})
+)
+
+// renewLease grants a new lease from the transaction's (server) time and replaces the
+// worker's expiry timer: LeaseExpiryTask is a singleton, so there is one pending timer per
+// worker however often it heartbeats.
+func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
+	now := ctx.Now()
+	deadline := now.Add(ev.Lease)
+	recordHeartbeat(w, ev.Heartbeat)
+	w.LastHeartbeatTime = timestamppb.New(now)
+	w.LeaseDuration = durationpb.New(ev.Lease)
+	w.LeaseDeadline = timestamppb.New(deadline)
+	w.ConflictToken++
+	w.HeartbeatCount++
+	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: deadline}, &workerpb.LeaseExpiryTask{})
+}
+
+// recordHeartbeat keeps the snapshot the worker sent. The SDK sends its environment only until
+// a heartbeat is accepted, so an earlier one is kept when a later heartbeat omits it.
+func recordHeartbeat(w *Worker, hb *workerv1.WorkerHeartbeat) {
+	if hb == nil {
+		return
+	}
+	next := proto.Clone(hb).(*workerv1.WorkerHeartbeat)
+	if next.Environment == nil && w.LastHeartbeat.GetEnvironment() != nil {
+		next.Environment = w.LastHeartbeat.Environment
+	}
+	w.LastHeartbeat = next
+}
+
+// becomeInactive schedules the cleanup and hands every bound activity to its own shard: one
+// ActivityRescheduleTask per destination shard (chunked), so the worker's transaction does no
+// I/O and a slow shard delays only its own activities.
+func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.InactiveReason, inact Inactivation) error {
+	now := ctx.Now()
+	w.InactiveReason = reason
+	w.InactiveTime = timestamppb.New(now)
+	w.InactiveEpoch++
+	cleanup := now.Add(inact.CleanupDelay)
+	w.CleanupTime = timestamppb.New(cleanup)
+	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: cleanup}, &workerpb.WorkerCleanupTask{})
+
+	if inact.NumShards <= 0 {
+		return fmt.Errorf("worker: inactivation needs the shard count")
+	}
+	chunkSize := inact.ChunkSize
+	if chunkSize <= 0 {
+		chunkSize = RescheduleChunkSizeDefault
+	}
+	byShard := make(map[int32][]*workerpb.BoundActivity)
+	var keys []string
+	err := BoundActivities.Range(ctx, func(key string, b *workerpb.BoundActivity) bool {
+		s := shard.ForKey(b.NamespaceId, b.ActivityId, inact.NumShards)
+		byShard[s] = append(byShard[s], b)
+		keys = append(keys, key)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		BoundActivities.Delete(ctx, key)
+	}
+	w.BoundActivityCount = 0
+
+	shards := make([]int32, 0, len(byShard))
+	for s := range byShard {
+		shards = append(shards, s)
+	}
+	slices.Sort(shards)
+	for _, s := range shards {
+		activities := byShard[s]
+		for chunk := 0; len(activities) > 0; chunk++ {
+			n := min(chunkSize, len(activities))
+			task := &workerpb.ActivityRescheduleTask{
+				Epoch: w.InactiveEpoch, DestinationShard: s, Chunk: int32(chunk), Activities: activities[:n],
+			}
+			ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleDestination(s)}, task)
+			w.PendingReschedules = append(w.PendingReschedules, &workerpb.PendingReschedule{
+				Epoch: w.InactiveEpoch, DestinationShard: s, Chunk: int32(chunk), ActivityCount: int32(n),
+			})
+			activities = activities[n:]
+		}
+	}
+	return nil
+}
+
+// RescheduleDestination names the outbound destination of a shard's reschedule batches: the
+// outbound queue isolates destinations, so one unreachable shard holds up only its own.
+func RescheduleDestination(shardID int32) string {
+	return fmt.Sprintf("history-shard/%d", shardID)
+}

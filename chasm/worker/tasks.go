@@ -1,0 +1,127 @@
+package worker
+
+import (
+	"context"
+	"slices"
+
+	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// LeaseExpiryTaskExecutor declares a worker INACTIVE when its lease deadline passes.
+type LeaseExpiryTaskExecutor struct {
+	config *Config
+	scope  tally.Scope
+	logger *zap.Logger
+}
+
+// Validate holds only for the timer of the current lease: each heartbeat moves the deadline,
+// so an older timer (or one that already fired) is stale.
+func (e *LeaseExpiryTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) (bool, error) {
+	return w.Status == statusActive && w.LeaseDeadline != nil && w.LeaseDeadline.AsTime().Equal(attrs.ScheduledTime), nil
+}
+
+// Execute makes the worker INACTIVE and fans its activities out to their shards.
+func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) error {
+	bound := w.BoundActivityCount
+	if err := TransitionLeaseExpired.Apply(w, ctx, EventLeaseExpired{Inactivation: e.config.inactivation(w.Namespace)}); err != nil {
+		return err
+	}
+	metrics.WorkerLeaseExpiries.With(e.scope).Inc(1)
+	e.logger.Info("worker lease expired: INACTIVE",
+		tag.WorkerID(ctx.ExecutionKey().BusinessID), tag.Namespace(w.Namespace),
+		zap.Int64("bound-activities", bound), zap.Duration("detection-lag", ctx.Now().Sub(attrs.ScheduledTime)))
+	return nil
+}
+
+// WorkerCleanupTaskExecutor ends an INACTIVE worker once the cleanup delay has passed.
+type WorkerCleanupTaskExecutor struct {
+	scope  tally.Scope
+	logger *zap.Logger
+}
+
+// Validate holds only while the worker is still INACTIVE since the same moment: a resurrection
+// clears the cleanup time, and a later inactivation sets a new one.
+func (e *WorkerCleanupTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.WorkerCleanupTask) (bool, error) {
+	return w.Status == statusInactive && w.CleanupTime != nil && w.CleanupTime.AsTime().Equal(attrs.ScheduledTime), nil
+}
+
+// Execute cleans the worker up.
+func (e *WorkerCleanupTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, _ chasm.TaskAttributes, _ *workerpb.WorkerCleanupTask) error {
+	if err := TransitionCleanedUp.Apply(w, ctx, EventCleanup{}); err != nil {
+		return err
+	}
+	metrics.WorkerCleanups.With(e.scope).Inc(1)
+	e.logger.Info("worker cleaned up", tag.WorkerID(ctx.ExecutionKey().BusinessID), tag.Namespace(w.Namespace))
+	return nil
+}
+
+// ActivityRescheduleTaskExecutor delivers one batch of a dead worker's activities to the shard
+// that owns them, retried (by the outbound queue) until that shard answers.
+type ActivityRescheduleTaskExecutor struct {
+	rescheduler ActivityRescheduler
+	scope       tally.Scope
+	logger      *zap.Logger
+}
+
+// Validate holds until the destination has acknowledged the batch.
+func (e *ActivityRescheduleTaskExecutor) Validate(_ chasm.Context, w *Worker, _ chasm.TaskAttributes, task *workerpb.ActivityRescheduleTask) (bool, error) {
+	return pendingIndex(w, task) >= 0, nil
+}
+
+// Execute sends the batch, then records the acknowledgement on the worker. The destination
+// applies each entry only if the activity is still started by this worker with the same
+// stamp, so a redelivery after a crash between the two steps changes nothing.
+func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, _ chasm.TaskAttributes, task *workerpb.ActivityRescheduleTask) error {
+	resp, err := e.rescheduler.RescheduleActivities(ctx, &workerpb.RescheduleActivitiesRequest{
+		NamespaceId:       ref.Key.NamespaceID,
+		ShardId:           task.DestinationShard,
+		WorkerInstanceKey: ref.Key.BusinessID,
+		Activities:        task.Activities,
+	})
+	if err != nil {
+		metrics.ActivityRescheduleErrors.With(e.scope, metrics.KindTag(serviceerror.ToStatus(err).Code().String())).Inc(1)
+		return err
+	}
+	var rescheduled, notFound, stale, failed int
+	for _, outcome := range resp.GetOutcomes() {
+		switch outcome {
+		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED:
+			rescheduled++
+		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND:
+			notFound++
+		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED:
+			failed++
+		default:
+			stale++
+		}
+	}
+	metrics.ActivitiesRescheduled.With(e.scope).Inc(int64(rescheduled))
+	e.logger.Info("activities of inactive worker handed back",
+		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Int("rescheduled", rescheduled),
+		zap.Int("not-found", notFound), zap.Int("stale", stale), zap.Int("failed", failed))
+
+	_, err = chasm.UpdateComponent(ctx, chasm.EngineFromContext(ctx), ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
+		if i := pendingIndex(w, task); i >= 0 {
+			w.PendingReschedules = slices.Delete(w.PendingReschedules, i, i+1)
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+func pendingIndex(w *Worker, task *workerpb.ActivityRescheduleTask) int {
+	return slices.IndexFunc(w.PendingReschedules, func(p *workerpb.PendingReschedule) bool {
+		return p.Epoch == task.Epoch && p.DestinationShard == task.DestinationShard && p.Chunk == task.Chunk
+	})
+}
+
+func (c *Config) inactivation(namespace string) Inactivation {
+	return Inactivation{CleanupDelay: c.CleanupDelay(namespace), NumShards: c.NumShards, ChunkSize: c.RescheduleChunkSize}
+}

@@ -1,0 +1,135 @@
+package worker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/dynamicconfig"
+)
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SilenceMakesTheWorkerInactiveThenCleanedUp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withBound(binding("a", 1)))
+		b.engine.AdvanceTime(30 * time.Second)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+		require.Equal(t, b.engine.Now().Add(60*time.Minute), rec.State.CleanupTime.AsTime(), "default InactiveWorkerCleanupDelay")
+		require.Len(t, b.engine.SideEffectTasks(), 1, "its activity goes back to its shard")
+
+		b.engine.AdvanceTime(60*time.Minute - time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(time.Second)
+		rec = b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, rec.State.Status)
+		require.Equal(t, b.engine.Now(), rec.State.CleanupTime.AsTime())
+	})
+
+	t.Run("CleanedUpWorkerMustComeBackWithANewKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1")
+		b.engine.AdvanceTime(30 * time.Second)
+		b.engine.AdvanceTime(60 * time.Minute)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, b.status("w1"))
+
+		r := b.beat("w1")
+		require.NotNil(t, r.Error)
+		require.EqualValues(t, codes.FailedPrecondition, r.Error.Code)
+		require.Contains(t, r.Error.Message, "new WorkerInstanceKey")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, b.status("w1"))
+	})
+
+	t.Run("ResurrectionKeepsRescheduledActivitiesRescheduledAndCancelsCleanup", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withBound(binding("a", 1), binding("b", 1)))
+		b.engine.AdvanceTime(30 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+
+		r := b.mustBeat("w1")
+		require.True(t, r.Resurrected)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, rec.State.Status)
+		require.EqualValues(t, 1, rec.State.ResurrectionCount)
+		require.Empty(t, rec.BoundActivities, "the worker starts clean")
+		require.Nil(t, rec.State.CleanupTime)
+
+		// The batches sent while it was dead are still delivered.
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		delivered := 0
+		for _, req := range b.rescheduler.received() {
+			delivered += len(req.Activities)
+		}
+		require.Equal(t, 2, delivered)
+
+		// The old cleanup timer is stale: keep the worker alive past it.
+		pruned := b.engine.PrunedTasks()
+		for range 130 {
+			b.engine.AdvanceTime(28 * time.Second)
+			b.mustBeat("w1")
+		}
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		require.Greater(t, b.engine.PrunedTasks(), pruned, "the cleanup timer fired and was found stale")
+	})
+
+	t.Run("CleanupDelayIsReadForTheWorkersNamespaceByName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.InactiveWorkerCleanupDelay.Key(), testNamespace, "90s")
+		// The override is keyed by namespace name: one keyed by the ID must not apply.
+		b.dc.OverrideNamespaceValue(dynamicconfig.InactiveWorkerCleanupDelay.Key(), testNamespaceID, "1s")
+		b.mustBeat("w1")
+		b.engine.AdvanceTime(30 * time.Second)
+		require.Equal(t, b.engine.Now().Add(90*time.Second), b.describe("w1").State.CleanupTime.AsTime())
+		b.engine.AdvanceTime(90 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, b.status("w1"))
+	})
+
+	t.Run("RescheduleIsRetriedUntilTheDestinationAnswers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withBound(binding("a", 1)))
+		b.shutdown("w1")
+		b.rescheduler.fail(serviceerror.NewUnavailable("shard moving"))
+		require.Error(t, b.engine.RunSideEffectTasks(b.ctx))
+		require.Len(t, b.describe("w1").State.PendingReschedules, 1)
+		require.Len(t, b.engine.SideEffectTasks(), 1, "kept for a retry")
+
+		b.rescheduler.fail(nil)
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		require.Empty(t, b.describe("w1").State.PendingReschedules)
+		require.Empty(t, b.engine.SideEffectTasks())
+	})
+
+	t.Run("LargeBatchesAreChunked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.config.RescheduleChunkSize = 100
+		var bindings []*workerpb.ActivityBinding
+		for i := range 1000 {
+			bindings = append(bindings, binding(fmt.Sprintf("a%d", i), 1))
+		}
+		b.mustBeat("w1", withBound(bindings...))
+		b.shutdown("w1")
+		for _, st := range b.engine.SideEffectTasks() {
+			require.LessOrEqual(t, len(st.Task.Payload.(*workerpb.ActivityRescheduleTask).Activities), 100)
+		}
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		total := 0
+		for _, req := range b.rescheduler.received() {
+			total += len(req.Activities)
+		}
+		require.Equal(t, 1000, total)
+		require.Empty(t, b.describe("w1").State.PendingReschedules)
+	})
+}
