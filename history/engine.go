@@ -97,13 +97,19 @@ func (e *Engine) Registry() *chasm.Registry { return e.registry }
 // TimeSource returns the engine's clock.
 func (e *Engine) TimeSource() clock.TimeSource { return e.timeSource }
 
-func (e *Engine) timerQueueOptions() tasks.TimerQueueOptions {
+func (e *Engine) timerQueueOptions(rangeID int64) tasks.TimerQueueOptions {
 	grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(e.dc)
 	return tasks.TimerQueueOptions{
 		LookAhead: dynamicconfig.TimerLookAheadDuration.Get(e.dc),
 		PageSize:  dynamicconfig.TimerLookAheadPageSize.Get(e.dc),
-		GracePeriod: func(taskTypeID uint32) time.Duration {
-			if t, ok := e.registry.TaskByID(taskTypeID); ok && t.HasRestartGrace() {
+		// The grace is for what was decided before this host owned the shard (a lease granted
+		// before an outage, whose holder could not heartbeat through it). A task written since
+		// carries this ownership's range in its ID and fires on time.
+		GracePeriod: func(task *persistence.TimerTask) time.Duration {
+			if task.TaskID>>taskSeqBits >= rangeID {
+				return 0
+			}
+			if t, ok := e.registry.TaskByID(task.TaskTypeID); ok && t.HasRestartGrace() {
 				return grace()
 			}
 			return 0

@@ -54,7 +54,7 @@ func newShard(engine *Engine, id int32, rangeID int64) *Shard {
 		inflight: make(map[int64]struct{}),
 	}
 	s.timerQueue = tasks.NewTimerQueue(id, engine.store, (*shardTimerExecutor)(s), engine.scheduler,
-		engine.timeSource, engine.timerQueueOptions(), s.logger, engine.scope)
+		engine.timeSource, engine.timerQueueOptions(rangeID), s.logger, engine.scope)
 	s.outboundQueue = tasks.NewOutboundQueue(id, &ceilingTaskStore{TaskStore: engine.store, shard: s},
 		(*shardOutboundExecutor)(s), engine.scheduler, engine.timeSource, engine.outboundQueueOptions(),
 		s.logger, engine.scope)

@@ -47,9 +47,11 @@ type TimerQueueOptions struct {
 	AlertAttempts        func() int
 	OverdueFireRate      func() int
 	OverdueFireBurst     func() int
-	// GracePeriod returns the restart grace of a task type: such a task does not fire before
-	// the queue's start time + grace. nil or 0 means no grace.
-	GracePeriod func(taskTypeID uint32) time.Duration
+	// GracePeriod returns the restart grace of a task: such a task does not fire before the
+	// queue's start time + grace. The host decides which tasks get one (history: tasks of a
+	// type registered WithRestartGrace that were written before it acquired the shard). nil
+	// or 0 means no grace.
+	GracePeriod func(task *persistence.TimerTask) time.Duration
 	// RecentlyCompleted sizes the set of completed keys kept for deduplication. Fixed at
 	// construction.
 	RecentlyCompleted int
@@ -163,7 +165,7 @@ type timerQueueConfig struct {
 	alertAttempts        func() int
 	overdueFireRate      func() int
 	overdueFireBurst     func() int
-	gracePeriod          func(uint32) time.Duration
+	gracePeriod          func(*persistence.TimerTask) time.Duration
 	recentlyCompleted    int
 	hooks                TimerQueueTestHooks
 }
@@ -190,7 +192,7 @@ func (o TimerQueueOptions) resolve() timerQueueConfig {
 		recentlyCompleted:    o.RecentlyCompleted,
 	}
 	if c.gracePeriod == nil {
-		c.gracePeriod = func(uint32) time.Duration { return 0 }
+		c.gracePeriod = func(*persistence.TimerTask) time.Duration { return 0 }
 	}
 	if c.recentlyCompleted <= 0 {
 		c.recentlyCompleted = TimerQueueRecentlyCompletedDefault

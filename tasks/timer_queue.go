@@ -234,7 +234,7 @@ func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
 	// the grace window. This is what gives worker leases a grace after a server restart: a
 	// worker that heartbeats within the grace moves its lease deadline, the deferred expiry
 	// task becomes stale, and its executor finds nothing to do.
-	if grace := q.cfg.gracePeriod(t.TaskTypeID); grace > 0 {
+	if grace := q.cfg.gracePeriod(t); grace > 0 {
 		if graceEnd := q.startTime.Add(grace); e.fireAt.Before(graceEnd) {
 			e.fireAt = graceEnd
 			e.recovering = true

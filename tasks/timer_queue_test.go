@@ -299,8 +299,8 @@ func TestTimerQueue(t *testing.T) {
 		const leaseExpiry, other = 7, 1
 		q, b := newTimerBundle(t, 2, TimerQueueOptions{
 			LookAhead: fixed(time.Minute),
-			GracePeriod: func(typeID uint32) time.Duration {
-				if typeID == leaseExpiry {
+			GracePeriod: func(task *persistence.TimerTask) time.Duration {
+				if task.TaskTypeID == leaseExpiry {
 					return 30 * time.Second
 				}
 				return 0

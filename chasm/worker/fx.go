@@ -22,7 +22,7 @@ import (
 var Module = fx.Module("worker",
 	fx.Provide(
 		func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
-		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{router: r} },
+		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
 		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
 			return NewLibrary(c, r, scope.SubScope("worker"), logger)
@@ -33,7 +33,7 @@ var Module = fx.Module("worker",
 		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
 			return func(s grpc.ServiceRegistrar) {
 				workerpb.RegisterWorkerHistoryServiceServer(s, h)
-				workerpb.RegisterActivityReschedulerServiceServer(s, &rescheduleServer{receiver: receiver})
+				workerpb.RegisterActivityReschedulerServiceServer(s, NewRescheduleServer(receiver))
 			}
 		}),
 	),
@@ -46,16 +46,21 @@ type RescheduleReceiver interface {
 
 // RemoteRescheduler sends a batch to the history host that owns its shard.
 type RemoteRescheduler struct {
-	router *history.Router
+	Router *history.Router
 }
 
 // RescheduleActivities implements ActivityRescheduler.
 func (r *RemoteRescheduler) RescheduleActivities(ctx context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
-	conn, err := r.router.ConnForShard(req.GetShardId())
+	conn, err := r.Router.ConnForShard(req.GetShardId())
 	if err != nil {
 		return nil, err
 	}
 	return workerpb.NewActivityReschedulerServiceClient(conn).RescheduleActivities(ctx, req)
+}
+
+// NewRescheduleServer serves ActivityReschedulerService with receiver.
+func NewRescheduleServer(receiver RescheduleReceiver) workerpb.ActivityReschedulerServiceServer {
+	return &rescheduleServer{receiver: receiver}
 }
 
 type rescheduleServer struct {

@@ -28,7 +28,9 @@ type Options struct {
 	Libraries []chasm.Library
 	// Services are registered on the host's gRPC server (started only if non-empty).
 	Services      func(engine *history.Engine) []history.ServiceRegistration
-	DynamicConfig *dynamicconfig.MemoryClient
+	DynamicConfig dynamicconfig.Client
+	// WrapStore, if set, wraps the store the engine writes through (to observe writes).
+	WrapStore func(persistence.Store) persistence.Store
 	TimeSource    clock.TimeSource
 	Logger        *zap.Logger
 	Scope         tally.Scope
@@ -85,9 +87,13 @@ func StartE(t testing.TB, opts Options) (*Host, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var store persistence.Store
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: opts.Path}, opts.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if opts.WrapStore != nil {
+		store = opts.WrapStore(store)
 	}
 	committer := persistence.NewGroupCommitter(store, persistence.GroupCommitOptions{
 		MaxBatchSize: dynamicconfig.GroupCommitMaxBatchSize.Get(dc),

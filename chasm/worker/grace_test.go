@@ -1,0 +1,80 @@
+package worker_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/history/historytest"
+)
+
+// TestLeaseGraceAfterRestart: leases that ran out while the server was down are not declared
+// dead the moment it comes back. A worker that heartbeats within the grace keeps its work; one
+// that stays silent is declared INACTIVE once the grace has passed.
+func TestLeaseGraceAfterRestart(t *testing.T) {
+	t.Parallel()
+	ts := clock.NewFakeTimeSource()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcClient := dynamicconfig.NewMemoryClient()
+	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "30s")
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+	config := worker.NewConfig(dc, hostNumShards)
+	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	start := func() (*historytest.Host, *worker.Handler) {
+		h := historytest.Start(t, historytest.Options{
+			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
+			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
+		})
+		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
+	}
+	beat := func(h *worker.Handler, key string) {
+		resp, err := h.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: "ns-id", Namespace: "ns",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat(key)}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+	}
+	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
+		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
+		require.NoError(t, err)
+		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
+			return w.WorkerState, nil
+		})
+		require.NoError(t, err)
+		return s
+	}
+	status := func(h *historytest.Host, key string) workerpb.WorkerStatus { return state(h, key).Status }
+
+	host, handler := start()
+	beat(handler, "w-alive")
+	beat(handler, "w-dead")
+	host.Stop()
+
+	ts.Advance(5 * time.Minute) // the outage: both 30s leases run out
+	host, handler = start()
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, status(host, "w-alive"))
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, status(host, "w-dead"))
+
+	ts.Advance(10 * time.Second)
+	beat(handler, "w-alive") // reconnects within the grace
+	ts.Advance(25 * time.Second)
+	require.Eventually(t, func() bool {
+		return status(host, "w-dead") == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead once the grace is over")
+	alive := state(host, "w-alive")
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, alive.Status)
+	require.Zero(t, alive.InactiveEpoch, "the reconnected worker was never declared dead")
+}

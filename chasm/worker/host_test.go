@@ -1,0 +1,257 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/shard"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/history"
+	"github.com/vigilhq/vigil/history/historytest"
+	"github.com/vigilhq/vigil/persistence"
+)
+
+// hostBundle is the worker component on a real history host (SQLite file, real clock), with
+// reschedule batches travelling over the history RPC to a recording receiver.
+type hostBundle struct {
+	t        *testing.T
+	host     *historytest.Host
+	handler  *worker.Handler
+	receiver *recordingRescheduler
+	dcFile   string
+	dcClient *dynamicconfig.FileClient
+	writes   *writeRecorder
+}
+
+const hostNumShards = 4
+
+func startHost(t *testing.T, dcYAML string) *hostBundle {
+	t.Helper()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcFile := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
+	require.NoError(t, os.WriteFile(dcFile, []byte(dcYAML), 0o600))
+	dcClient, err := dynamicconfig.NewFileClient(dynamicconfig.FileClientConfig{Filepath: dcFile, PollInterval: time.Hour},
+		logger, clock.NewRealTimeSource())
+	require.NoError(t, err)
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+
+	config := worker.NewConfig(dc, hostNumShards)
+	membership := &history.LocalMembership{}
+	router := history.NewRouter(hostNumShards, membership)
+	t.Cleanup(func() { _ = router.Close() })
+	receiver := &recordingRescheduler{}
+	writes := &writeRecorder{}
+	lib := worker.NewLibrary(config, &worker.RemoteRescheduler{Router: router}, tally.NoopScope, logger)
+
+	var handler *worker.Handler
+	host := historytest.Start(t, historytest.Options{
+		NumShards:     hostNumShards,
+		Libraries:     []chasm.Library{lib},
+		DynamicConfig: dcClient,
+		Logger:        logger,
+		WrapStore:     writes.wrap,
+		Services: func(e *history.Engine) []history.ServiceRegistration {
+			handler = worker.NewHandler(e, config, clock.NewRealTimeSource(), tally.NoopScope, logger)
+			return []history.ServiceRegistration{func(s grpc.ServiceRegistrar) {
+				workerpb.RegisterWorkerHistoryServiceServer(s, handler)
+				workerpb.RegisterActivityReschedulerServiceServer(s, worker.NewRescheduleServer(receiver))
+			}}
+		},
+	})
+	membership.SetAddress(host.Server.Address())
+	return &hostBundle{t: t, host: host, handler: handler, receiver: receiver, dcFile: dcFile, dcClient: dcClient, writes: writes}
+}
+
+func (b *hostBundle) beat(namespace, key string, opts ...hbOption) *workerpb.HeartbeatResult {
+	b.t.Helper()
+	entry := &workerpb.HeartbeatEntry{Heartbeat: heartbeat(key)}
+	for _, opt := range opts {
+		opt(entry)
+	}
+	resp, err := b.handler.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+		NamespaceId: namespace + "-id", Namespace: namespace, Heartbeats: []*workerpb.HeartbeatEntry{entry},
+	})
+	require.NoError(b.t, err)
+	require.Nil(b.t, resp.Results[0].Error)
+	return resp.Results[0]
+}
+
+func (b *hostBundle) shutdown(namespace, key string) {
+	b.t.Helper()
+	_, err := b.handler.ShutdownWorker(context.Background(), &workerpb.ShutdownWorkerRequest{
+		NamespaceId: namespace + "-id", Namespace: namespace, WorkerInstanceKey: key,
+	})
+	require.NoError(b.t, err)
+}
+
+// waitStatus long-polls the worker until it reaches status and returns its state then.
+func (b *hostBundle) waitStatus(namespace, key string, status workerpb.WorkerStatus) *workerpb.WorkerState {
+	b.t.Helper()
+	ref, err := chasm.NewRef[*worker.Worker](b.host.Engine, chasm.ExecutionKey{NamespaceID: namespace + "-id", BusinessID: key})
+	require.NoError(b.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state, err := chasm.PollComponent(ctx, b.host.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, bool, error) {
+		return w.WorkerState, w.Status == status, nil
+	})
+	require.NoError(b.t, err, "worker %s never became %s", key, status)
+	return state
+}
+
+func TestOnHistoryHost(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LifecycleOnRealTime", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, `
+matching.InactiveWorkerCleanupDelay:
+  - value: 1s
+`)
+		var bindings []*workerpb.ActivityBinding
+		shards := map[int32]bool{}
+		for i := range 20 {
+			id := fmt.Sprintf("act-%d", i)
+			bindings = append(bindings, binding(id, 1))
+			shards[shard.ForKey("ns-id", id, hostNumShards)] = true
+		}
+		require.Greater(t, len(shards), 1)
+
+		r := b.beat("ns", "w1", withLease(300*time.Millisecond), withBound(bindings...))
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, r.Status)
+
+		state := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_INACTIVE)
+		lag := state.InactiveTime.AsTime().Sub(r.LeaseDeadline.AsTime())
+		require.GreaterOrEqual(t, lag, time.Duration(0), "never before the deadline")
+		t.Logf("INACTIVE %v after the lease deadline", lag)
+
+		require.Eventually(t, func() bool { return len(b.receiver.received()) == len(shards) }, 10*time.Second, 5*time.Millisecond,
+			"one reschedule batch per destination shard")
+		for _, req := range b.receiver.received() {
+			require.True(t, shards[req.ShardId])
+		}
+
+		// Back while INACTIVE: resurrected.
+		r = b.beat("ns", "w1", withLease(300*time.Millisecond))
+		require.True(t, r.Resurrected)
+		// Silent again: INACTIVE, then CLEANED_UP after the configured 1s.
+		b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_INACTIVE)
+		cleaned := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP)
+		require.EqualValues(t, 1, cleaned.ResurrectionCount)
+		require.Len(t, b.receiver.received(), len(shards), "the second inactivation had nothing to reschedule")
+	})
+
+	t.Run("DynamicConfigFileEditChangesOneNamespacesCleanupDelayWithoutRestart", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, `
+matching.InactiveWorkerCleanupDelay:
+  - value: 1h
+`)
+		b.beat("fast", "w-before", withLease(time.Second))
+		b.shutdown("fast", "w-before")
+		before := b.waitStatus("fast", "w-before", workerpb.WorkerStatus_WORKER_STATUS_INACTIVE)
+		require.Equal(t, time.Hour, before.CleanupTime.AsTime().Sub(before.InactiveTime.AsTime()))
+
+		require.NoError(t, os.WriteFile(b.dcFile, []byte(`
+matching.InactiveWorkerCleanupDelay:
+  - value: 200ms
+    constraints:
+      namespace: fast
+  - value: 1h
+`), 0o600))
+		require.NoError(t, b.dcClient.Reload())
+
+		b.beat("fast", "w-fast", withLease(time.Second))
+		b.beat("slow", "w-slow", withLease(time.Second))
+		b.shutdown("fast", "w-fast")
+		b.shutdown("slow", "w-slow")
+		b.waitStatus("fast", "w-fast", workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP)
+		slow := b.waitStatus("slow", "w-slow", workerpb.WorkerStatus_WORKER_STATUS_INACTIVE)
+		require.Equal(t, time.Hour, slow.CleanupTime.AsTime().Sub(slow.InactiveTime.AsTime()), "other namespaces keep their delay")
+	})
+
+	t.Run("PlainHeartbeatWritesTheSameBytesWith0Or10000BoundActivities", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, "")
+		var bindings []*workerpb.ActivityBinding
+		for i := range 10_000 {
+			bindings = append(bindings, binding(fmt.Sprintf("activity-%05d", i), 1))
+		}
+		b.beat("ns", "w-zero")
+		b.beat("ns", "w-many", withBound(bindings...))
+
+		b.writes.reset()
+		b.beat("ns", "w-zero")
+		empty := b.writes.bytesFor("w-zero")
+		b.beat("ns", "w-many")
+		loaded := b.writes.bytesFor("w-many")
+		require.Positive(t, empty)
+		// Only the bound_activity_count varint differs (0 vs 10000): at most 3 bytes.
+		require.InDelta(t, empty, loaded, 3, "a plain heartbeat does not rewrite bindings")
+		t.Logf("plain heartbeat writes %d bytes (0 bound) and %d bytes (10,000 bound)", empty, loaded)
+	})
+}
+
+// writeRecorder counts the bytes each execution write carries to the store.
+type writeRecorder struct {
+	mu    sync.Mutex
+	bytes map[string]int
+}
+
+func (r *writeRecorder) wrap(s persistence.Store) persistence.Store { return &recordingStore{Store: s, r: r} }
+
+func (r *writeRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bytes = map[string]int{}
+}
+
+func (r *writeRecorder) bytesFor(businessID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bytes[businessID]
+}
+
+type recordingStore struct {
+	persistence.Store
+	r *writeRecorder
+}
+
+func (s *recordingStore) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
+	s.r.mu.Lock()
+	if s.r.bytes == nil {
+		s.r.bytes = map[string]int{}
+	}
+	for _, w := range writes {
+		n := len(w.State)
+		for _, e := range w.CollectionPuts {
+			n += len(e.Collection) + len(e.Key) + len(e.Value)
+		}
+		for _, k := range w.CollectionDeletes {
+			n += len(k.Collection) + len(k.Key)
+		}
+		for _, task := range w.TimerTasks {
+			n += len(task.Payload) + 16
+		}
+		for _, task := range w.OutboundTasks {
+			n += len(task.Payload) + len(task.Destination) + 8
+		}
+		s.r.bytes[w.Key.BusinessID] += n
+	}
+	s.r.mu.Unlock()
+	return s.Store.WriteBatch(ctx, writes)
+}
