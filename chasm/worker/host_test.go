@@ -212,7 +212,9 @@ type writeRecorder struct {
 	bytes map[string]int
 }
 
-func (r *writeRecorder) wrap(s persistence.Store) persistence.Store { return &recordingStore{Store: s, r: r} }
+func (r *writeRecorder) wrap(s persistence.Store) persistence.Store {
+	return &recordingStore{Store: s, r: r}
+}
 
 func (r *writeRecorder) reset() {
 	r.mu.Lock()

@@ -30,10 +30,10 @@ type Options struct {
 	Services      func(engine *history.Engine) []history.ServiceRegistration
 	DynamicConfig dynamicconfig.Client
 	// WrapStore, if set, wraps the store the engine writes through (to observe writes).
-	WrapStore func(persistence.Store) persistence.Store
-	TimeSource    clock.TimeSource
-	Logger        *zap.Logger
-	Scope         tally.Scope
+	WrapStore  func(persistence.Store) persistence.Store
+	TimeSource clock.TimeSource
+	Logger     *zap.Logger
+	Scope      tally.Scope
 }
 
 // Host is a running history host.
