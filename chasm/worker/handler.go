@@ -2,12 +2,15 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/uber-go/tally/v4"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workerv1 "go.temporal.io/api/worker/v1"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -71,8 +74,10 @@ func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, 
 	if err != nil {
 		st := serviceerror.ToStatus(err)
 		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
-		if mismatch, ok := err.(*ConflictTokenMismatchError); ok {
+		var mismatch *ConflictTokenMismatchError
+		if errors.As(err, &mismatch) {
 			entryErr.CurrentConflictToken = mismatch.Current
+			entryErr.ConflictTokenMismatch = true
 		}
 		return &workerpb.HeartbeatResult{Error: entryErr}
 	}
@@ -104,6 +109,13 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 			case statusActive:
 				err = TransitionHeartbeatReceived.Apply(w, mctx, ev)
 			case statusInactive:
+				if isShutdownEcho(w, hb) {
+					// The SDK sends ShutdownWorker first and stops heartbeating last, so one
+					// SHUTTING_DOWN heartbeat can follow the shutdown: keep its snapshot, but a
+					// worker that said goodbye is not brought back by its own farewell.
+					recordHeartbeat(w, hb)
+					return &workerpb.HeartbeatResult{ConflictToken: w.ConflictToken, Status: w.Status}, nil
+				}
 				resurrected = true
 				err = TransitionResurrected.Apply(w, mctx, ev)
 			default:
@@ -131,6 +143,18 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 		h.logger.Info("inactive worker resurrected", tag.WorkerID(instanceKey), tag.Namespace(namespace))
 	}
 	return result, nil
+}
+
+// isShutdownEcho reports a heartbeat that only restates a shutdown the worker already made.
+func isShutdownEcho(w *Worker, hb *workerv1.WorkerHeartbeat) bool {
+	if w.InactiveReason != workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN {
+		return false
+	}
+	switch hb.GetStatus() {
+	case enumspb.WORKER_STATUS_SHUTTING_DOWN, enumspb.WORKER_STATUS_SHUTDOWN:
+		return true
+	}
+	return false
 }
 
 // applyBindings applies binding deltas idempotently: binding an attempt twice, or unbinding
@@ -283,4 +307,32 @@ func (h *Handler) ref(namespaceID, instanceKey string) (chasm.ComponentRef, erro
 // LeaseRemaining is how long the worker's lease still runs at now (0 once expired).
 func LeaseRemaining(w *workerpb.WorkerState, now time.Time) time.Duration {
 	return max(0, w.GetLeaseDeadline().AsTime().Sub(now))
+}
+
+// UpdateBindings applies binding deltas without renewing the lease. A bind to a worker that is
+// no longer ACTIVE is refused (WORKER_NOT_ACTIVE): the bind raced with the worker's expiry, and
+// only the caller can still reschedule that attempt. Unbinds always apply, idempotently.
+func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindingsRequest) (*workerpb.UpdateBindingsResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
+	if err != nil {
+		return nil, err
+	}
+	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (workerpb.BindOutcome, error) {
+		entry := &workerpb.HeartbeatEntry{Unbound: req.GetUnbound()}
+		outcome := workerpb.BindOutcome_BIND_OUTCOME_APPLIED
+		if w.Status == statusActive {
+			entry.Bound = req.GetBound()
+		} else if len(req.GetBound()) > 0 {
+			outcome = workerpb.BindOutcome_BIND_OUTCOME_WORKER_NOT_ACTIVE
+		}
+		return outcome, h.applyBindings(mctx, w, req.GetNamespaceId(), entry)
+	})
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return &workerpb.UpdateBindingsResponse{Outcome: workerpb.BindOutcome_BIND_OUTCOME_WORKER_UNKNOWN}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &workerpb.UpdateBindingsResponse{Outcome: outcome}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
 
@@ -262,4 +263,46 @@ func TestConfigLeaseFor(t *testing.T) {
 		})
 	}
 	_ = worker.RescheduleChunkSizeDefault
+}
+
+func TestShutdownEcho(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.mustBeat("w1")
+	b.shutdown("w1")
+	echo := func(e *workerpb.HeartbeatEntry) { e.Heartbeat.Status = enumspb.WORKER_STATUS_SHUTTING_DOWN }
+	r := b.mustBeat("w1", echo)
+	require.False(t, r.Resurrected)
+	rec := b.describe("w1")
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+	require.Equal(t, enumspb.WORKER_STATUS_SHUTTING_DOWN, rec.State.LastHeartbeat.Status, "the snapshot is kept")
+
+	// A running worker reusing the key after a shutdown is a real comeback.
+	require.True(t, b.mustBeat("w1").Resurrected)
+}
+
+func TestUpdateBindings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	update := func(key string, bound, unbound []*workerpb.ActivityBinding) workerpb.BindOutcome {
+		resp, err := b.handler.UpdateBindings(b.ctx, &workerpb.UpdateBindingsRequest{
+			NamespaceId: testNamespaceID, WorkerInstanceKey: key, Bound: bound, Unbound: unbound,
+		})
+		require.NoError(t, err)
+		return resp.Outcome
+	}
+	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_WORKER_UNKNOWN, update("nobody", []*workerpb.ActivityBinding{binding("a", 1)}, nil))
+
+	first := b.mustBeat("w1")
+	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_APPLIED, update("w1", []*workerpb.ActivityBinding{binding("a", 1), binding("b", 1)}, nil))
+	rec := b.describe("w1")
+	require.EqualValues(t, 2, rec.State.BoundActivityCount)
+	require.Equal(t, first.LeaseDeadline.AsTime(), rec.State.LeaseDeadline.AsTime(), "binding does not renew the lease")
+
+	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_APPLIED, update("w1", nil, []*workerpb.ActivityBinding{binding("a", 1)}))
+	require.EqualValues(t, 1, b.describe("w1").State.BoundActivityCount)
+
+	b.engine.AdvanceTime(30 * time.Second) // expires: "b" goes back to its shard
+	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_WORKER_NOT_ACTIVE, update("w1", []*workerpb.ActivityBinding{binding("c", 1)}, nil))
+	require.Zero(t, b.describe("w1").State.BoundActivityCount)
 }

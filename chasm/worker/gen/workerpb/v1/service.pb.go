@@ -83,6 +83,62 @@ func (RescheduleOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{0}
 }
 
+type BindOutcome int32
+
+const (
+	BindOutcome_BIND_OUTCOME_UNSPECIFIED BindOutcome = 0
+	// The deltas were applied.
+	BindOutcome_BIND_OUTCOME_APPLIED BindOutcome = 1
+	// The worker is INACTIVE or CLEANED_UP: its activities were (or are being) rescheduled, so a
+	// new binding is refused and the caller must reschedule the attempt itself. Unbinds apply.
+	BindOutcome_BIND_OUTCOME_WORKER_NOT_ACTIVE BindOutcome = 2
+	// No liveness record (the worker does not heartbeat): nothing to bind to.
+	BindOutcome_BIND_OUTCOME_WORKER_UNKNOWN BindOutcome = 3
+)
+
+// Enum value maps for BindOutcome.
+var (
+	BindOutcome_name = map[int32]string{
+		0: "BIND_OUTCOME_UNSPECIFIED",
+		1: "BIND_OUTCOME_APPLIED",
+		2: "BIND_OUTCOME_WORKER_NOT_ACTIVE",
+		3: "BIND_OUTCOME_WORKER_UNKNOWN",
+	}
+	BindOutcome_value = map[string]int32{
+		"BIND_OUTCOME_UNSPECIFIED":       0,
+		"BIND_OUTCOME_APPLIED":           1,
+		"BIND_OUTCOME_WORKER_NOT_ACTIVE": 2,
+		"BIND_OUTCOME_WORKER_UNKNOWN":    3,
+	}
+)
+
+func (x BindOutcome) Enum() *BindOutcome {
+	p := new(BindOutcome)
+	*p = x
+	return p
+}
+
+func (x BindOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BindOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_chasm_worker_proto_v1_service_proto_enumTypes[1].Descriptor()
+}
+
+func (BindOutcome) Type() protoreflect.EnumType {
+	return &file_chasm_worker_proto_v1_service_proto_enumTypes[1]
+}
+
+func (x BindOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BindOutcome.Descriptor instead.
+func (BindOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
 // ActivityBinding names an activity attempt bound to (or unbound from) a worker.
 type ActivityBinding struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -382,8 +438,10 @@ type EntryError struct {
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// For a conflict-token mismatch: the worker's current token.
 	CurrentConflictToken int64 `protobuf:"varint,3,opt,name=current_conflict_token,json=currentConflictToken,proto3" json:"current_conflict_token,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Set when the heartbeat was refused for a stale conflict token.
+	ConflictTokenMismatch bool `protobuf:"varint,4,opt,name=conflict_token_mismatch,json=conflictTokenMismatch,proto3" json:"conflict_token_mismatch,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *EntryError) Reset() {
@@ -435,6 +493,13 @@ func (x *EntryError) GetCurrentConflictToken() int64 {
 		return x.CurrentConflictToken
 	}
 	return 0
+}
+
+func (x *EntryError) GetConflictTokenMismatch() bool {
+	if x != nil {
+		return x.ConflictTokenMismatch
+	}
+	return false
 }
 
 // ConflictTokenMismatch is attached to a FailedPrecondition status when a heartbeat carried a
@@ -1136,6 +1201,118 @@ func (x *RescheduleActivitiesResponse) GetOutcomes() []RescheduleOutcome {
 	return nil
 }
 
+type UpdateBindingsRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId       string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	WorkerInstanceKey string                 `protobuf:"bytes,2,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
+	Bound             []*ActivityBinding     `protobuf:"bytes,3,rep,name=bound,proto3" json:"bound,omitempty"`
+	Unbound           []*ActivityBinding     `protobuf:"bytes,4,rep,name=unbound,proto3" json:"unbound,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateBindingsRequest) Reset() {
+	*x = UpdateBindingsRequest{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBindingsRequest) ProtoMessage() {}
+
+func (x *UpdateBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBindingsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UpdateBindingsRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *UpdateBindingsRequest) GetWorkerInstanceKey() string {
+	if x != nil {
+		return x.WorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *UpdateBindingsRequest) GetBound() []*ActivityBinding {
+	if x != nil {
+		return x.Bound
+	}
+	return nil
+}
+
+func (x *UpdateBindingsRequest) GetUnbound() []*ActivityBinding {
+	if x != nil {
+		return x.Unbound
+	}
+	return nil
+}
+
+type UpdateBindingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       BindOutcome            `protobuf:"varint,1,opt,name=outcome,proto3,enum=vigil.worker.v1.BindOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBindingsResponse) Reset() {
+	*x = UpdateBindingsResponse{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBindingsResponse) ProtoMessage() {}
+
+func (x *UpdateBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBindingsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateBindingsResponse) GetOutcome() BindOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return BindOutcome_BIND_OUTCOME_UNSPECIFIED
+}
+
 var File_chasm_worker_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
@@ -1166,12 +1343,13 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x0econflict_token\x18\x03 \x01(\x03R\rconflictToken\x12!\n" +
 	"\fshould_drain\x18\x04 \x01(\bR\vshouldDrain\x125\n" +
 	"\x06status\x18\x05 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12 \n" +
-	"\vresurrected\x18\x06 \x01(\bR\vresurrected\"p\n" +
+	"\vresurrected\x18\x06 \x01(\bR\vresurrected\"\xa8\x01\n" +
 	"\n" +
 	"EntryError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x124\n" +
-	"\x16current_conflict_token\x18\x03 \x01(\x03R\x14currentConflictToken\"M\n" +
+	"\x16current_conflict_token\x18\x03 \x01(\x03R\x14currentConflictToken\x126\n" +
+	"\x17conflict_token_mismatch\x18\x04 \x01(\bR\x15conflictTokenMismatch\"M\n" +
 	"\x15ConflictTokenMismatch\x124\n" +
 	"\x16current_conflict_token\x18\x01 \x01(\x03R\x14currentConflictToken\"V\n" +
 	"\x18RecordHeartbeatsResponse\x12:\n" +
@@ -1214,19 +1392,32 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"activities\x18\x04 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\n" +
 	"activities\"^\n" +
 	"\x1cRescheduleActivitiesResponse\x12>\n" +
-	"\boutcomes\x18\x01 \x03(\x0e2\".vigil.worker.v1.RescheduleOutcomeR\boutcomes*\xba\x01\n" +
+	"\boutcomes\x18\x01 \x03(\x0e2\".vigil.worker.v1.RescheduleOutcomeR\boutcomes\"\xde\x01\n" +
+	"\x15UpdateBindingsRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12.\n" +
+	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x126\n" +
+	"\x05bound\x18\x03 \x03(\v2 .vigil.worker.v1.ActivityBindingR\x05bound\x12:\n" +
+	"\aunbound\x18\x04 \x03(\v2 .vigil.worker.v1.ActivityBindingR\aunbound\"P\n" +
+	"\x16UpdateBindingsResponse\x126\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1c.vigil.worker.v1.BindOutcomeR\aoutcome*\xba\x01\n" +
 	"\x11RescheduleOutcome\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_RESCHEDULED\x10\x01\x12 \n" +
 	"\x1cRESCHEDULE_OUTCOME_NOT_FOUND\x10\x02\x12\x1c\n" +
 	"\x18RESCHEDULE_OUTCOME_STALE\x10\x03\x12\x1d\n" +
-	"\x19RESCHEDULE_OUTCOME_FAILED\x10\x042\xf9\x03\n" +
+	"\x19RESCHEDULE_OUTCOME_FAILED\x10\x04*\x8a\x01\n" +
+	"\vBindOutcome\x12\x1c\n" +
+	"\x18BIND_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14BIND_OUTCOME_APPLIED\x10\x01\x12\"\n" +
+	"\x1eBIND_OUTCOME_WORKER_NOT_ACTIVE\x10\x02\x12\x1f\n" +
+	"\x1bBIND_OUTCOME_WORKER_UNKNOWN\x10\x032\xdc\x04\n" +
 	"\x14WorkerHistoryService\x12g\n" +
 	"\x10RecordHeartbeats\x12(.vigil.worker.v1.RecordHeartbeatsRequest\x1a).vigil.worker.v1.RecordHeartbeatsResponse\x12a\n" +
 	"\x0eShutdownWorker\x12&.vigil.worker.v1.ShutdownWorkerRequest\x1a'.vigil.worker.v1.ShutdownWorkerResponse\x12X\n" +
 	"\vDrainWorker\x12#.vigil.worker.v1.DrainWorkerRequest\x1a$.vigil.worker.v1.DrainWorkerResponse\x12a\n" +
 	"\x0eDescribeWorker\x12&.vigil.worker.v1.DescribeWorkerRequest\x1a'.vigil.worker.v1.DescribeWorkerResponse\x12X\n" +
-	"\vListWorkers\x12#.vigil.worker.v1.ListWorkersRequest\x1a$.vigil.worker.v1.ListWorkersResponse2\x91\x01\n" +
+	"\vListWorkers\x12#.vigil.worker.v1.ListWorkersRequest\x1a$.vigil.worker.v1.ListWorkersResponse\x12a\n" +
+	"\x0eUpdateBindings\x12&.vigil.worker.v1.UpdateBindingsRequest\x1a'.vigil.worker.v1.UpdateBindingsResponse2\x91\x01\n" +
 	"\x1aActivityReschedulerService\x12s\n" +
 	"\x14RescheduleActivities\x12,.vigil.worker.v1.RescheduleActivitiesRequest\x1a-.vigil.worker.v1.RescheduleActivitiesResponseB@Z>github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1;workerpbb\x06proto3"
 
@@ -1242,70 +1433,78 @@ func file_chasm_worker_proto_v1_service_proto_rawDescGZIP() []byte {
 	return file_chasm_worker_proto_v1_service_proto_rawDescData
 }
 
-var file_chasm_worker_proto_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_chasm_worker_proto_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_chasm_worker_proto_v1_service_proto_goTypes = []any{
 	(RescheduleOutcome)(0),               // 0: vigil.worker.v1.RescheduleOutcome
-	(*ActivityBinding)(nil),              // 1: vigil.worker.v1.ActivityBinding
-	(*HeartbeatEntry)(nil),               // 2: vigil.worker.v1.HeartbeatEntry
-	(*RecordHeartbeatsRequest)(nil),      // 3: vigil.worker.v1.RecordHeartbeatsRequest
-	(*HeartbeatResult)(nil),              // 4: vigil.worker.v1.HeartbeatResult
-	(*EntryError)(nil),                   // 5: vigil.worker.v1.EntryError
-	(*ConflictTokenMismatch)(nil),        // 6: vigil.worker.v1.ConflictTokenMismatch
-	(*RecordHeartbeatsResponse)(nil),     // 7: vigil.worker.v1.RecordHeartbeatsResponse
-	(*ShutdownWorkerRequest)(nil),        // 8: vigil.worker.v1.ShutdownWorkerRequest
-	(*ShutdownWorkerResponse)(nil),       // 9: vigil.worker.v1.ShutdownWorkerResponse
-	(*DrainWorkerRequest)(nil),           // 10: vigil.worker.v1.DrainWorkerRequest
-	(*DrainWorkerResponse)(nil),          // 11: vigil.worker.v1.DrainWorkerResponse
-	(*DescribeWorkerRequest)(nil),        // 12: vigil.worker.v1.DescribeWorkerRequest
-	(*WorkerRecord)(nil),                 // 13: vigil.worker.v1.WorkerRecord
-	(*DescribeWorkerResponse)(nil),       // 14: vigil.worker.v1.DescribeWorkerResponse
-	(*ListWorkersRequest)(nil),           // 15: vigil.worker.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),          // 16: vigil.worker.v1.ListWorkersResponse
-	(*RescheduleActivitiesRequest)(nil),  // 17: vigil.worker.v1.RescheduleActivitiesRequest
-	(*RescheduleActivitiesResponse)(nil), // 18: vigil.worker.v1.RescheduleActivitiesResponse
-	(*v1.WorkerHeartbeat)(nil),           // 19: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),          // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 21: google.protobuf.Timestamp
-	(WorkerStatus)(0),                    // 22: vigil.worker.v1.WorkerStatus
-	(*WorkerState)(nil),                  // 23: vigil.worker.v1.WorkerState
-	(*BoundActivity)(nil),                // 24: vigil.worker.v1.BoundActivity
+	(BindOutcome)(0),                     // 1: vigil.worker.v1.BindOutcome
+	(*ActivityBinding)(nil),              // 2: vigil.worker.v1.ActivityBinding
+	(*HeartbeatEntry)(nil),               // 3: vigil.worker.v1.HeartbeatEntry
+	(*RecordHeartbeatsRequest)(nil),      // 4: vigil.worker.v1.RecordHeartbeatsRequest
+	(*HeartbeatResult)(nil),              // 5: vigil.worker.v1.HeartbeatResult
+	(*EntryError)(nil),                   // 6: vigil.worker.v1.EntryError
+	(*ConflictTokenMismatch)(nil),        // 7: vigil.worker.v1.ConflictTokenMismatch
+	(*RecordHeartbeatsResponse)(nil),     // 8: vigil.worker.v1.RecordHeartbeatsResponse
+	(*ShutdownWorkerRequest)(nil),        // 9: vigil.worker.v1.ShutdownWorkerRequest
+	(*ShutdownWorkerResponse)(nil),       // 10: vigil.worker.v1.ShutdownWorkerResponse
+	(*DrainWorkerRequest)(nil),           // 11: vigil.worker.v1.DrainWorkerRequest
+	(*DrainWorkerResponse)(nil),          // 12: vigil.worker.v1.DrainWorkerResponse
+	(*DescribeWorkerRequest)(nil),        // 13: vigil.worker.v1.DescribeWorkerRequest
+	(*WorkerRecord)(nil),                 // 14: vigil.worker.v1.WorkerRecord
+	(*DescribeWorkerResponse)(nil),       // 15: vigil.worker.v1.DescribeWorkerResponse
+	(*ListWorkersRequest)(nil),           // 16: vigil.worker.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 17: vigil.worker.v1.ListWorkersResponse
+	(*RescheduleActivitiesRequest)(nil),  // 18: vigil.worker.v1.RescheduleActivitiesRequest
+	(*RescheduleActivitiesResponse)(nil), // 19: vigil.worker.v1.RescheduleActivitiesResponse
+	(*UpdateBindingsRequest)(nil),        // 20: vigil.worker.v1.UpdateBindingsRequest
+	(*UpdateBindingsResponse)(nil),       // 21: vigil.worker.v1.UpdateBindingsResponse
+	(*v1.WorkerHeartbeat)(nil),           // 22: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),          // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 24: google.protobuf.Timestamp
+	(WorkerStatus)(0),                    // 25: vigil.worker.v1.WorkerStatus
+	(*WorkerState)(nil),                  // 26: vigil.worker.v1.WorkerState
+	(*BoundActivity)(nil),                // 27: vigil.worker.v1.BoundActivity
 }
 var file_chasm_worker_proto_v1_service_proto_depIdxs = []int32{
-	19, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	20, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
-	1,  // 2: vigil.worker.v1.HeartbeatEntry.bound:type_name -> vigil.worker.v1.ActivityBinding
-	1,  // 3: vigil.worker.v1.HeartbeatEntry.unbound:type_name -> vigil.worker.v1.ActivityBinding
-	2,  // 4: vigil.worker.v1.RecordHeartbeatsRequest.heartbeats:type_name -> vigil.worker.v1.HeartbeatEntry
-	5,  // 5: vigil.worker.v1.HeartbeatResult.error:type_name -> vigil.worker.v1.EntryError
-	21, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
-	22, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
-	4,  // 8: vigil.worker.v1.RecordHeartbeatsResponse.results:type_name -> vigil.worker.v1.HeartbeatResult
-	19, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	23, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
-	24, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
-	13, // 12: vigil.worker.v1.DescribeWorkerResponse.worker:type_name -> vigil.worker.v1.WorkerRecord
-	22, // 13: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
-	13, // 14: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
-	24, // 15: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
+	22, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	23, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
+	2,  // 2: vigil.worker.v1.HeartbeatEntry.bound:type_name -> vigil.worker.v1.ActivityBinding
+	2,  // 3: vigil.worker.v1.HeartbeatEntry.unbound:type_name -> vigil.worker.v1.ActivityBinding
+	3,  // 4: vigil.worker.v1.RecordHeartbeatsRequest.heartbeats:type_name -> vigil.worker.v1.HeartbeatEntry
+	6,  // 5: vigil.worker.v1.HeartbeatResult.error:type_name -> vigil.worker.v1.EntryError
+	24, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
+	25, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
+	5,  // 8: vigil.worker.v1.RecordHeartbeatsResponse.results:type_name -> vigil.worker.v1.HeartbeatResult
+	22, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	26, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
+	27, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
+	14, // 12: vigil.worker.v1.DescribeWorkerResponse.worker:type_name -> vigil.worker.v1.WorkerRecord
+	25, // 13: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
+	14, // 14: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
+	27, // 15: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
 	0,  // 16: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
-	3,  // 17: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
-	8,  // 18: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
-	10, // 19: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
-	12, // 20: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
-	15, // 21: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
-	17, // 22: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
-	7,  // 23: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
-	9,  // 24: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
-	11, // 25: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
-	14, // 26: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
-	16, // 27: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
-	18, // 28: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	2,  // 17: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
+	2,  // 18: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
+	1,  // 19: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
+	4,  // 20: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
+	9,  // 21: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
+	11, // 22: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
+	13, // 23: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
+	16, // 24: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
+	20, // 25: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
+	18, // 26: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
+	8,  // 27: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
+	10, // 28: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
+	12, // 29: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
+	15, // 30: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
+	17, // 31: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
+	21, // 32: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
+	19, // 33: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
+	27, // [27:34] is the sub-list for method output_type
+	20, // [20:27] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_service_proto_init() }
@@ -1320,8 +1519,8 @@ func file_chasm_worker_proto_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_service_proto_rawDesc), len(file_chasm_worker_proto_v1_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   18,
+			NumEnums:      2,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -24,6 +24,7 @@ const (
 	WorkerHistoryService_DrainWorker_FullMethodName      = "/vigil.worker.v1.WorkerHistoryService/DrainWorker"
 	WorkerHistoryService_DescribeWorker_FullMethodName   = "/vigil.worker.v1.WorkerHistoryService/DescribeWorker"
 	WorkerHistoryService_ListWorkers_FullMethodName      = "/vigil.worker.v1.WorkerHistoryService/ListWorkers"
+	WorkerHistoryService_UpdateBindings_FullMethodName   = "/vigil.worker.v1.WorkerHistoryService/UpdateBindings"
 )
 
 // WorkerHistoryServiceClient is the client API for WorkerHistoryService service.
@@ -44,6 +45,9 @@ type WorkerHistoryServiceClient interface {
 	DescribeWorker(ctx context.Context, in *DescribeWorkerRequest, opts ...grpc.CallOption) (*DescribeWorkerResponse, error)
 	// ListWorkers pages through a namespace's workers (any shard).
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// UpdateBindings binds activity attempts to a worker (or unbinds them) without renewing its
+	// lease: the server calls it when it dispatches an attempt to a poll that named the worker.
+	UpdateBindings(ctx context.Context, in *UpdateBindingsRequest, opts ...grpc.CallOption) (*UpdateBindingsResponse, error)
 }
 
 type workerHistoryServiceClient struct {
@@ -104,6 +108,16 @@ func (c *workerHistoryServiceClient) ListWorkers(ctx context.Context, in *ListWo
 	return out, nil
 }
 
+func (c *workerHistoryServiceClient) UpdateBindings(ctx context.Context, in *UpdateBindingsRequest, opts ...grpc.CallOption) (*UpdateBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateBindingsResponse)
+	err := c.cc.Invoke(ctx, WorkerHistoryService_UpdateBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerHistoryServiceServer is the server API for WorkerHistoryService service.
 // All implementations must embed UnimplementedWorkerHistoryServiceServer
 // for forward compatibility.
@@ -122,6 +136,9 @@ type WorkerHistoryServiceServer interface {
 	DescribeWorker(context.Context, *DescribeWorkerRequest) (*DescribeWorkerResponse, error)
 	// ListWorkers pages through a namespace's workers (any shard).
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// UpdateBindings binds activity attempts to a worker (or unbinds them) without renewing its
+	// lease: the server calls it when it dispatches an attempt to a poll that named the worker.
+	UpdateBindings(context.Context, *UpdateBindingsRequest) (*UpdateBindingsResponse, error)
 	mustEmbedUnimplementedWorkerHistoryServiceServer()
 }
 
@@ -146,6 +163,9 @@ func (UnimplementedWorkerHistoryServiceServer) DescribeWorker(context.Context, *
 }
 func (UnimplementedWorkerHistoryServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedWorkerHistoryServiceServer) UpdateBindings(context.Context, *UpdateBindingsRequest) (*UpdateBindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBindings not implemented")
 }
 func (UnimplementedWorkerHistoryServiceServer) mustEmbedUnimplementedWorkerHistoryServiceServer() {}
 func (UnimplementedWorkerHistoryServiceServer) testEmbeddedByValue()                              {}
@@ -258,6 +278,24 @@ func _WorkerHistoryService_ListWorkers_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerHistoryService_UpdateBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerHistoryServiceServer).UpdateBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerHistoryService_UpdateBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerHistoryServiceServer).UpdateBindings(ctx, req.(*UpdateBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerHistoryService_ServiceDesc is the grpc.ServiceDesc for WorkerHistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +322,10 @@ var WorkerHistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListWorkers",
 			Handler:    _WorkerHistoryService_ListWorkers_Handler,
+		},
+		{
+			MethodName: "UpdateBindings",
+			Handler:    _WorkerHistoryService_UpdateBindings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

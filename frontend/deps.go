@@ -1,0 +1,53 @@
+package frontend
+
+import (
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/namespace"
+)
+
+// ServerVersion is reported by GetSystemInfo. Release builds set it with
+// -ldflags "-X github.com/vigilhq/vigil/frontend.ServerVersion=v1.2.3".
+var ServerVersion = "dev"
+
+// Deps are what the frontend's handlers and interceptors share. Only History is required;
+// every other zero field gets a default (see withDefaults).
+type Deps struct {
+	// History reaches the history hosts. Required.
+	History HistoryClient
+	// Namespaces resolves namespace names; default: a registry with only "default".
+	Namespaces *namespace.Registry
+	// DynamicConfig holds rate limits and lease bounds; default: every setting at its default.
+	DynamicConfig *dynamicconfig.Collection
+	// TimeSource is read by rate limiters and long polls; default: the system clock.
+	TimeSource clock.TimeSource
+	// Logger; default: discard.
+	Logger *zap.Logger
+	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
+	MetricsScope tally.Scope
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.History == nil {
+		panic("frontend: Deps.History is required")
+	}
+	if d.Namespaces == nil {
+		d.Namespaces = namespace.MustNewRegistry()
+	}
+	if d.DynamicConfig == nil {
+		d.DynamicConfig = dynamicconfig.NewNoopCollection()
+	}
+	if d.TimeSource == nil {
+		d.TimeSource = clock.NewRealTimeSource()
+	}
+	if d.Logger == nil {
+		d.Logger = zap.NewNop()
+	}
+	if d.MetricsScope == nil {
+		d.MetricsScope = tally.NoopScope
+	}
+	return d
+}

@@ -1,0 +1,95 @@
+package frontend
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+)
+
+//go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=history_client.go -destination=history_client_mock.go -package=frontend
+
+// HistoryClient is what the frontend needs from history: the worker RPCs, each sent to the host
+// that owns the shard concerned. Errors are serviceerror values.
+type HistoryClient interface {
+	// ShardFor returns the shard that owns a worker (its business ID is its instance key).
+	ShardFor(namespaceID, workerInstanceKey string) int32
+	// RecordHeartbeats records heartbeats of workers that all live on req.ShardId.
+	RecordHeartbeats(ctx context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error)
+	// ShutdownWorker marks req.WorkerInstanceKey INACTIVE (reason SHUTDOWN).
+	ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWorkerRequest) (*workerpb.ShutdownWorkerResponse, error)
+	// DrainWorker asks req.WorkerInstanceKey to drain.
+	DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequest) (*workerpb.DrainWorkerResponse, error)
+	// DescribeWorker returns the liveness record of req.WorkerInstanceKey.
+	DescribeWorker(ctx context.Context, req *workerpb.DescribeWorkerRequest) (*workerpb.DescribeWorkerResponse, error)
+	// ListWorkers pages through every worker of a namespace, whatever its shard.
+	ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequest) (*workerpb.ListWorkersResponse, error)
+}
+
+// Router maps workers to shards and shards to connections; *history.Router implements it.
+type Router interface {
+	ShardFor(namespaceID, businessID string) int32
+	ConnForShard(shardID int32) (grpc.ClientConnInterface, error)
+}
+
+// listShard is where ListWorkers is sent. History answers it for the whole namespace from any
+// shard's host; shards are numbered from 1.
+const listShard int32 = 1
+
+// NewHistoryClient returns a HistoryClient that routes each call through router.
+func NewHistoryClient(router Router) HistoryClient { return &routedHistoryClient{router: router} }
+
+type routedHistoryClient struct{ router Router }
+
+func (c *routedHistoryClient) client(shardID int32) (workerpb.WorkerHistoryServiceClient, error) {
+	conn, err := c.router.ConnForShard(shardID)
+	if err != nil {
+		return nil, err
+	}
+	return workerpb.NewWorkerHistoryServiceClient(conn), nil
+}
+
+func (c *routedHistoryClient) ShardFor(namespaceID, workerInstanceKey string) int32 {
+	return c.router.ShardFor(namespaceID, workerInstanceKey)
+}
+
+func (c *routedHistoryClient) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
+	client, err := c.client(req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	return client.RecordHeartbeats(ctx, req)
+}
+
+func (c *routedHistoryClient) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWorkerRequest) (*workerpb.ShutdownWorkerResponse, error) {
+	client, err := c.client(c.ShardFor(req.GetNamespaceId(), req.GetWorkerInstanceKey()))
+	if err != nil {
+		return nil, err
+	}
+	return client.ShutdownWorker(ctx, req)
+}
+
+func (c *routedHistoryClient) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequest) (*workerpb.DrainWorkerResponse, error) {
+	client, err := c.client(c.ShardFor(req.GetNamespaceId(), req.GetWorkerInstanceKey()))
+	if err != nil {
+		return nil, err
+	}
+	return client.DrainWorker(ctx, req)
+}
+
+func (c *routedHistoryClient) DescribeWorker(ctx context.Context, req *workerpb.DescribeWorkerRequest) (*workerpb.DescribeWorkerResponse, error) {
+	client, err := c.client(c.ShardFor(req.GetNamespaceId(), req.GetWorkerInstanceKey()))
+	if err != nil {
+		return nil, err
+	}
+	return client.DescribeWorker(ctx, req)
+}
+
+func (c *routedHistoryClient) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequest) (*workerpb.ListWorkersResponse, error) {
+	client, err := c.client(listShard)
+	if err != nil {
+		return nil, err
+	}
+	return client.ListWorkers(ctx, req)
+}

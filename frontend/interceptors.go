@@ -1,0 +1,199 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"strings"
+	"sync"
+
+	"github.com/uber-go/tally/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/namespace"
+)
+
+// logKeyMethod is the log field naming the RPC a line is about.
+const logKeyMethod = "rpc-method"
+
+// Interceptors returns the frontend's unary interceptors, outermost first, for
+// grpc.ChainUnaryInterceptor:
+//
+//  1. metrics: rpc_requests, rpc_errors (by code), rpc_latency, tagged by operation; sees the
+//     final status of every call;
+//  2. errors: every error leaves as serviceerror.ToStatus(err).Err(); context errors become
+//     DeadlineExceeded/Canceled; anything else unexpected becomes Internal and is logged;
+//  3. panic guard: a panic becomes Internal and is logged with its stack;
+//  4. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  5. validation: limits and required fields, before any handler runs.
+func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
+	deps = deps.withDefaults()
+	limiter := newNamespaceRateLimiter(deps.Namespaces, dynamicconfig.NamespaceRPS.Get(deps.DynamicConfig), deps.TimeSource)
+	v := newValidator(deps)
+	return []grpc.UnaryServerInterceptor{
+		metricsInterceptor(deps.MetricsScope, deps.TimeSource),
+		errorInterceptor(deps.Logger),
+		panicInterceptor(deps.Logger),
+		limiter.intercept,
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if isLongPoll(info.FullMethod) {
+				return handler(ctx, req)
+			}
+			if err := v.validate(req); err != nil {
+				return nil, err
+			}
+			return handler(ctx, req)
+		},
+	}
+}
+
+// operation is the method name without its service: low cardinality, fixed by the protos.
+func operation(fullMethod string) string {
+	if i := strings.LastIndexByte(fullMethod, '/'); i >= 0 {
+		return fullMethod[i+1:]
+	}
+	return fullMethod
+}
+
+// longPolls are held open until there is something to answer; they are neither rate limited
+// (a worker keeps a few open at all times, and limiting them would only make it spin) nor
+// validated (see validator).
+var longPolls = map[string]bool{
+	"PollWorkflowTaskQueue": true,
+	"PollActivityTaskQueue": true,
+	"PollNexusTaskQueue":    true,
+	"PollActivityExecution": true,
+}
+
+func isLongPoll(fullMethod string) bool { return longPolls[operation(fullMethod)] }
+
+func metricsInterceptor(scope tally.Scope, timeSource clock.TimeSource) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		op := metrics.OperationTag(operation(info.FullMethod))
+		start := timeSource.Now()
+		metrics.RPCRequests.With(scope, op).Inc(1)
+		resp, err := handler(ctx, req)
+		metrics.RPCLatency.With(scope, op).Record(timeSource.Now().Sub(start))
+		if err != nil {
+			metrics.RPCErrors.With(scope, op, metrics.CodeTag(status.Code(err).String())).Inc(1)
+		}
+		return resp, err
+	}
+}
+
+func errorInterceptor(logger *zap.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		return nil, toStatusError(err, logger, info.FullMethod)
+	}
+}
+
+// toStatusError converts any error a handler returns into a gRPC status error. A serviceerror
+// value returned as is would reach the client as Unknown, which the SDK retries.
+func toStatusError(err error, logger *zap.Logger, fullMethod string) error {
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return err
+	}
+	var svcErr serviceerror.ServiceError
+	if errors.As(err, &svcErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return serviceerror.ToStatus(err).Err()
+	}
+	// Not an error any code path means to return: a bug. Internal is not retried by clients
+	// that were told internal_error_differentiation.
+	logger.Error("frontend: unexpected error type", zap.String(logKeyMethod, fullMethod), tag.Error(err))
+	return serviceerror.ToStatus(serviceerror.NewInternal(err.Error())).Err()
+}
+
+func panicInterceptor(logger *zap.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logger.Error("frontend: panic in RPC handler",
+					zap.String(logKeyMethod, info.FullMethod),
+					zap.Any("panic", r),
+					zap.ByteString("stack", debug.Stack()))
+				resp, err = nil, serviceerror.NewInternalf("internal error in %s", operation(info.FullMethod))
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+// namespaceRateLimiter keeps one token bucket per configured namespace. Only configured
+// namespaces get a bucket, so requests naming random namespaces cannot grow the map; they are
+// answered NamespaceNotFound by the handler.
+type namespaceRateLimiter struct {
+	namespaces *namespace.Registry
+	rps        func(namespace string) float64
+	timeSource clock.TimeSource
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+func newNamespaceRateLimiter(namespaces *namespace.Registry, rps func(string) float64, timeSource clock.TimeSource) *namespaceRateLimiter {
+	return &namespaceRateLimiter{
+		namespaces: namespaces,
+		rps:        rps,
+		timeSource: timeSource,
+		limiters:   make(map[string]*rate.Limiter),
+	}
+}
+
+// allow takes a token from the namespace's bucket. The rate is read from dynamic config on
+// every call, so a change applies at once; the burst is one second's worth. A rate of zero or
+// less means no limit.
+func (l *namespaceRateLimiter) allow(name string) (bool, float64) {
+	rps := l.rps(name)
+	if rps <= 0 || math.IsInf(rps, 1) || math.IsNaN(rps) {
+		return true, rps
+	}
+	burst := max(1, int(math.Ceil(rps)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.timeSource.Now()
+	limiter := l.limiters[name]
+	if limiter == nil || limiter.Limit() != rate.Limit(rps) {
+		// A changed limit starts with a full bucket: an operator who raises the limit of a
+		// throttled namespace sees it apply to the very next request.
+		limiter = rate.NewLimiter(rate.Limit(rps), burst)
+		l.limiters[name] = limiter
+	}
+	return limiter.AllowN(now, 1), rps
+}
+
+func (l *namespaceRateLimiter) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if isLongPoll(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	withNamespace, ok := req.(interface{ GetNamespace() string })
+	if !ok {
+		return handler(ctx, req)
+	}
+	name := withNamespace.GetNamespace()
+	if _, err := l.namespaces.GetByName(name); err != nil {
+		return handler(ctx, req)
+	}
+	if allowed, rps := l.allow(name); !allowed {
+		return nil, &serviceerror.ResourceExhausted{
+			Cause:   enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT,
+			Scope:   enumspb.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+			Message: fmt.Sprintf("namespace %q is over its rate limit of %g requests per second (frontend.namespaceRPS)", name, rps),
+		}
+	}
+	return handler(ctx, req)
+}

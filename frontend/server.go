@@ -1,0 +1,165 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the SDK compresses every request with gzip
+	"google.golang.org/grpc/keepalive"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/log/tag"
+)
+
+// MaxMessageSizeDefault is the largest message the server sends or receives: the SDK's own
+// limit, so that any payload the SDK sends is accepted.
+const MaxMessageSizeDefault = 128 << 20
+
+// keepaliveMinTime is the shortest client ping interval tolerated. The SDK pings after 30 s of
+// idleness (10 s if configured so) and also while no call is open; grpc-go's default policy
+// (5 min, no pings without streams) answers that with GOAWAY "too_many_pings", which fails
+// every open poll.
+const keepaliveMinTime = 5 * time.Second
+
+// ServerConfig is the frontend's static configuration.
+type ServerConfig struct {
+	// Address to listen on, host:port; ":0" picks a free port.
+	Address string `yaml:"address"`
+	// MaxMessageSize bounds messages both ways; default MaxMessageSizeDefault.
+	MaxMessageSize int `yaml:"maxMessageSize"`
+}
+
+// Server is the frontend's gRPC server: Temporal's WorkflowService and vigil's
+// WorkerLivenessService on one port.
+type Server struct {
+	logger   *zap.Logger
+	server   *grpc.Server
+	listener net.Listener
+	workflow *WorkflowHandler
+	done     chan struct{}
+}
+
+// NewServer listens on cfg.Address and registers both services behind Interceptors(deps).
+func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness *LivenessHandler) (*Server, error) {
+	deps = deps.withDefaults()
+	if cfg.MaxMessageSize <= 0 {
+		cfg.MaxMessageSize = MaxMessageSizeDefault
+	}
+	lis, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
+	}
+	s := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(Interceptors(deps)...),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+	)
+	workflowservice.RegisterWorkflowServiceServer(s, workflow)
+	livenesspb.RegisterWorkerLivenessServiceServer(s, liveness)
+	return &Server{logger: deps.Logger, server: s, listener: lis, workflow: workflow, done: make(chan struct{})}, nil
+}
+
+// Address returns the address the server listens on.
+func (s *Server) Address() string { return s.listener.Addr().String() }
+
+// Start serves in the background.
+func (s *Server) Start() {
+	s.logger.Info("frontend gRPC server listening", tag.Address(s.Address()))
+	go func() {
+		defer close(s.done)
+		if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.logger.Error("frontend gRPC server failed", tag.Error(err))
+		}
+	}()
+}
+
+// Stop completes open long polls, lets in-flight calls finish until ctx ends, then closes
+// every connection. It must be called once, after Start.
+func (s *Server) Stop(ctx context.Context) {
+	// Without this a graceful stop would wait up to a minute for empty polls.
+	s.workflow.Stop()
+	stopped := make(chan struct{})
+	go func() {
+		s.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.server.Stop()
+		<-stopped
+	}
+	<-s.done
+}
+
+// HTTPServer serves /healthz and /metrics.
+type HTTPServer struct {
+	logger   *zap.Logger
+	server   *http.Server
+	listener net.Listener
+	done     chan struct{}
+}
+
+// NewHTTPServer listens on address. /metrics is served by metricsHandler (see
+// metrics.NewPrometheusScope; nil: not served). /healthz answers 200 "ok" while healthy
+// returns nil (nil healthy: always), 503 with the error otherwise.
+func NewHTTPServer(address string, metricsHandler http.Handler, healthy func() error, logger *zap.Logger) (*HTTPServer, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: listen on %s: %w", address, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if healthy != nil {
+			if err := healthy(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintln(w, err.Error())
+				return
+			}
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	if metricsHandler != nil {
+		mux.Handle("GET /metrics", metricsHandler)
+	}
+	return &HTTPServer{
+		logger:   logger,
+		server:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		listener: lis,
+		done:     make(chan struct{}),
+	}, nil
+}
+
+// Address returns the address the server listens on.
+func (s *HTTPServer) Address() string { return s.listener.Addr().String() }
+
+// Start serves in the background.
+func (s *HTTPServer) Start() {
+	s.logger.Info("frontend HTTP server listening", tag.Address(s.Address()))
+	go func() {
+		defer close(s.done)
+		if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("frontend HTTP server failed", tag.Error(err))
+		}
+	}()
+}
+
+// Stop shuts down gracefully until ctx ends, then closes every connection.
+func (s *HTTPServer) Stop(ctx context.Context) {
+	if err := s.server.Shutdown(ctx); err != nil {
+		_ = s.server.Close()
+	}
+	<-s.done
+}

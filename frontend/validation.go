@@ -1,0 +1,272 @@
+package frontend
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	workerapipb "go.temporal.io/api/worker/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/proto"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/frontend/query"
+)
+
+// Input limits. A request beyond any of them is rejected whole, with InvalidArgument naming
+// the field, before anything is applied.
+const (
+	// MaxWorkerInstanceKeyLength bounds worker instance keys (SDKs send a 36-byte UUID).
+	MaxWorkerInstanceKeyLength = 256
+	// MaxIdentityLength bounds identities and other free-text names.
+	MaxIdentityLength = 1000
+	// MaxHeartbeatsPerRequest bounds the heartbeats of one RecordWorkerHeartbeat. The SDK sends
+	// one per worker of a client, so this is far beyond any real process.
+	MaxHeartbeatsPerRequest = 1000
+	// MaxBindingsPerHeartbeat bounds bound + unbound activities of one extended heartbeat.
+	MaxBindingsPerHeartbeat = 10000
+	// MaxActivityIDLength bounds activity IDs, as Temporal's default ID length limit does.
+	MaxActivityIDLength = 1000
+	// MaxRunIDLength bounds activity run IDs.
+	MaxRunIDLength = 256
+	// MaxHeartbeatRequestBytes bounds the encoded size of heartbeat and shutdown requests.
+	// The server accepts 128 MiB messages for activity payloads; liveness traffic is small,
+	// and a huge heartbeat would be stored on every renewal.
+	MaxHeartbeatRequestBytes = 4 << 20
+)
+
+// validator checks requests before they reach a handler. Long polls are never validated: the
+// SDK treats InvalidArgument from a poll as fatal for the worker.
+type validator struct {
+	namespaces *namespace.Registry
+	minLease   func(namespace string) time.Duration
+	maxLease   func(namespace string) time.Duration
+}
+
+func newValidator(deps Deps) *validator {
+	return &validator{
+		namespaces: deps.Namespaces,
+		minLease:   dynamicconfig.MinLeaseDuration.Get(deps.DynamicConfig),
+		maxLease:   dynamicconfig.MaxLeaseDuration.Get(deps.DynamicConfig),
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return serviceerror.NewInvalidArgument(fmt.Sprintf(format, args...))
+}
+
+func (v *validator) validate(req any) error {
+	switch r := req.(type) {
+	case *workflowservice.DescribeNamespaceRequest:
+		if r.GetNamespace() == "" && r.GetId() == "" {
+			return invalid("namespace or id is required")
+		}
+		return nil
+	case *workflowservice.RecordWorkerHeartbeatRequest:
+		return v.recordWorkerHeartbeat(r)
+	case *workflowservice.ShutdownWorkerRequest:
+		return v.shutdownWorker(r)
+	case *workflowservice.DescribeWorkerRequest:
+		return firstError(requireNamespace(r.GetNamespace()), workerKey("worker_instance_key", r.GetWorkerInstanceKey()))
+	case *workflowservice.ListWorkersRequest:
+		return firstError(requireNamespace(r.GetNamespace()), pageSize(r.GetPageSize()), queryLength(r.GetQuery()))
+	case *workflowservice.CountWorkersRequest:
+		return firstError(requireNamespace(r.GetNamespace()), queryLength(r.GetQuery()))
+	case *livenesspb.RecordHeartbeatRequest:
+		return v.recordHeartbeat(r)
+	case *livenesspb.DescribeWorkerLivenessRequest:
+		return firstError(requireNamespace(r.GetNamespace()), workerKey("worker_instance_key", r.GetWorkerInstanceKey()))
+	case *livenesspb.DrainWorkerRequest:
+		return firstError(requireNamespace(r.GetNamespace()), workerKey("worker_instance_key", r.GetWorkerInstanceKey()),
+			maxLength("identity", r.GetIdentity(), MaxIdentityLength))
+	case *livenesspb.ListWorkerLivenessRequest:
+		if _, ok := livenesspb.LivenessState_name[int32(r.GetState())]; !ok {
+			return invalid("state %d is not a LivenessState", r.GetState())
+		}
+		return firstError(requireNamespace(r.GetNamespace()), pageSize(r.GetPageSize()))
+	case *livenesspb.ListHostsRequest:
+		return firstError(requireNamespace(r.GetNamespace()), pageSize(r.GetPageSize()))
+	}
+	return nil
+}
+
+func (v *validator) recordWorkerHeartbeat(r *workflowservice.RecordWorkerHeartbeatRequest) error {
+	if err := firstError(
+		requireNamespace(r.GetNamespace()),
+		maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+		requestSize(r),
+	); err != nil {
+		return err
+	}
+	if n := len(r.GetWorkerHeartbeat()); n > MaxHeartbeatsPerRequest {
+		return invalid("worker_heartbeat has %d entries, more than the limit of %d", n, MaxHeartbeatsPerRequest)
+	}
+	for i, hb := range r.GetWorkerHeartbeat() {
+		if err := heartbeat(fmt.Sprintf("worker_heartbeat[%d]", i), hb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *validator) shutdownWorker(r *workflowservice.ShutdownWorkerRequest) error {
+	if err := firstError(
+		requireNamespace(r.GetNamespace()),
+		workerKey("worker_instance_key", r.GetWorkerInstanceKey()),
+		maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+		requestSize(r),
+	); err != nil {
+		return err
+	}
+	if hb := r.GetWorkerHeartbeat(); hb != nil && hb.GetWorkerInstanceKey() != "" && hb.GetWorkerInstanceKey() != r.GetWorkerInstanceKey() {
+		return invalid("worker_heartbeat.worker_instance_key %q differs from worker_instance_key %q",
+			hb.GetWorkerInstanceKey(), r.GetWorkerInstanceKey())
+	}
+	return nil
+}
+
+func (v *validator) recordHeartbeat(r *livenesspb.RecordHeartbeatRequest) error {
+	if err := firstError(
+		requireNamespace(r.GetNamespace()),
+		maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+		requestSize(r),
+	); err != nil {
+		return err
+	}
+	if r.GetWorkerHeartbeat() == nil {
+		return invalid("worker_heartbeat is required")
+	}
+	if err := heartbeat("worker_heartbeat", r.GetWorkerHeartbeat()); err != nil {
+		return err
+	}
+	if err := v.leaseDuration(r); err != nil {
+		return err
+	}
+	if n := len(r.GetBoundActivities()) + len(r.GetUnboundActivities()); n > MaxBindingsPerHeartbeat {
+		return invalid("bound_activities and unbound_activities hold %d entries, more than the limit of %d", n, MaxBindingsPerHeartbeat)
+	}
+	bound := make(map[bindingKey]struct{}, len(r.GetBoundActivities()))
+	for i, b := range r.GetBoundActivities() {
+		if err := binding(fmt.Sprintf("bound_activities[%d]", i), b); err != nil {
+			return err
+		}
+		bound[bindingKey{b.GetActivityId(), b.GetRunId(), b.GetStamp()}] = struct{}{}
+	}
+	for i, b := range r.GetUnboundActivities() {
+		field := fmt.Sprintf("unbound_activities[%d]", i)
+		if err := binding(field, b); err != nil {
+			return err
+		}
+		if _, both := bound[bindingKey{b.GetActivityId(), b.GetRunId(), b.GetStamp()}]; both {
+			return invalid("%s: activity %q (run %q, stamp %d) is also in bound_activities", field, b.GetActivityId(), b.GetRunId(), b.GetStamp())
+		}
+	}
+	return nil
+}
+
+// leaseDuration checks a requested lease against the namespace's bounds. Zero asks for the
+// namespace default.
+func (v *validator) leaseDuration(r *livenesspb.RecordHeartbeatRequest) error {
+	d := r.GetLeaseDuration()
+	if d == nil {
+		return nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return invalid("lease_duration is not a valid duration: %v", err)
+	}
+	lease := d.AsDuration()
+	if lease == 0 {
+		return nil
+	}
+	if _, err := v.namespaces.GetByName(r.GetNamespace()); err != nil {
+		// The handler answers NamespaceNotFound; bounds of an unknown namespace mean nothing.
+		return nil
+	}
+	minLease, maxLease := v.minLease(r.GetNamespace()), v.maxLease(r.GetNamespace())
+	if lease < minLease || lease > maxLease {
+		return invalid("lease_duration %v is outside the namespace's bounds [%v, %v] (worker.minLeaseDuration, worker.maxLeaseDuration)",
+			lease, minLease, maxLease)
+	}
+	return nil
+}
+
+type bindingKey struct {
+	activityID, runID string
+	stamp             int64
+}
+
+func binding(field string, b *livenesspb.ActivityBinding) error {
+	if b == nil {
+		return invalid("%s is empty", field)
+	}
+	if b.GetActivityId() == "" {
+		return invalid("%s.activity_id is required", field)
+	}
+	if b.GetStamp() < 0 {
+		return invalid("%s.stamp %d is negative", field, b.GetStamp())
+	}
+	return firstError(
+		maxLength(field+".activity_id", b.GetActivityId(), MaxActivityIDLength),
+		maxLength(field+".run_id", b.GetRunId(), MaxRunIDLength),
+	)
+}
+
+func heartbeat(field string, hb *workerapipb.WorkerHeartbeat) error {
+	if hb == nil {
+		return invalid("%s is empty", field)
+	}
+	return firstError(
+		workerKey(field+".worker_instance_key", hb.GetWorkerInstanceKey()),
+		maxLength(field+".worker_identity", hb.GetWorkerIdentity(), MaxIdentityLength),
+		maxLength(field+".task_queue", hb.GetTaskQueue(), MaxIdentityLength),
+		maxLength(field+".host_info.host_name", hb.GetHostInfo().GetHostName(), MaxIdentityLength),
+	)
+}
+
+func requireNamespace(name string) error {
+	if name == "" {
+		return invalid("namespace is required")
+	}
+	return maxLength("namespace", name, namespace.MaxNameLength)
+}
+
+func workerKey(field, key string) error {
+	if key == "" {
+		return invalid("%s is required", field)
+	}
+	return maxLength(field, key, MaxWorkerInstanceKeyLength)
+}
+
+func maxLength(field, value string, limit int) error {
+	if len(value) > limit {
+		return invalid("%s is %d bytes long, more than the limit of %d", field, len(value), limit)
+	}
+	return nil
+}
+
+func pageSize(n int32) error {
+	if n < 0 {
+		return invalid("page_size %d is negative", n)
+	}
+	return nil
+}
+
+func queryLength(q string) error { return maxLength("query", q, query.MaxLength) }
+
+func requestSize(m proto.Message) error {
+	if n := proto.Size(m); n > MaxHeartbeatRequestBytes {
+		return invalid("request is %d bytes, more than the limit of %d", n, MaxHeartbeatRequestBytes)
+	}
+	return nil
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
