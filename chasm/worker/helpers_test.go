@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/chasmtest"
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -165,12 +163,3 @@ func (b *bundle) shutdown(key string) *workerpb.ShutdownWorkerResponse {
 	require.NoError(b.t, err)
 	return resp
 }
-
-func (b *bundle) ref(key string) chasm.ComponentRef {
-	b.t.Helper()
-	ref, err := chasm.NewRef[*worker.Worker](b.engine, chasm.ExecutionKey{NamespaceID: testNamespaceID, BusinessID: key})
-	require.NoError(b.t, err)
-	return ref
-}
-
-var errDown = errors.New("destination shard unreachable")

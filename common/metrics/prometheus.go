@@ -6,6 +6,7 @@ import (
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
@@ -55,7 +56,7 @@ func NewPrometheusScope(prefix string, opts ...PrometheusOption) (tally.Scope, h
 	}
 
 	registry := prom.NewRegistry()
-	registry.MustRegister(prom.NewGoCollector(), prom.NewProcessCollector(prom.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer: registry,
