@@ -1,4 +1,9 @@
 // Command vigil is the vigil server and its operator tools.
+//
+//	vigil server start [flags]          run frontend and history in one process
+//	vigil worker list [flags]           the liveness view of a namespace's workers
+//	vigil worker describe KEY [flags]   one worker's liveness record
+//	vigil version
 package main
 
 import (
@@ -26,8 +31,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
+	case "server":
+		if len(args) > 1 && args[1] == "start" {
+			return serverStart(args[2:], stdout, stderr)
+		}
+	case "worker":
+		if len(args) > 1 {
+			switch args[1] {
+			case "list":
+				return workerList(args[2:], stdout, stderr)
+			case "describe":
+				return workerDescribe(args[2:], stdout, stderr)
+			}
+		}
 	}
-	fmt.Fprintf(stderr, "vigil: unknown command %q\n\n", args[0])
+	fmt.Fprintf(stderr, "vigil: unknown command %q\n\n", args)
 	usage(stderr)
 	return 2
 }
@@ -36,8 +54,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `vigil: a Temporal-compatible server that knows which workers are alive.
 
 Usage:
-  vigil version    print the version
-
-The server command (vigil server start) arrives with the frontend; see README.md.
+  vigil server start [flags]          run the server (vigil server start -h for flags)
+  vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
+  vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil version                       print the version
 `)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/server"
+)
+
+// repeated is a flag that may be given many times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func serverStart(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil server start", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configPath = fs.String("config", "", "static configuration YAML file (flags override it)")
+		ip         = fs.String("ip", server.DefaultIP, "IP address to listen on")
+		port       = fs.Int("port", server.DefaultPort, "gRPC port for SDKs and the temporal CLI")
+		httpPort   = fs.Int("http-port", server.DefaultHTTPPort, "HTTP port for /metrics and /healthz")
+		dbFilename = fs.String("db-filename", "", "SQLite database file (default "+server.DefaultDataDir()+"/"+server.DefaultDBFile+")")
+		dcFile     = fs.String("dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
+		logLevel   = fs.String("log-level", "", "debug, info, warn or error (default info)")
+		dcValues   repeated
+		namespaces repeated
+	)
+	fs.Var(&dcValues, "dynamic-config-value", "dynamic config override KEY=JSON, e.g. matching.InactiveWorkerCleanupDelay='\"5m\"' (repeatable)")
+	fs.Var(&namespaces, "namespace", "an extra namespace to serve besides default (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var cfg server.Config
+	if *configPath != "" {
+		var err error
+		if cfg, err = server.LoadConfig(*configPath); err != nil {
+			fmt.Fprintln(stderr, "vigil:", err)
+			return 1
+		}
+	}
+	if set["ip"] || set["port"] || cfg.Frontend.Address == "" {
+		cfg.Frontend.Address = fmt.Sprintf("%s:%d", *ip, *port)
+	}
+	if set["ip"] || set["http-port"] || cfg.Frontend.HTTPAddress == "" {
+		cfg.Frontend.HTTPAddress = fmt.Sprintf("%s:%d", *ip, *httpPort)
+	}
+	if *dbFilename != "" {
+		cfg.Persistence.Driver = "sqlite"
+		cfg.Persistence.SQLite.Path = *dbFilename
+	}
+	if *dcFile != "" {
+		cfg.DynamicConfigFile = *dcFile
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	cfg.DynamicConfigValues = append(cfg.DynamicConfigValues, dcValues...)
+	for _, ns := range namespaces {
+		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: ns})
+	}
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		fmt.Fprintln(stderr, "vigil: start:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "vigil %s serving: gRPC %s, HTTP %s (metrics, health)\n", version, srv.FrontendAddress(), srv.HTTPAddress())
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "vigil: stopping")
+	stopCtx, cancel := context.WithTimeout(context.Background(), server.StopTimeoutDefault)
+	defer cancel()
+	if err := srv.Stop(stopCtx); err != nil {
+		fmt.Fprintln(stderr, "vigil: stop:", err)
+		return 1
+	}
+	return 0
+}

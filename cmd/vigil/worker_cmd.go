@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+)
+
+type clientFlags struct {
+	address   *string
+	namespace *string
+}
+
+func addClientFlags(fs *flag.FlagSet) clientFlags {
+	return clientFlags{
+		address:   fs.String("address", "127.0.0.1:7233", "vigil frontend address"),
+		namespace: fs.String("namespace", "default", "namespace"),
+	}
+}
+
+func (c clientFlags) dial() (livenesspb.WorkerLivenessServiceClient, func(), error) {
+	conn, err := grpc.NewClient(*c.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return livenesspb.NewWorkerLivenessServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func workerList(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil worker list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addClientFlags(fs)
+	state := fs.String("state", "", "only workers in this state: active, inactive or cleaned_up")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	filter := livenesspb.LivenessState_LIVENESS_STATE_UNSPECIFIED
+	if *state != "" {
+		v, ok := livenesspb.LivenessState_value["LIVENESS_STATE_"+strings.ToUpper(*state)]
+		if !ok {
+			fmt.Fprintf(stderr, "vigil: unknown state %q (want active, inactive or cleaned_up)\n", *state)
+			return 2
+		}
+		filter = livenesspb.LivenessState(v)
+	}
+	client, closeConn, err := cf.dial()
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil:", err)
+		return 1
+	}
+	defer closeConn()
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER INSTANCE KEY\tSTATE\tTASK QUEUE\tHOST\tIDENTITY\tLEASE / SINCE\tBOUND\tRESURRECTIONS")
+	var token []byte
+	now := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := client.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{
+			Namespace: *cf.namespace, State: filter, PageSize: 500, NextPageToken: token,
+		})
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "vigil:", err)
+			return 1
+		}
+		for _, w := range resp.GetWorkers() {
+			hb := w.GetLastHeartbeat()
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerInstanceKey(), stateName(w.GetState()),
+				hb.GetTaskQueue(), hb.GetHostInfo().GetHostName(), hb.GetWorkerIdentity(), leaseColumn(w, now),
+				w.GetBoundActivityCount(), w.GetResurrectionCount())
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+func workerDescribe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil worker describe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addClientFlags(fs)
+	bound := fs.Bool("bound-activities", false, "include the bound activities")
+	if err := fs.Parse(reorder(args)); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: vigil worker describe WORKER_INSTANCE_KEY [--namespace NS] [--address HOST:PORT]")
+		return 2
+	}
+	client, closeConn, err := cf.dial()
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil:", err)
+		return 1
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := client.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
+		Namespace: *cf.namespace, WorkerInstanceKey: fs.Arg(0), IncludeBoundActivities: *bound,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil:", err)
+		return 1
+	}
+	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp.GetWorker())
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, string(out))
+	return 0
+}
+
+// reorder moves flags before the positional argument, so "describe KEY --namespace x" works.
+func reorder(args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && a != "--bound-activities" && a != "-bound-activities" && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		positional = append(positional, a)
+	}
+	return append(flags, positional...)
+}
+
+func stateName(s livenesspb.LivenessState) string {
+	return strings.TrimPrefix(s.String(), "LIVENESS_STATE_")
+}
+
+func leaseColumn(w *livenesspb.WorkerLiveness, now time.Time) string {
+	switch w.GetState() {
+	case livenesspb.LivenessState_LIVENESS_STATE_ACTIVE:
+		return "expires in " + w.GetLeaseDeadline().AsTime().Sub(now).Round(100*time.Millisecond).String()
+	case livenesspb.LivenessState_LIVENESS_STATE_INACTIVE:
+		return fmt.Sprintf("%s %s ago", strings.ToLower(strings.TrimPrefix(w.GetInactiveReason().String(), "INACTIVE_REASON_")),
+			now.Sub(w.GetInactiveTime().AsTime()).Round(time.Second))
+	}
+	return "cleaned up " + now.Sub(w.GetCleanupTime().AsTime()).Round(time.Second).String() + " ago"
+}

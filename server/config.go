@@ -1,0 +1,92 @@
+// Package server assembles frontend, history and the component libraries into one vigil
+// process with fx, from a static configuration (YAML and flags).
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vigilhq/vigil/common/log"
+	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/history"
+	"github.com/vigilhq/vigil/persistence/persistencefx"
+)
+
+// Defaults follow `temporal server start-dev`, so SDKs and the temporal CLI find vigil where
+// they look for a dev server.
+const (
+	DefaultIP       = "127.0.0.1"
+	DefaultPort     = 7233
+	DefaultHTTPPort = 7243
+	DefaultDBFile   = "vigil.db"
+)
+
+// Config is vigil's static configuration. Zero values mean the defaults above.
+type Config struct {
+	Frontend struct {
+		// Address is where SDKs and the CLI connect (gRPC).
+		Address string `yaml:"address"`
+		// HTTPAddress serves /metrics and /healthz.
+		HTTPAddress    string `yaml:"httpAddress"`
+		MaxMessageSize int    `yaml:"maxMessageSize"`
+	} `yaml:"frontend"`
+	History       history.Config       `yaml:"history"`
+	HistoryServer history.ServerConfig `yaml:"historyServer"`
+	Persistence   persistencefx.Config `yaml:"persistence"`
+	// Namespaces served besides "default", which always exists.
+	Namespaces []namespace.Config `yaml:"namespaces"`
+	Log        log.Config         `yaml:"log"`
+	// DynamicConfigFile is polled for changes; empty means every setting at its default (plus
+	// DynamicConfigValues).
+	DynamicConfigFile string `yaml:"dynamicConfigFile"`
+	// DynamicConfigValues are KEY=JSON overrides (the --dynamic-config-value flag); they win over
+	// the file.
+	DynamicConfigValues []string `yaml:"dynamicConfigValues"`
+}
+
+// LoadConfig reads a YAML file; unknown fields are an error, so a typo is not silently ignored.
+func LoadConfig(path string) (Config, error) {
+	var cfg Config
+	f, err := os.Open(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
+		return cfg, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// withDefaults fills unset fields.
+func (c Config) withDefaults() Config {
+	if c.Frontend.Address == "" {
+		c.Frontend.Address = fmt.Sprintf("%s:%d", DefaultIP, DefaultPort)
+	}
+	if c.Frontend.HTTPAddress == "" {
+		c.Frontend.HTTPAddress = fmt.Sprintf("%s:%d", DefaultIP, DefaultHTTPPort)
+	}
+	if (c.Persistence.Driver == "" || c.Persistence.Driver == "sqlite") && c.Persistence.SQLite.Path == "" {
+		c.Persistence.SQLite.Path = filepath.Join(DefaultDataDir(), DefaultDBFile)
+	}
+	return c
+}
+
+// DefaultDataDir is where vigil keeps its database by default: $XDG_DATA_HOME/vigil, else
+// ~/.local/share/vigil, else ./vigil-data.
+func DefaultDataDir() string {
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" {
+		return filepath.Join(dir, "vigil")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "vigil")
+	}
+	return "vigil-data"
+}
