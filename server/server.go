@@ -92,7 +92,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	scope, metricsHandler, metricsCloser := metrics.NewPrometheusScope("vigil", metrics.WithLogger(o.logger))
 
 	s.app = fx.New(
-		fx.WithLogger(func() fxevent.Logger { return &fxevent.ZapLogger{Logger: o.logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))} }),
+		fx.WithLogger(func() fxevent.Logger {
+			return &fxevent.ZapLogger{Logger: o.logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+		}),
 		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Persistence, namespaces),
 		fx.Provide(
 			func() *zap.Logger { return o.logger },

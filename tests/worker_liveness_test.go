@@ -19,7 +19,6 @@ import (
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
 
-
 func TestSDKWorkerAppearsRunningThenShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("functional test")
