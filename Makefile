@@ -15,9 +15,9 @@ all: build
 build:
 	$(GO) build -o $(BIN_DIR)/vigil ./cmd/vigil
 
-# Runs what exists of vigil; becomes `vigil server start` once the frontend lands.
+# Runs the server with its defaults (127.0.0.1:7233, data under ~/.local/share/vigil).
 run: build
-	./$(BIN_DIR)/vigil $(or $(ARGS),version)
+	./$(BIN_DIR)/vigil server start $(ARGS)
 
 test:
 	$(GO) test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
