@@ -36,6 +36,11 @@ lease passes without a heartbeat.`,
 worker reports between its heartbeats (elapsed_since_last_heartbeat), within the lease bounds.
 A worker that misses this many heartbeats in a row is declared INACTIVE.`,
 	)
+	StateGaugeInterval = NewGlobalDurationSetting(
+		"worker.stateGaugeInterval",
+		15*time.Second,
+		`How often workers_by_state is recounted from the store.`,
+	)
 	MaxBindingsPerWorker = NewNamespaceIntSetting(
 		"worker.maxBindingsPerWorker",
 		100000,

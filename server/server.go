@@ -143,6 +143,19 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			})
 			return hs, nil
 		}),
+		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection) {
+			ids := func() []string {
+				var out []string
+				for _, name := range namespaces.Names() {
+					if ns, err := namespaces.GetByName(name); err == nil {
+						out = append(out, ns.ID)
+					}
+				}
+				return out
+			}
+			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
+			lc.Append(fx.StartStopHook(g.Start, g.Stop))
+		}),
 		fx.Options(o.fxOptions...),
 		fx.Populate(&s.frontend, &s.http),
 	)

@@ -90,7 +90,7 @@ func (t *rearmableTimer) arm(deadline time.Time) <-chan time.Time {
 	if deadline.IsZero() {
 		return nil
 	}
-	t.c, t.timer = t.ts.NewTimer(deadline.Sub(t.ts.Now()))
+	t.c, t.timer = t.ts.NewTimerAt(deadline)
 	t.deadline = deadline
 	return t.c
 }

@@ -3,6 +3,9 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +50,17 @@ func TestSDKWorkerAppearsRunningThenShutdown(t *testing.T) {
 	count, err := c.WorkflowService().CountWorkers(ctx, &workflowservice.CountWorkersRequest{Namespace: "default", Query: `Status = "Running"`})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, count.GetCount())
+
+	// The heartbeats show in the Prometheus endpoint.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + cluster.HTTPAddress() + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return strings.Contains(string(body), "vigil_worker_worker_heartbeats ") &&
+			strings.Contains(string(body), `vigil_worker_workers_by_state{state="ACTIVE"} 1`)
+	}, 30*time.Second, 200*time.Millisecond, "worker metrics are exported")
 
 	w.Stop()
 	// SHUTDOWN in the public view at once: no waiting for a lease.

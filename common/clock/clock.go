@@ -19,6 +19,10 @@ type TimeSource interface {
 	AfterFunc(d time.Duration, f func()) Timer
 	// NewTimer returns a Timer whose channel receives the time once d has elapsed.
 	NewTimer(d time.Duration) (<-chan time.Time, Timer)
+	// NewTimerAt returns a Timer whose channel receives the time once deadline has passed.
+	// Prefer it to NewTimer(deadline.Sub(Now())) when the deadline is absolute: with a fake
+	// clock, time can move between the two calls and push the timer past its deadline.
+	NewTimerAt(deadline time.Time) (<-chan time.Time, Timer)
 }
 
 // Timer is a cancellable pending event of a TimeSource.
@@ -43,6 +47,12 @@ func (RealTimeSource) AfterFunc(d time.Duration, f func()) Timer { return time.A
 // NewTimer implements TimeSource.
 func (RealTimeSource) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
 	t := time.NewTimer(d)
+	return t.C, t
+}
+
+// NewTimerAt implements TimeSource.
+func (RealTimeSource) NewTimerAt(deadline time.Time) (<-chan time.Time, Timer) {
+	t := time.NewTimer(time.Until(deadline))
 	return t.C, t
 }
 
@@ -117,6 +127,22 @@ func (f *FakeTimeSource) AfterFunc(d time.Duration, fn func()) Timer {
 func (f *FakeTimeSource) NewTimer(d time.Duration) (<-chan time.Time, Timer) {
 	ch := make(chan time.Time, 1)
 	tm := f.add(d, &fakeTimer{ch: ch})
+	return ch, tm
+}
+
+// NewTimerAt implements TimeSource.
+func (f *FakeTimeSource) NewTimerAt(deadline time.Time) (<-chan time.Time, Timer) {
+	ch := make(chan time.Time, 1)
+	tm := &fakeTimer{ch: ch, source: f, deadline: deadline}
+	f.mu.Lock()
+	if !deadline.After(f.now) {
+		now := f.now
+		f.mu.Unlock()
+		tm.fire(now)
+		return ch, tm
+	}
+	f.timers = append(f.timers, tm)
+	f.mu.Unlock()
 	return ch, tm
 }
 

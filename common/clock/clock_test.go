@@ -62,3 +62,22 @@ func TestFakeTimeSource(t *testing.T) {
 		require.Panics(t, func() { f.Update(f.Now().Add(-time.Nanosecond)) })
 	})
 }
+
+func TestFakeNewTimerAt(t *testing.T) {
+	f := NewFakeTimeSource()
+	deadline := f.Now().Add(time.Second)
+	f.Advance(2 * time.Second) // time moved before the timer was created
+	ch, _ := f.NewTimerAt(deadline)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("a timer at a past deadline fires at once")
+	}
+	ch, _ = f.NewTimerAt(f.Now().Add(time.Second))
+	f.Advance(time.Second)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("the timer did not fire at its deadline")
+	}
+}

@@ -47,6 +47,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		opts.Path = filepath.Join(t.TempDir(), "vigil.db")
 	}
 	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.StateGaugeInterval.Key(), "200ms") // tests read the gauges
 	for key, value := range opts.DynamicConfig {
 		dc.OverrideValue(key, value)
 	}

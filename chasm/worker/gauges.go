@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// StateGaugeIntervalDefault is how often workers_by_state is refreshed.
+const StateGaugeIntervalDefault = 15 * time.Second
+
+// StateGauges reports workers_by_state{state} (summed over namespaces) by counting executions
+// in the store at an interval. Counting reads indexes only; it takes no execution lock.
+type StateGauges struct {
+	lister       chasm.Lister
+	registry     *chasm.Registry
+	namespaceIDs func() []string
+	interval     func() time.Duration
+	ts           clock.TimeSource
+	scope        tally.Scope
+	logger       *zap.Logger
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewStateGauges returns a reporter over the namespaces namespaceIDs lists, refreshed every
+// interval() (nil: StateGaugeIntervalDefault).
+func NewStateGauges(
+	lister chasm.Lister, registry *chasm.Registry, namespaceIDs func() []string, interval func() time.Duration,
+	ts clock.TimeSource, scope tally.Scope, logger *zap.Logger,
+) *StateGauges {
+	if interval == nil {
+		interval = func() time.Duration { return StateGaugeIntervalDefault }
+	}
+	return &StateGauges{
+		lister: lister, registry: registry, namespaceIDs: namespaceIDs, interval: interval,
+		ts: ts, scope: scope, logger: logger, stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// Start reports once, then at every interval, until Stop.
+func (g *StateGauges) Start() {
+	go func() {
+		defer close(g.done)
+		for {
+			g.Report(context.Background())
+			timerC, timer := g.ts.NewTimer(max(g.interval(), 100*time.Millisecond))
+			select {
+			case <-timerC:
+			case <-g.stop:
+				timer.Stop()
+				return
+			}
+		}
+	}()
+}
+
+// Stop ends reporting and waits for the reporter to exit.
+func (g *StateGauges) Stop() {
+	close(g.stop)
+	<-g.done
+}
+
+// Report counts workers in each state and updates the gauges.
+func (g *StateGauges) Report(ctx context.Context) {
+	archetype, err := chasm.ArchetypeOf[*Worker](g.registry)
+	if err != nil {
+		return
+	}
+	for _, state := range []string{"ACTIVE", "INACTIVE", "CLEANED_UP"} {
+		var total int64
+		for _, ns := range g.namespaceIDs() {
+			n, err := g.lister.CountExecutions(ctx, chasm.ListRequest{
+				Archetype: archetype, NamespaceID: ns, Filter: chasm.IndexedFields{Status: state},
+			})
+			if err != nil {
+				g.logger.Warn("count workers for workers_by_state", tag.NamespaceID(ns), tag.Error(err))
+				return
+			}
+			total += n
+		}
+		metrics.WorkersByState.With(g.scope, metrics.StateTag(state)).Update(float64(total))
+	}
+}
