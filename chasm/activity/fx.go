@@ -1,0 +1,43 @@
+package activity
+
+import (
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/chasm"
+	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
+	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/history"
+)
+
+// Module plugs standalone activities into a history host: the library, the
+// ActivityHistoryService handler, and the handler as the receiving end of the Worker
+// component's reschedules (it replaces worker.NotFoundRescheduler).
+//
+// The app provides a Dispatcher and a CommandSender (matching, through small adapters in the
+// server). The WorkerBinder is RemoteWorkerBinder unless the app decorates it.
+//
+// Module is a plain fx.Options, not an fx.Module, on purpose: the decoration of
+// worker.RescheduleReceiver has to sit at the app's root to reach the worker module, because
+// an fx.Decorate applies only to its own module and the modules inside it.
+var Module = fx.Options(
+	fx.Module("activity",
+		fx.Provide(
+			func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
+			func(r *history.Router) WorkerBinder { return &RemoteWorkerBinder{Router: r} },
+			chasm.AsLibrary(func(c *Config, d Dispatcher, b WorkerBinder, s CommandSender, scope tally.Scope, logger *zap.Logger) *Library {
+				return NewLibrary(c, d, b, s, scope.SubScope("activity"), logger)
+			}),
+			func(e *history.Engine, c *Config, scope tally.Scope, logger *zap.Logger) *Handler {
+				return NewHandler(e, c, scope.SubScope("activity"), logger)
+			},
+			history.AsService(func(h *Handler) history.ServiceRegistration {
+				return func(s grpc.ServiceRegistrar) { activitypb.RegisterActivityHistoryServiceServer(s, h) }
+			}),
+		),
+	),
+	fx.Decorate(func(_ worker.RescheduleReceiver, h *Handler) worker.RescheduleReceiver { return h }),
+)

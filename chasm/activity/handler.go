@@ -1,0 +1,546 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/vigilhq/vigil/chasm"
+	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// Handler is the history side of standalone activities (ActivityHistoryService), and the
+// receiving end of the Worker component's reschedules (worker.RescheduleReceiver).
+type Handler struct {
+	activitypb.UnimplementedActivityHistoryServiceServer
+
+	engine chasm.Engine
+	config *Config
+	scope  tally.Scope
+	logger *zap.Logger
+}
+
+var (
+	_ activitypb.ActivityHistoryServiceServer = (*Handler)(nil)
+	_ worker.RescheduleReceiver               = (*Handler)(nil)
+)
+
+// NewHandler returns the handler.
+func NewHandler(engine chasm.Engine, config *Config, scope tally.Scope, logger *zap.Logger) *Handler {
+	return &Handler{engine: engine, config: config, scope: scope, logger: logger.With(zap.String("component", "activity"))}
+}
+
+// StartActivity starts a run of the activity ID. A retry of the same start (same request_id)
+// returns the run it created; a start that conflicts with an existing run is AlreadyExists
+// with ActivityExecutionAlreadyStartedFailure details.
+func (h *Handler) StartActivity(ctx context.Context, req *activitypb.StartActivityRequest) (*activitypb.StartActivityResponse, error) {
+	normalized, startDelay, err := normalizeStart(req)
+	if err != nil {
+		return nil, err
+	}
+	key := chasm.ExecutionKey{NamespaceID: req.GetNamespaceId(), BusinessID: req.GetActivityId()}
+	runID, deduplicated, err := h.runStartedBy(ctx, key, req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if deduplicated {
+		return &activitypb.StartActivityResponse{RunId: runID}, nil
+	}
+	res, err := chasm.StartExecution(ctx, h.engine, key, func(mctx chasm.MutableContext) (*Activity, error) {
+		a := &Activity{ActivityState: &activitypb.ActivityState{}}
+		return a, TransitionScheduled.Apply(a, mctx, EventScheduled{Request: normalized, StartDelay: startDelay})
+	}, startOptions(req))
+	var already *chasm.ExecutionAlreadyStartedError
+	if errors.As(err, &already) {
+		// A concurrent retry of this very start may have won the race.
+		if runID, ok, _ := h.runStartedBy(ctx, key, req.GetRequestId()); ok {
+			return &activitypb.StartActivityResponse{RunId: runID}, nil
+		}
+		existingRequestID, _ := h.requestIDOf(ctx, key, already.CurrentRunID)
+		return nil, serviceerror.NewActivityExecutionAlreadyStarted(
+			fmt.Sprintf("activity %s is already started (run %s)", req.GetActivityId(), already.CurrentRunID),
+			existingRequestID, already.CurrentRunID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.Created {
+		ActivitiesStarted.With(h.scope).Inc(1)
+	}
+	return &activitypb.StartActivityResponse{RunId: res.RunID, Started: res.Created}, nil
+}
+
+// runStartedBy returns the current run if the start with requestID created it.
+func (h *Handler) runStartedBy(ctx context.Context, key chasm.ExecutionKey, requestID string) (string, bool, error) {
+	if requestID == "" {
+		return "", false, nil
+	}
+	ref, err := chasm.NewRef[*Activity](h.engine, key)
+	if err != nil {
+		return "", false, err
+	}
+	runID, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, a *Activity) (string, error) {
+		if a.RequestId != requestID {
+			return "", nil
+		}
+		return rctx.ExecutionKey().RunID, nil
+	})
+	if isNotFound(err) {
+		return "", false, nil
+	}
+	return runID, runID != "", err
+}
+
+func (h *Handler) requestIDOf(ctx context.Context, key chasm.ExecutionKey, runID string) (string, error) {
+	key.RunID = runID
+	ref, err := chasm.NewRef[*Activity](h.engine, key)
+	if err != nil {
+		return "", err
+	}
+	return chasm.ReadComponent(ctx, h.engine, ref, func(_ chasm.Context, a *Activity) (string, error) { return a.RequestId, nil })
+}
+
+func startOptions(req *activitypb.StartActivityRequest) chasm.StartOptions {
+	var opts chasm.StartOptions
+	switch req.GetIdReusePolicy() {
+	case enumspb.ACTIVITY_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY:
+		opts.ReusePolicy = chasm.IDReuseAllowDuplicateFailedOnly
+	case enumspb.ACTIVITY_ID_REUSE_POLICY_REJECT_DUPLICATE:
+		opts.ReusePolicy = chasm.IDReuseRejectDuplicate
+	default:
+		opts.ReusePolicy = chasm.IDReuseAllowDuplicate
+	}
+	if req.GetIdConflictPolicy() == enumspb.ACTIVITY_ID_CONFLICT_POLICY_USE_EXISTING {
+		opts.ConflictPolicy = chasm.IDConflictUseExisting
+	}
+	return opts
+}
+
+// normalizeStart validates a start and fills the defaults Temporal applies: start-to-close
+// defaults to (and is capped by) schedule-to-close, which the SDK needs to be > 0;
+// schedule-to-start and heartbeat are capped likewise; the retry policy gets Temporal's
+// defaults.
+func normalizeStart(req *activitypb.StartActivityRequest) (*activitypb.StartActivityRequest, time.Duration, error) {
+	switch {
+	case req.GetNamespaceId() == "" || req.GetNamespace() == "":
+		return nil, 0, invalidArgument("namespace_id and namespace are required")
+	case req.GetActivityId() == "":
+		return nil, 0, invalidArgument("activity_id is required")
+	case req.GetActivityType().GetName() == "":
+		return nil, 0, invalidArgument("activity_type.name is required")
+	case req.GetTaskQueue() == "":
+		return nil, 0, invalidArgument("task_queue is required")
+	}
+	durations := map[string]*durationpb.Duration{
+		"schedule_to_close_timeout": req.GetScheduleToCloseTimeout(),
+		"schedule_to_start_timeout": req.GetScheduleToStartTimeout(),
+		"start_to_close_timeout":    req.GetStartToCloseTimeout(),
+		"heartbeat_timeout":         req.GetHeartbeatTimeout(),
+		"start_delay":               req.GetStartDelay(),
+	}
+	for name, d := range durations {
+		if d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+			return nil, 0, invalidArgument("%s must be a valid, non-negative duration", name)
+		}
+	}
+	s2c := req.GetScheduleToCloseTimeout().AsDuration()
+	s2s := req.GetScheduleToStartTimeout().AsDuration()
+	st2c := req.GetStartToCloseTimeout().AsDuration()
+	hb := req.GetHeartbeatTimeout().AsDuration()
+	if s2c <= 0 && st2c <= 0 {
+		return nil, 0, invalidArgument("schedule_to_close_timeout or start_to_close_timeout must be set")
+	}
+	if s2c > 0 {
+		if st2c <= 0 || st2c > s2c {
+			st2c = s2c
+		}
+		if s2s <= 0 || s2s > s2c {
+			s2s = s2c
+		}
+	}
+	hb = min(hb, st2c)
+	policy, err := normalizeRetryPolicy(req.GetRetryPolicy())
+	if err != nil {
+		return nil, 0, err
+	}
+	out := proto.Clone(req).(*activitypb.StartActivityRequest)
+	out.ScheduleToCloseTimeout = durationOrNil(s2c)
+	out.ScheduleToStartTimeout = durationOrNil(s2s)
+	out.StartToCloseTimeout = durationpb.New(st2c)
+	out.HeartbeatTimeout = durationOrNil(hb)
+	out.RetryPolicy = policy
+	return out, req.GetStartDelay().AsDuration(), nil
+}
+
+func durationOrNil(d time.Duration) *durationpb.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// RecordActivityTaskStarted gives the attempt a matching task names to the poll that got it.
+// Only the current stamp of a SCHEDULED activity can start: a stale matching task (the
+// attempt was cancelled, timed out, rescheduled or already started) is NotFound, and the
+// frontend polls matching again. A retry of the call for the same poll gets the same answer.
+func (h *Handler) RecordActivityTaskStarted(ctx context.Context, req *activitypb.RecordActivityTaskStartedRequest) (*activitypb.RecordActivityTaskStartedResponse, error) {
+	if req.GetRunId() == "" || req.GetStamp() <= 0 {
+		return nil, invalidArgument("run_id and stamp are required")
+	}
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	var destination string
+	if req.GetWorkerInstanceKey() != "" {
+		if destination, err = h.config.workerDestination(req.GetNamespaceId(), req.GetWorkerInstanceKey()); err != nil {
+			return nil, err
+		}
+	}
+	started := false
+	resp, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (*activitypb.RecordActivityTaskStartedResponse, error) {
+		if a.Status == statusStarted && a.Stamp == req.GetStamp() && req.GetPollRequestId() != "" && a.PollRequestId == req.GetPollRequestId() {
+			return taskStartedResponse(mctx, a), nil
+		}
+		if a.Status != statusScheduled || a.Stamp != req.GetStamp() {
+			return nil, errStaleAttempt(req.GetActivityId(), req.GetStamp(), a)
+		}
+		err := TransitionStarted.Apply(a, mctx, EventStarted{
+			Stamp: req.GetStamp(), Identity: req.GetIdentity(), WorkerInstanceKey: req.GetWorkerInstanceKey(),
+			ControlQueue: req.GetWorkerControlTaskQueue(), PollRequestID: req.GetPollRequestId(), WorkerDestination: destination,
+		})
+		if err != nil {
+			return nil, err
+		}
+		started = true
+		return taskStartedResponse(mctx, a), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if started {
+		ActivityAttemptsStarted.With(h.scope).Inc(1)
+	}
+	return resp, nil
+}
+
+func taskStartedResponse(ctx chasm.Context, a *Activity) *activitypb.RecordActivityTaskStartedResponse {
+	key := ctx.ExecutionKey()
+	return &activitypb.RecordActivityTaskStartedResponse{
+		TaskToken:                   a.TaskToken,
+		ActivityId:                  key.BusinessID,
+		ActivityRunId:               key.RunID,
+		ActivityType:                a.ActivityType,
+		Input:                       a.Input,
+		Header:                      a.Header,
+		Namespace:                   a.Namespace,
+		ScheduledTime:               a.ScheduleTime,
+		CurrentAttemptScheduledTime: a.AttemptScheduledTime,
+		StartedTime:                 a.StartedTime,
+		Attempt:                     a.Attempt,
+		ScheduleToCloseTimeout:      a.ScheduleToCloseTimeout,
+		StartToCloseTimeout:         a.StartToCloseTimeout,
+		HeartbeatTimeout:            a.HeartbeatTimeout,
+		HeartbeatDetails:            a.HeartbeatDetails,
+		RetryPolicy:                 a.RetryPolicy,
+		Priority:                    a.Priority,
+	}
+}
+
+// RespondActivityTaskCompleted closes the activity with the worker's result.
+func (h *Handler) RespondActivityTaskCompleted(ctx context.Context, req *activitypb.RespondActivityTaskCompletedRequest) (*activitypb.RespondActivityTaskCompletedResponse, error) {
+	_, err := updateAttempt(h, ctx, "RespondActivityTaskCompleted", req.GetNamespaceId(), req.GetTaskToken(),
+		func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+			return struct{}{}, TransitionCompleted.Apply(a, mctx, EventCompleted{Result: req.GetResult()})
+		})
+	if err != nil {
+		return nil, err
+	}
+	ActivitiesClosed.With(h.scope, metrics.StateTag(StatusName(statusCompleted))).Inc(1)
+	return &activitypb.RespondActivityTaskCompletedResponse{}, nil
+}
+
+// RespondActivityTaskFailed fails the attempt: the next one after the retry backoff if the
+// policy allows it, else the activity closes FAILED with this failure.
+func (h *Handler) RespondActivityTaskFailed(ctx context.Context, req *activitypb.RespondActivityTaskFailedRequest) (*activitypb.RespondActivityTaskFailedResponse, error) {
+	if req.GetFailure() == nil {
+		return nil, invalidArgument("failure is required")
+	}
+	status, err := updateAttempt(h, ctx, "RespondActivityTaskFailed", req.GetNamespaceId(), req.GetTaskToken(),
+		func(mctx chasm.MutableContext, a *Activity) (activitypb.ActivityStatus, error) {
+			if req.GetLastHeartbeatDetails() != nil {
+				a.HeartbeatDetails = req.GetLastHeartbeatDetails()
+			}
+			err := failAttempt(a, mctx, req.GetFailure())
+			return a.Status, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	if status == statusScheduled {
+		ActivityRetries.With(h.scope).Inc(1)
+	} else {
+		ActivitiesClosed.With(h.scope, metrics.StateTag(StatusName(status))).Inc(1)
+	}
+	return &activitypb.RespondActivityTaskFailedResponse{}, nil
+}
+
+// RespondActivityTaskCanceled acknowledges a cancel request: the activity closes CANCELED. A
+// worker may only report cancellation that was requested (FailedPrecondition otherwise), as
+// Temporal does.
+func (h *Handler) RespondActivityTaskCanceled(ctx context.Context, req *activitypb.RespondActivityTaskCanceledRequest) (*activitypb.RespondActivityTaskCanceledResponse, error) {
+	_, err := updateAttempt(h, ctx, "RespondActivityTaskCanceled", req.GetNamespaceId(), req.GetTaskToken(),
+		func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+			if !a.CancelRequested {
+				return struct{}{}, serviceerror.NewFailedPrecondition(
+					"activity cannot be reported canceled: no cancellation was requested")
+			}
+			return struct{}{}, TransitionCanceled.Apply(a, mctx, EventCanceled{Details: req.GetDetails()})
+		})
+	if err != nil {
+		return nil, err
+	}
+	ActivitiesClosed.With(h.scope, metrics.StateTag(StatusName(statusCanceled))).Inc(1)
+	return &activitypb.RespondActivityTaskCanceledResponse{}, nil
+}
+
+// RecordActivityTaskHeartbeat keeps the details, pushes the heartbeat deadline out, and tells
+// the worker whether a cancel was requested.
+func (h *Handler) RecordActivityTaskHeartbeat(ctx context.Context, req *activitypb.RecordActivityTaskHeartbeatRequest) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
+	cancelRequested, err := updateAttempt(h, ctx, "RecordActivityTaskHeartbeat", req.GetNamespaceId(), req.GetTaskToken(),
+		func(mctx chasm.MutableContext, a *Activity) (bool, error) {
+			return a.CancelRequested, TransitionHeartbeatRecorded.Apply(a, mctx, EventHeartbeat{Details: req.GetDetails()})
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &activitypb.RecordActivityTaskHeartbeatResponse{CancelRequested: cancelRequested}, nil
+}
+
+// updateAttempt runs fn on the attempt a task token names, if it is still the running one.
+// This is the fence: a token of any other attempt (the worker was declared lost and the
+// attempt rescheduled, or it timed out) is NotFound and changes nothing.
+func updateAttempt[R any](
+	h *Handler, ctx context.Context, operation, namespaceID string, taskToken []byte,
+	fn func(chasm.MutableContext, *Activity) (R, error),
+) (R, error) {
+	var zero R
+	token, err := DecodeTaskToken(taskToken)
+	if err != nil {
+		return zero, err
+	}
+	if namespaceID != "" && token.NamespaceId != namespaceID {
+		return zero, invalidArgument("task token belongs to another namespace")
+	}
+	ref, err := h.ref(token.NamespaceId, token.ActivityId, token.RunId)
+	if err != nil {
+		return zero, err
+	}
+	stale := false
+	result, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (R, error) {
+		if a.Status != statusStarted || a.Stamp != token.Stamp {
+			stale = true
+			return zero, errStaleAttempt(token.ActivityId, token.Stamp, a)
+		}
+		return fn(mctx, a)
+	})
+	if stale {
+		ActivityStaleResponsesRefused.With(h.scope, metrics.OperationTag(operation)).Inc(1)
+		h.logger.Debug("stale activity attempt refused", tag.NamespaceID(token.NamespaceId), tag.BusinessID(token.ActivityId),
+			tag.RunID(token.RunId), zap.Int64("stamp", token.Stamp), zap.String("operation", operation))
+	}
+	return result, err
+}
+
+// PollActivityExecution waits until the run closes and returns its outcome. It answers
+// without an outcome LongPollDeadlineMargin before the caller's deadline, or after
+// activity.longPollMaxWait, whichever comes first: the SDK then polls again.
+func (h *Handler) PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	type snapshot struct {
+		runID   string
+		outcome *activitypb.ActivityOutcome
+		closed  bool
+	}
+	check := func(rctx chasm.Context, a *Activity) (snapshot, bool, error) {
+		return snapshot{runID: rctx.ExecutionKey().RunID, outcome: a.Outcome, closed: a.IsClosed()}, a.IsClosed(), nil
+	}
+	// Read first: it resolves the current run (so the wait follows this run, not a later one
+	// started under the same ID) and answers a closed run even if no time is left to wait.
+	now, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, a *Activity) (snapshot, error) {
+		s, _, err := check(rctx, a)
+		return s, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if now.closed {
+		return &activitypb.PollActivityExecutionResponse{RunId: now.runID, Outcome: now.outcome}, nil
+	}
+	ref.Key.RunID = now.runID
+	waitCtx, cancel := context.WithTimeout(ctx, h.config.LongPollMaxWait())
+	defer cancel()
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancelMargin context.CancelFunc
+		waitCtx, cancelMargin = context.WithDeadline(waitCtx, deadline.Add(-h.config.LongPollDeadlineMargin))
+		defer cancelMargin()
+	}
+	closed, err := chasm.PollComponent(waitCtx, h.engine, ref, check)
+	switch {
+	case err == nil:
+		return &activitypb.PollActivityExecutionResponse{RunId: closed.runID, Outcome: closed.outcome}, nil
+	case waitCtx.Err() != nil && ctx.Err() == nil:
+		return &activitypb.PollActivityExecutionResponse{RunId: now.runID}, nil
+	}
+	return nil, err
+}
+
+// DescribeActivity returns the run's full state.
+func (h *Handler) DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	return chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, a *Activity) (*activitypb.DescribeActivityResponse, error) {
+		return &activitypb.DescribeActivityResponse{
+			RunId: rctx.ExecutionKey().RunID,
+			State: proto.Clone(a.ActivityState).(*activitypb.ActivityState),
+		}, nil
+	})
+}
+
+// RequestCancelActivity cancels a SCHEDULED activity at once (its matching task, if queued,
+// is refused when a poll tries to start it), and asks the worker of a STARTED one to stop: a
+// CancelActivity command plus cancel_requested on its heartbeats; the activity closes when the
+// worker acknowledges. Repeating a request, or cancelling a CANCELED activity, is a no-op;
+// cancelling an activity that closed otherwise is FailedPrecondition.
+func (h *Handler) RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	canceled := false
+	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+		switch a.Status {
+		case statusScheduled:
+			canceled = true
+			return struct{}{}, TransitionCanceled.Apply(a, mctx, EventCanceled{RequestID: req.GetRequestId(), Reason: req.GetReason()})
+		case statusStarted:
+			if a.CancelRequested {
+				return struct{}{}, nil
+			}
+			return struct{}{}, TransitionCancelRequested.Apply(a, mctx, EventCancelRequested{RequestID: req.GetRequestId(), Reason: req.GetReason()})
+		case statusCanceled:
+			return struct{}{}, nil
+		}
+		return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+			"activity %s is already closed (%s)", req.GetActivityId(), StatusName(a.Status)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if canceled {
+		ActivitiesClosed.With(h.scope, metrics.StateTag(StatusName(statusCanceled))).Inc(1)
+	}
+	return &activitypb.RequestCancelActivityResponse{}, nil
+}
+
+// rescheduleConcurrency bounds the transactions one reschedule batch runs at a time.
+const rescheduleConcurrency = 16
+
+// RescheduleActivities implements worker.RescheduleReceiver: the Worker component hands back
+// the attempts of a worker it declared lost. Each entry is its own transaction and applies
+// only if the activity is still STARTED by that worker with that stamp, so a duplicate or late
+// batch never takes an activity from its new owner (STALE). A failure other than NotFound
+// fails the batch, which the worker retries; entries already applied then answer STALE.
+func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
+	if req.GetNamespaceId() == "" || req.GetWorkerInstanceKey() == "" {
+		return nil, invalidArgument("namespace_id and worker_instance_key are required")
+	}
+	entries := req.GetActivities()
+	outcomes := make([]workerpb.RescheduleOutcome, len(entries))
+	errs := make([]error, len(entries))
+	sem := make(chan struct{}, rescheduleConcurrency)
+	var wg sync.WaitGroup
+	for i, entry := range entries {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			outcomes[i], errs[i] = h.rescheduleOne(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), entry)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &workerpb.RescheduleActivitiesResponse{Outcomes: outcomes}, nil
+}
+
+func (h *Handler) rescheduleOne(ctx context.Context, namespaceID, workerInstanceKey string, entry *workerpb.BoundActivity) (workerpb.RescheduleOutcome, error) {
+	if entry.GetActivityId() == "" || entry.GetRunId() == "" {
+		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND, nil
+	}
+	ref, err := h.ref(namespaceID, entry.GetActivityId(), entry.GetRunId())
+	if err != nil {
+		return 0, err
+	}
+	var lost lostAttempt
+	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (workerpb.RescheduleOutcome, error) {
+		if a.Status != statusStarted || a.Stamp != entry.GetStamp() || a.WorkerInstanceKey != workerInstanceKey {
+			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE, nil
+		}
+		var err error
+		if lost, err = loseWorker(a, mctx, "its worker was declared inactive"); err != nil {
+			return 0, err
+		}
+		if lost == lostRescheduled {
+			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED, nil
+		}
+		// Closed instead (FAILED, or CANCELED after a cancel request): nothing left to run.
+		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED, nil
+	})
+	if isNotFound(err) {
+		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if lost != 0 {
+		recordLost(h.scope, lost, "worker_inactive")
+	}
+	if outcome != workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE {
+		h.logger.Info("attempt of a lost worker taken back", tag.NamespaceID(namespaceID), tag.BusinessID(entry.GetActivityId()),
+			tag.RunID(entry.GetRunId()), tag.WorkerID(workerInstanceKey), zap.Int64("stamp", entry.GetStamp()),
+			zap.String("outcome", lost.String()))
+	}
+	return outcome, nil
+}
+
+func (h *Handler) ref(namespaceID, activityID, runID string) (chasm.ComponentRef, error) {
+	if namespaceID == "" || activityID == "" {
+		return chasm.ComponentRef{}, invalidArgument("namespace_id and activity_id are required")
+	}
+	return chasm.NewRef[*Activity](h.engine, chasm.ExecutionKey{NamespaceID: namespaceID, BusinessID: activityID, RunID: runID})
+}
+
+func isNotFound(err error) bool {
+	var notFound *serviceerror.NotFound
+	return errors.As(err, &notFound)
+}

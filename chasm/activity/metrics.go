@@ -1,0 +1,35 @@
+package activity
+
+import (
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// Metrics of the Activity component, recorded under the "activity" scope. common/metrics
+// declares none of these yet; they are declared here, once, in the same way (README lists them).
+var (
+	// ActivitiesStarted counts runs created by StartActivity.
+	ActivitiesStarted = metrics.NewCounterDef("activities_started")
+	// ActivityAttemptsStarted counts attempts taken by a worker's poll.
+	ActivityAttemptsStarted = metrics.NewCounterDef("activity_attempts_started")
+	// ActivitiesClosed counts runs that reached a terminal status, by status (COMPLETED,
+	// FAILED, CANCELED, TIMED_OUT).
+	ActivitiesClosed = metrics.NewCounterDef("activities_closed", metrics.TagState)
+	// ActivitiesTimedOut counts timeouts by kind (StartToClose, Heartbeat, ScheduleToStart,
+	// ScheduleToClose), whether they closed the activity or were retried.
+	ActivitiesTimedOut = metrics.NewCounterDef("activity_timeouts", metrics.TagKind)
+	// ActivityRetries counts attempts scheduled after a failed one.
+	ActivityRetries = metrics.NewCounterDef("activity_retries")
+	// ActivityReschedules counts attempts taken from a lost worker, by how the loss was learnt
+	// (kind "worker_inactive": the Worker component's reschedule; "bind_refused": the worker
+	// was already inactive when the attempt was bound to it) and outcome.
+	ActivityReschedules = metrics.NewCounterDef("activity_reschedules", metrics.TagKind, metrics.TagState)
+	// ActivityRescheduleDispatchLatency times a rescheduled attempt from the reschedule to its
+	// hand-over to matching.
+	ActivityRescheduleDispatchLatency = metrics.NewTimerDef("activity_reschedule_dispatch_latency")
+	// ActivityStaleResponsesRefused counts worker calls refused because they named an attempt
+	// that is no longer current (a lost worker's late completion), by operation.
+	ActivityStaleResponsesRefused = metrics.NewCounterDef("activity_stale_responses_refused", metrics.TagOperation)
+	// ActivityCancelCommandsDropped counts CancelActivity commands given up after
+	// activity.cancelCommandMaxAttempts failed deliveries.
+	ActivityCancelCommandsDropped = metrics.NewCounterDef("activity_cancel_commands_dropped")
+)
