@@ -18,6 +18,11 @@ var ServerVersion = "dev"
 type Deps struct {
 	// History reaches the history hosts. Required.
 	History HistoryClient
+	// Matching holds the activity task queues and worker control queues (*matching.Matcher).
+	// Without it no activity task or worker command is ever delivered: PollActivityTaskQueue
+	// and PollNexusTaskQueue are empty long polls, as before matching existed. Production
+	// servers must set it.
+	Matching Matching
 	// Namespaces resolves namespace names; default: a registry with only "default".
 	Namespaces *namespace.Registry
 	// DynamicConfig holds rate limits and lease bounds; default: every setting at its default.

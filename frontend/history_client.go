@@ -5,13 +5,15 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/vigilhq/vigil/chasm/activity"
+	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 )
 
 //go:generate go run go.uber.org/mock/mockgen@v0.6.0 -source=history_client.go -destination=history_client_mock.go -package=frontend
 
-// HistoryClient is what the frontend needs from history: the worker RPCs, each sent to the host
-// that owns the shard concerned. Errors are serviceerror values.
+// HistoryClient is what the frontend needs from history: the worker and standalone-activity
+// RPCs, each sent to the host that owns the shard concerned. Errors are serviceerror values.
 type HistoryClient interface {
 	// ShardFor returns the shard that owns a worker (its business ID is its instance key).
 	ShardFor(namespaceID, workerInstanceKey string) int32
@@ -25,6 +27,21 @@ type HistoryClient interface {
 	DescribeWorker(ctx context.Context, req *workerpb.DescribeWorkerRequest) (*workerpb.DescribeWorkerResponse, error)
 	// ListWorkers pages through every worker of a namespace, whatever its shard.
 	ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequest) (*workerpb.ListWorkersResponse, error)
+
+	// The activity RPCs go to the shard of (namespace_id, activity_id); the calls that carry a
+	// task token are routed by the activity ID inside it.
+
+	StartActivity(ctx context.Context, req *activitypb.StartActivityRequest) (*activitypb.StartActivityResponse, error)
+	// RecordActivityTaskStarted is NotFound when the matching task is stale.
+	RecordActivityTaskStarted(ctx context.Context, req *activitypb.RecordActivityTaskStartedRequest) (*activitypb.RecordActivityTaskStartedResponse, error)
+	RespondActivityTaskCompleted(ctx context.Context, req *activitypb.RespondActivityTaskCompletedRequest) (*activitypb.RespondActivityTaskCompletedResponse, error)
+	RespondActivityTaskFailed(ctx context.Context, req *activitypb.RespondActivityTaskFailedRequest) (*activitypb.RespondActivityTaskFailedResponse, error)
+	RespondActivityTaskCanceled(ctx context.Context, req *activitypb.RespondActivityTaskCanceledRequest) (*activitypb.RespondActivityTaskCanceledResponse, error)
+	RecordActivityTaskHeartbeat(ctx context.Context, req *activitypb.RecordActivityTaskHeartbeatRequest) (*activitypb.RecordActivityTaskHeartbeatResponse, error)
+	// PollActivityExecution answers without an outcome shortly before ctx's deadline.
+	PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error)
+	DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error)
+	RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error)
 }
 
 // Router maps workers to shards and shards to connections; *history.Router implements it.
@@ -92,4 +109,94 @@ func (c *routedHistoryClient) ListWorkers(ctx context.Context, req *workerpb.Lis
 		return nil, err
 	}
 	return client.ListWorkers(ctx, req)
+}
+
+func (c *routedHistoryClient) activityClient(namespaceID, activityID string) (activitypb.ActivityHistoryServiceClient, error) {
+	conn, err := c.router.ConnForShard(c.router.ShardFor(namespaceID, activityID))
+	if err != nil {
+		return nil, err
+	}
+	return activitypb.NewActivityHistoryServiceClient(conn), nil
+}
+
+// tokenClient routes a call by the activity ID its task token names. A token that does not
+// parse is InvalidArgument.
+func (c *routedHistoryClient) tokenClient(namespaceID string, taskToken []byte) (activitypb.ActivityHistoryServiceClient, error) {
+	token, err := activity.DecodeTaskToken(taskToken)
+	if err != nil {
+		return nil, err
+	}
+	return c.activityClient(namespaceID, token.GetActivityId())
+}
+
+func (c *routedHistoryClient) StartActivity(ctx context.Context, req *activitypb.StartActivityRequest) (*activitypb.StartActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.StartActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) RecordActivityTaskStarted(ctx context.Context, req *activitypb.RecordActivityTaskStartedRequest) (*activitypb.RecordActivityTaskStartedResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.RecordActivityTaskStarted(ctx, req)
+}
+
+func (c *routedHistoryClient) RespondActivityTaskCompleted(ctx context.Context, req *activitypb.RespondActivityTaskCompletedRequest) (*activitypb.RespondActivityTaskCompletedResponse, error) {
+	client, err := c.tokenClient(req.GetNamespaceId(), req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	return client.RespondActivityTaskCompleted(ctx, req)
+}
+
+func (c *routedHistoryClient) RespondActivityTaskFailed(ctx context.Context, req *activitypb.RespondActivityTaskFailedRequest) (*activitypb.RespondActivityTaskFailedResponse, error) {
+	client, err := c.tokenClient(req.GetNamespaceId(), req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	return client.RespondActivityTaskFailed(ctx, req)
+}
+
+func (c *routedHistoryClient) RespondActivityTaskCanceled(ctx context.Context, req *activitypb.RespondActivityTaskCanceledRequest) (*activitypb.RespondActivityTaskCanceledResponse, error) {
+	client, err := c.tokenClient(req.GetNamespaceId(), req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	return client.RespondActivityTaskCanceled(ctx, req)
+}
+
+func (c *routedHistoryClient) RecordActivityTaskHeartbeat(ctx context.Context, req *activitypb.RecordActivityTaskHeartbeatRequest) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
+	client, err := c.tokenClient(req.GetNamespaceId(), req.GetTaskToken())
+	if err != nil {
+		return nil, err
+	}
+	return client.RecordActivityTaskHeartbeat(ctx, req)
+}
+
+func (c *routedHistoryClient) PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.PollActivityExecution(ctx, req)
+}
+
+func (c *routedHistoryClient) DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.DescribeActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.RequestCancelActivity(ctx, req)
 }

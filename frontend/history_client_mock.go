@@ -13,6 +13,7 @@ import (
 	context "context"
 	reflect "reflect"
 
+	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	gomock "go.uber.org/mock/gomock"
 	grpc "google.golang.org/grpc"
@@ -40,6 +41,21 @@ func NewMockHistoryClient(ctrl *gomock.Controller) *MockHistoryClient {
 // EXPECT returns an object that allows the caller to indicate expected use.
 func (m *MockHistoryClient) EXPECT() *MockHistoryClientMockRecorder {
 	return m.recorder
+}
+
+// DescribeActivity mocks base method.
+func (m *MockHistoryClient) DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DescribeActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.DescribeActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// DescribeActivity indicates an expected call of DescribeActivity.
+func (mr *MockHistoryClientMockRecorder) DescribeActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DescribeActivity", reflect.TypeOf((*MockHistoryClient)(nil).DescribeActivity), ctx, req)
 }
 
 // DescribeWorker mocks base method.
@@ -87,6 +103,51 @@ func (mr *MockHistoryClientMockRecorder) ListWorkers(ctx, req any) *gomock.Call 
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ListWorkers", reflect.TypeOf((*MockHistoryClient)(nil).ListWorkers), ctx, req)
 }
 
+// PollActivityExecution mocks base method.
+func (m *MockHistoryClient) PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "PollActivityExecution", ctx, req)
+	ret0, _ := ret[0].(*activitypb.PollActivityExecutionResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// PollActivityExecution indicates an expected call of PollActivityExecution.
+func (mr *MockHistoryClientMockRecorder) PollActivityExecution(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "PollActivityExecution", reflect.TypeOf((*MockHistoryClient)(nil).PollActivityExecution), ctx, req)
+}
+
+// RecordActivityTaskHeartbeat mocks base method.
+func (m *MockHistoryClient) RecordActivityTaskHeartbeat(ctx context.Context, req *activitypb.RecordActivityTaskHeartbeatRequest) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RecordActivityTaskHeartbeat", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RecordActivityTaskHeartbeatResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RecordActivityTaskHeartbeat indicates an expected call of RecordActivityTaskHeartbeat.
+func (mr *MockHistoryClientMockRecorder) RecordActivityTaskHeartbeat(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RecordActivityTaskHeartbeat", reflect.TypeOf((*MockHistoryClient)(nil).RecordActivityTaskHeartbeat), ctx, req)
+}
+
+// RecordActivityTaskStarted mocks base method.
+func (m *MockHistoryClient) RecordActivityTaskStarted(ctx context.Context, req *activitypb.RecordActivityTaskStartedRequest) (*activitypb.RecordActivityTaskStartedResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RecordActivityTaskStarted", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RecordActivityTaskStartedResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RecordActivityTaskStarted indicates an expected call of RecordActivityTaskStarted.
+func (mr *MockHistoryClientMockRecorder) RecordActivityTaskStarted(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RecordActivityTaskStarted", reflect.TypeOf((*MockHistoryClient)(nil).RecordActivityTaskStarted), ctx, req)
+}
+
 // RecordHeartbeats mocks base method.
 func (m *MockHistoryClient) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
 	m.ctrl.T.Helper()
@@ -100,6 +161,66 @@ func (m *MockHistoryClient) RecordHeartbeats(ctx context.Context, req *workerpb.
 func (mr *MockHistoryClientMockRecorder) RecordHeartbeats(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RecordHeartbeats", reflect.TypeOf((*MockHistoryClient)(nil).RecordHeartbeats), ctx, req)
+}
+
+// RequestCancelActivity mocks base method.
+func (m *MockHistoryClient) RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RequestCancelActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RequestCancelActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RequestCancelActivity indicates an expected call of RequestCancelActivity.
+func (mr *MockHistoryClientMockRecorder) RequestCancelActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RequestCancelActivity", reflect.TypeOf((*MockHistoryClient)(nil).RequestCancelActivity), ctx, req)
+}
+
+// RespondActivityTaskCanceled mocks base method.
+func (m *MockHistoryClient) RespondActivityTaskCanceled(ctx context.Context, req *activitypb.RespondActivityTaskCanceledRequest) (*activitypb.RespondActivityTaskCanceledResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RespondActivityTaskCanceled", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RespondActivityTaskCanceledResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RespondActivityTaskCanceled indicates an expected call of RespondActivityTaskCanceled.
+func (mr *MockHistoryClientMockRecorder) RespondActivityTaskCanceled(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RespondActivityTaskCanceled", reflect.TypeOf((*MockHistoryClient)(nil).RespondActivityTaskCanceled), ctx, req)
+}
+
+// RespondActivityTaskCompleted mocks base method.
+func (m *MockHistoryClient) RespondActivityTaskCompleted(ctx context.Context, req *activitypb.RespondActivityTaskCompletedRequest) (*activitypb.RespondActivityTaskCompletedResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RespondActivityTaskCompleted", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RespondActivityTaskCompletedResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RespondActivityTaskCompleted indicates an expected call of RespondActivityTaskCompleted.
+func (mr *MockHistoryClientMockRecorder) RespondActivityTaskCompleted(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RespondActivityTaskCompleted", reflect.TypeOf((*MockHistoryClient)(nil).RespondActivityTaskCompleted), ctx, req)
+}
+
+// RespondActivityTaskFailed mocks base method.
+func (m *MockHistoryClient) RespondActivityTaskFailed(ctx context.Context, req *activitypb.RespondActivityTaskFailedRequest) (*activitypb.RespondActivityTaskFailedResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RespondActivityTaskFailed", ctx, req)
+	ret0, _ := ret[0].(*activitypb.RespondActivityTaskFailedResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RespondActivityTaskFailed indicates an expected call of RespondActivityTaskFailed.
+func (mr *MockHistoryClientMockRecorder) RespondActivityTaskFailed(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RespondActivityTaskFailed", reflect.TypeOf((*MockHistoryClient)(nil).RespondActivityTaskFailed), ctx, req)
 }
 
 // ShardFor mocks base method.
@@ -129,6 +250,21 @@ func (m *MockHistoryClient) ShutdownWorker(ctx context.Context, req *workerpb.Sh
 func (mr *MockHistoryClientMockRecorder) ShutdownWorker(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ShutdownWorker", reflect.TypeOf((*MockHistoryClient)(nil).ShutdownWorker), ctx, req)
+}
+
+// StartActivity mocks base method.
+func (m *MockHistoryClient) StartActivity(ctx context.Context, req *activitypb.StartActivityRequest) (*activitypb.StartActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "StartActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.StartActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// StartActivity indicates an expected call of StartActivity.
+func (mr *MockHistoryClientMockRecorder) StartActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "StartActivity", reflect.TypeOf((*MockHistoryClient)(nil).StartActivity), ctx, req)
 }
 
 // MockRouter is a mock of Router interface.

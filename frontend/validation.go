@@ -8,6 +8,7 @@ import (
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/dynamicconfig"
@@ -74,6 +75,40 @@ func (v *validator) validate(req any) error {
 		return firstError(requireNamespace(r.GetNamespace()), pageSize(r.GetPageSize()), queryLength(r.GetQuery()))
 	case *workflowservice.CountWorkersRequest:
 		return firstError(requireNamespace(r.GetNamespace()), queryLength(r.GetQuery()))
+	case *workflowservice.StartActivityExecutionRequest:
+		return startActivityExecution(r)
+	case *workflowservice.DescribeActivityExecutionRequest:
+		if len(r.GetLongPollToken()) > 0 {
+			return invalid("long_poll_token is not supported: use PollActivityExecution to wait for the outcome")
+		}
+		return activityRun(r.GetNamespace(), r.GetActivityId(), r.GetRunId())
+	case *workflowservice.RequestCancelActivityExecutionRequest:
+		return firstError(
+			activityRun(r.GetNamespace(), r.GetActivityId(), r.GetRunId()),
+			maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+			maxLength("request_id", r.GetRequestId(), MaxIdentityLength),
+			maxLength("reason", r.GetReason(), MaxIdentityLength),
+		)
+	case *workflowservice.RespondActivityTaskCompletedRequest:
+		return activityTokenCall(r.GetNamespace(), r.GetTaskToken(), r.GetIdentity())
+	case *workflowservice.RespondActivityTaskFailedRequest:
+		return activityTokenCall(r.GetNamespace(), r.GetTaskToken(), r.GetIdentity())
+	case *workflowservice.RespondActivityTaskCanceledRequest:
+		return activityTokenCall(r.GetNamespace(), r.GetTaskToken(), r.GetIdentity())
+	case *workflowservice.RecordActivityTaskHeartbeatRequest:
+		return activityTokenCall(r.GetNamespace(), r.GetTaskToken(), r.GetIdentity())
+	case *workflowservice.RespondActivityTaskCompletedByIdRequest:
+		return activityByIDCall(r.GetNamespace(), r.GetActivityId(), r.GetRunId(), r.GetIdentity())
+	case *workflowservice.RespondActivityTaskFailedByIdRequest:
+		return activityByIDCall(r.GetNamespace(), r.GetActivityId(), r.GetRunId(), r.GetIdentity())
+	case *workflowservice.RespondActivityTaskCanceledByIdRequest:
+		return activityByIDCall(r.GetNamespace(), r.GetActivityId(), r.GetRunId(), r.GetIdentity())
+	case *workflowservice.RecordActivityTaskHeartbeatByIdRequest:
+		return activityByIDCall(r.GetNamespace(), r.GetActivityId(), r.GetRunId(), r.GetIdentity())
+	case *workflowservice.RespondNexusTaskCompletedRequest:
+		return firstError(requireNamespace(r.GetNamespace()), requireToken(r.GetTaskToken()))
+	case *workflowservice.RespondNexusTaskFailedRequest:
+		return firstError(requireNamespace(r.GetNamespace()), requireToken(r.GetTaskToken()))
 	case *livenesspb.RecordHeartbeatRequest:
 		return v.recordHeartbeat(r)
 	case *livenesspb.DescribeWorkerLivenessRequest:
@@ -211,6 +246,84 @@ func binding(field string, b *livenesspb.ActivityBinding) error {
 		maxLength(field+".activity_id", b.GetActivityId(), MaxActivityIDLength),
 		maxLength(field+".run_id", b.GetRunId(), MaxRunIDLength),
 	)
+}
+
+func startActivityExecution(r *workflowservice.StartActivityExecutionRequest) error {
+	if err := firstError(
+		requireNamespace(r.GetNamespace()),
+		activityID(r.GetActivityId()),
+		maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+		maxLength("request_id", r.GetRequestId(), MaxIdentityLength),
+	); err != nil {
+		return err
+	}
+	if r.GetActivityType().GetName() == "" {
+		return invalid("activity_type.name is required")
+	}
+	if r.GetTaskQueue().GetName() == "" {
+		return invalid("task_queue.name is required")
+	}
+	if err := firstError(
+		maxLength("activity_type.name", r.GetActivityType().GetName(), MaxIdentityLength),
+		maxLength("task_queue.name", r.GetTaskQueue().GetName(), MaxIdentityLength),
+	); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		field string
+		value *durationpb.Duration
+	}{
+		{"schedule_to_close_timeout", r.GetScheduleToCloseTimeout()},
+		{"schedule_to_start_timeout", r.GetScheduleToStartTimeout()},
+		{"start_to_close_timeout", r.GetStartToCloseTimeout()},
+		{"heartbeat_timeout", r.GetHeartbeatTimeout()},
+		{"start_delay", r.GetStartDelay()},
+	} {
+		if d.value == nil {
+			continue
+		}
+		if err := d.value.CheckValid(); err != nil {
+			return invalid("%s is not a valid duration: %v", d.field, err)
+		}
+		if d.value.AsDuration() < 0 {
+			return invalid("%s %v is negative", d.field, d.value.AsDuration())
+		}
+	}
+	if r.GetScheduleToCloseTimeout().AsDuration() <= 0 && r.GetStartToCloseTimeout().AsDuration() <= 0 {
+		return invalid("schedule_to_close_timeout or start_to_close_timeout is required")
+	}
+	if len(r.GetCompletionCallbacks()) > 0 {
+		// Nobody would ever call them: fail the start rather than leave the caller waiting.
+		return invalid("completion_callbacks are not supported")
+	}
+	return nil
+}
+
+// activityRun checks the namespace, activity ID and (optional) run ID of a client call.
+func activityRun(namespaceName, id, runID string) error {
+	return firstError(requireNamespace(namespaceName), activityID(id), maxLength("run_id", runID, MaxRunIDLength))
+}
+
+func activityTokenCall(namespaceName string, token []byte, identity string) error {
+	return firstError(requireNamespace(namespaceName), requireToken(token), maxLength("identity", identity, MaxIdentityLength))
+}
+
+func activityByIDCall(namespaceName, id, runID, identity string) error {
+	return firstError(activityRun(namespaceName, id, runID), maxLength("identity", identity, MaxIdentityLength))
+}
+
+func activityID(id string) error {
+	if id == "" {
+		return invalid("activity_id is required")
+	}
+	return maxLength("activity_id", id, MaxActivityIDLength)
+}
+
+func requireToken(token []byte) error {
+	if len(token) == 0 {
+		return invalid("task_token is required")
+	}
+	return nil
 }
 
 func heartbeat(field string, hb *workerapipb.WorkerHeartbeat) error {

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/frontend/query"
 )
@@ -38,7 +39,8 @@ const (
 )
 
 // WorkflowHandler serves the subset of temporal.api.workflowservice.v1.WorkflowService that
-// SDK workers and `temporal worker` commands use for worker liveness. Every other method is
+// SDK workers and `temporal worker` commands use for worker liveness, standalone activities
+// (activity_handler.go) and worker commands (worker_commands.go). Every other method is
 // Unimplemented (with the "method X not implemented" text the SDK understands).
 type WorkflowHandler struct {
 	workflowservice.UnimplementedWorkflowServiceServer
@@ -56,13 +58,19 @@ type WorkflowHandler struct {
 // WorkflowHandlerOption changes a WorkflowHandler's defaults.
 type WorkflowHandlerOption func(*WorkflowHandler)
 
-// WithPollCompleteOnShutdown advertises the worker_poll_complete_on_shutdown capability. With
-// it, SDK workers stop cancelling their polls at shutdown and wait for the server to complete
-// them, so it may be enabled only when EVERY poll the server serves is completed by
-// ShutdownWorker. This handler does so for PollWorkflowTaskQueue; activity and Nexus polls
-// must do the same before a deployment turns this on. Off by default.
+// WithPollCompleteOnShutdown advertises the worker_poll_complete_on_shutdown capability, which
+// is the default. With it, SDK workers stop cancelling their polls at shutdown and wait for the
+// server to complete them: ShutdownWorker completes every PollWorkflowTaskQueue and
+// PollActivityTaskQueue carrying the worker's instance key. (The worker-command poll carries
+// another key; the SDK cancels it itself.)
 func WithPollCompleteOnShutdown() WorkflowHandlerOption {
 	return func(h *WorkflowHandler) { h.pollCompleteOnShutdown = true }
+}
+
+// WithoutPollCompleteOnShutdown stops advertising worker_poll_complete_on_shutdown: SDK
+// workers then cancel their own polls at shutdown. ShutdownWorker still completes them.
+func WithoutPollCompleteOnShutdown() WorkflowHandlerOption {
+	return func(h *WorkflowHandler) { h.pollCompleteOnShutdown = false }
 }
 
 // WithLongPollTimeout sets how long an empty poll is held at most, and how long before the
@@ -80,12 +88,14 @@ func WithLongPollTimeout(timeout, margin time.Duration) WorkflowHandlerOption {
 
 // NewWorkflowHandler returns the public API handler.
 func NewWorkflowHandler(deps Deps, opts ...WorkflowHandlerOption) *WorkflowHandler {
+	deps = deps.withDefaults()
 	h := &WorkflowHandler{
-		deps:            deps.withDefaults(),
-		longPollTimeout: LongPollTimeoutDefault,
-		longPollMargin:  LongPollMarginDefault,
-		polls:           newPollRegistry(),
-		stopping:        make(chan struct{}),
+		deps:                   deps,
+		pollCompleteOnShutdown: true,
+		longPollTimeout:        LongPollTimeoutDefault,
+		longPollMargin:         LongPollMarginDefault,
+		polls:                  newPollRegistry(deps.TimeSource),
+		stopping:               make(chan struct{}),
 	}
 	for _, opt := range opts {
 		opt(h)
@@ -163,7 +173,8 @@ func (h *WorkflowHandler) RecordWorkerHeartbeat(ctx context.Context, req *workfl
 }
 
 // ShutdownWorker makes the worker INACTIVE (reason SHUTDOWN) with its final snapshot, and
-// completes its open polls. Shutting down a worker history does not know is a success: the
+// completes its open polls: workflow polls here, activity polls in matching (both answer the
+// worker's polls that arrive just after empty at once, for a short while). Shutting down a worker history does not know is a success: the
 // call is idempotent and the SDK sends it once, without retry.
 func (h *WorkflowHandler) ShutdownWorker(ctx context.Context, req *workflowservice.ShutdownWorkerRequest) (*workflowservice.ShutdownWorkerResponse, error) {
 	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
@@ -172,6 +183,9 @@ func (h *WorkflowHandler) ShutdownWorker(ctx context.Context, req *workflowservi
 	}
 	// Polls first: whatever history says, this worker will not take the tasks of an open poll.
 	h.polls.complete(req.GetWorkerInstanceKey())
+	if h.deps.Matching != nil {
+		h.deps.Matching.CompletePollsOfWorker(ns.ID, req.GetWorkerInstanceKey())
+	}
 	_, err = h.deps.History.ShutdownWorker(ctx, &workerpb.ShutdownWorkerRequest{
 		NamespaceId:       ns.ID,
 		Namespace:         ns.Name,
@@ -368,21 +382,34 @@ func scanWorkers(ctx context.Context, history HistoryClient, ns *namespace.Names
 	}
 }
 
+// ShutdownPollTombstoneTTL is how long after ShutdownWorker the worker's new polls are
+// answered empty at once. The SDK stops polling before it sends ShutdownWorker, so this only
+// has to outlast polls already in flight.
+const ShutdownPollTombstoneTTL = 10 * time.Second
+
 // pollRegistry tracks open polls by worker instance key, so that ShutdownWorker can complete
 // them.
 type pollRegistry struct {
+	timeSource clock.TimeSource
+
 	mu    sync.Mutex
 	polls map[string]map[*openPoll]struct{}
+	// tombstones: worker instance key → end of the time its polls are answered at once.
+	tombstones map[string]time.Time
 }
 
 type openPoll struct{ done chan struct{} }
 
-func newPollRegistry() *pollRegistry {
-	return &pollRegistry{polls: make(map[string]map[*openPoll]struct{})}
+func newPollRegistry(timeSource clock.TimeSource) *pollRegistry {
+	return &pollRegistry{
+		timeSource: timeSource,
+		polls:      make(map[string]map[*openPoll]struct{}),
+		tombstones: make(map[string]time.Time),
+	}
 }
 
 // register records an open poll of the worker. The channel is closed when the worker shuts
-// down; cancel must be called when the poll ends.
+// down (at once if it just did); cancel must be called when the poll ends.
 func (r *pollRegistry) register(workerInstanceKey string) (<-chan struct{}, func()) {
 	p := &openPoll{done: make(chan struct{})}
 	if workerInstanceKey == "" {
@@ -390,6 +417,10 @@ func (r *pollRegistry) register(workerInstanceKey string) (<-chan struct{}, func
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if until, ok := r.tombstones[workerInstanceKey]; ok && r.timeSource.Now().Before(until) {
+		close(p.done)
+		return p.done, func() {}
+	}
 	if r.polls[workerInstanceKey] == nil {
 		r.polls[workerInstanceKey] = make(map[*openPoll]struct{})
 	}
@@ -404,10 +435,19 @@ func (r *pollRegistry) register(workerInstanceKey string) (<-chan struct{}, func
 	}
 }
 
-// complete ends every open poll of the worker.
+// complete ends every open poll of the worker, and its polls of the next
+// ShutdownPollTombstoneTTL at once.
 func (r *pollRegistry) complete(workerInstanceKey string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.timeSource.Now()
+	// Shutdowns are rare, so expired tombstones are swept here rather than by a timer.
+	for key, until := range r.tombstones {
+		if !now.Before(until) {
+			delete(r.tombstones, key)
+		}
+	}
+	r.tombstones[workerInstanceKey] = now.Add(ShutdownPollTombstoneTTL)
 	polls := r.polls[workerInstanceKey]
 	delete(r.polls, workerInstanceKey)
 	for p := range polls {
@@ -421,22 +461,4 @@ func (r *pollRegistry) open(workerInstanceKey string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.polls[workerInstanceKey])
-}
-
-// PollNexusTaskQueue serves the SDK's worker-command poll on a worker's control queue
-// ("temporal-sys/worker-commands/<ns>/<grouping key>"). No command is sent yet (activity
-// cancellation through this path comes with the activity component), so it is an empty long
-// poll: the SDK re-polls at once after an empty answer, so answering immediately would spin.
-// Other Nexus task queues are not served.
-func (h *WorkflowHandler) PollNexusTaskQueue(ctx context.Context, req *workflowservice.PollNexusTaskQueueRequest) (*workflowservice.PollNexusTaskQueueResponse, error) {
-	if req.GetTaskQueue().GetKind() != enumspb.TASK_QUEUE_KIND_WORKER_COMMANDS {
-		return nil, serviceerror.NewUnimplemented("vigil serves Nexus polls only on worker-command queues")
-	}
-	if _, err := h.deps.Namespaces.GetByName(req.GetNamespace()); err != nil {
-		return nil, serviceerror.NewUnavailablef("namespace %q is not served by this server", req.GetNamespace())
-	}
-	if err := h.longPoll(ctx, ""); err != nil {
-		return nil, err
-	}
-	return &workflowservice.PollNexusTaskQueueResponse{}, nil
 }

@@ -31,7 +31,7 @@ func TestGetSystemInfo(t *testing.T) {
 func TestDescribeNamespace(t *testing.T) {
 	t.Parallel()
 
-	t.Run("AdvertisesHeartbeatsAndCommandsNotPollCompletion", func(t *testing.T) {
+	t.Run("AdvertisesHeartbeatsCommandsAndPollCompletion", func(t *testing.T) {
 		t.Parallel()
 		env := newTestEnv(t)
 		resp, err := env.workflow.DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Namespace: testNamespace})
@@ -42,15 +42,16 @@ func TestDescribeNamespace(t *testing.T) {
 		require.Equal(t, enumspb.NAMESPACE_STATE_REGISTERED, info.GetState())
 		require.True(t, info.GetCapabilities().GetWorkerHeartbeats())
 		require.True(t, info.GetCapabilities().GetWorkerCommands())
-		require.False(t, info.GetCapabilities().GetWorkerPollCompleteOnShutdown())
+		require.True(t, info.GetCapabilities().GetWorkerPollCompleteOnShutdown(),
+			"ShutdownWorker completes workflow and activity polls, so it is advertised by default")
 	})
 
-	t.Run("PollCompletionOnlyWithOption", func(t *testing.T) {
+	t.Run("PollCompletionCanBeWithdrawn", func(t *testing.T) {
 		t.Parallel()
-		env := newTestEnv(t, WithPollCompleteOnShutdown())
+		env := newTestEnv(t, WithoutPollCompleteOnShutdown())
 		resp, err := env.workflow.DescribeNamespace(context.Background(), &workflowservice.DescribeNamespaceRequest{Id: env.ns.ID})
 		require.NoError(t, err)
-		require.True(t, resp.GetNamespaceInfo().GetCapabilities().GetWorkerPollCompleteOnShutdown())
+		require.False(t, resp.GetNamespaceInfo().GetCapabilities().GetWorkerPollCompleteOnShutdown())
 	})
 
 	t.Run("UnknownIsNamespaceNotFound", func(t *testing.T) {

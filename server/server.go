@@ -22,6 +22,7 @@ import (
 	"github.com/vigilhq/vigil/frontend"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
+	"github.com/vigilhq/vigil/matching"
 	"github.com/vigilhq/vigil/persistence/persistencefx"
 	"github.com/vigilhq/vigil/tasks"
 )
@@ -107,9 +108,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		tasks.Module,
 		history.Module,
 		worker.Module,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		activityModule,
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection) (*frontend.Server, error) {
 			deps := frontend.Deps{
 				History:       frontend.NewHistoryClient(router),
+				Matching:      m,
 				Namespaces:    namespaces,
 				DynamicConfig: dc,
 				TimeSource:    o.timeSource,

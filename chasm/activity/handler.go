@@ -507,7 +507,7 @@ func (h *Handler) rescheduleOne(ctx context.Context, namespaceID, workerInstance
 			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE, nil
 		}
 		var err error
-		if lost, err = loseWorker(a, mctx, "its worker was declared inactive"); err != nil {
+		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false); err != nil {
 			return 0, err
 		}
 		if lost == lostRescheduled {

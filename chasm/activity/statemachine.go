@@ -98,6 +98,10 @@ type EventTimedOut struct {
 // was no longer active when the attempt was bound to it).
 type EventWorkerLost struct {
 	Reason string
+	// NeverRan is set when the attempt was handed to a worker that was already dead (its
+	// poll was still open when its lease ran out): the attempt never ran, so it does not count
+	// against maximum_attempts and the next dispatch keeps its number.
+	NeverRan bool
 }
 
 var (
@@ -271,7 +275,9 @@ var (
 			sendCancelCommand(a, ctx)
 			endAttempt(a, ctx)
 			a.LastFailure = workerLostFailure(a, ev.Reason, false)
-			a.Attempt++
+			if !ev.NeverRan {
+				a.Attempt++
+			}
 			a.RescheduledTime = timestamppb.New(ctx.Now())
 			scheduleAttempt(a, ctx, ctx.Now())
 			return nil
@@ -389,15 +395,16 @@ const (
 )
 
 // loseWorker takes the current attempt from a lost worker.
-func loseWorker(a *Activity, ctx chasm.MutableContext, reason string) (lostAttempt, error) {
+func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool) (lostAttempt, error) {
+	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan}
 	switch {
 	case a.CancelRequested:
 		sendCancelCommand(a, ctx) // queued already by the request; kept in case it was given up
 		return lostCanceled, TransitionCanceled.Apply(a, ctx, EventCanceled{})
-	case attemptsExhausted(a):
-		return lostFailed, TransitionWorkerLostExhausted.Apply(a, ctx, EventWorkerLost{Reason: reason})
+	case !neverRan && attemptsExhausted(a):
+		return lostFailed, TransitionWorkerLostExhausted.Apply(a, ctx, ev)
 	}
-	return lostRescheduled, TransitionRescheduled.Apply(a, ctx, EventWorkerLost{Reason: reason})
+	return lostRescheduled, TransitionRescheduled.Apply(a, ctx, ev)
 }
 
 func attemptsExhausted(a *Activity) bool {

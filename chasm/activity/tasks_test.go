@@ -243,7 +243,7 @@ func TestBind(t *testing.T) {
 		task := b.poll(b.dispatcher.last(t))
 		s := b.describe("a1")
 		require.Equal(t, activitypb.ActivityStatus_ACTIVITY_STATUS_SCHEDULED, s.Status)
-		require.EqualValues(t, 2, s.Attempt)
+		require.EqualValues(t, 1, s.Attempt, "it never ran on a live worker: the attempt is not used up")
 		require.EqualValues(t, 2, s.Stamp)
 		require.Equal(t, activity.WorkerLostFailureType, s.LastFailure.GetApplicationFailureInfo().GetType())
 

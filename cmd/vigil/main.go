@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "vigil: unknown command %q\n\n", args)
+	fmt.Fprintf(stderr, "vigil: unknown command %q\n\n", strings.Join(args, " "))
 	usage(stderr)
 	return 2
 }
