@@ -477,13 +477,17 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 	outcomes := make([]workerpb.RescheduleOutcome, len(entries))
 	errs := make([]error, len(entries))
 	sem := make(chan struct{}, rescheduleConcurrency)
+	var detected time.Time // zero: unknown (an older sender)
+	if req.GetInactiveTime() != nil {
+		detected = req.GetInactiveTime().AsTime()
+	}
 	var wg sync.WaitGroup
 	for i, entry := range entries {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			outcomes[i], errs[i] = h.rescheduleOne(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), entry)
+			outcomes[i], errs[i] = h.rescheduleOne(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), entry, detected)
 		}()
 	}
 	wg.Wait()
@@ -493,7 +497,9 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 	return &workerpb.RescheduleActivitiesResponse{Outcomes: outcomes}, nil
 }
 
-func (h *Handler) rescheduleOne(ctx context.Context, namespaceID, workerInstanceKey string, entry *workerpb.BoundActivity) (workerpb.RescheduleOutcome, error) {
+func (h *Handler) rescheduleOne(
+	ctx context.Context, namespaceID, workerInstanceKey string, entry *workerpb.BoundActivity, detected time.Time,
+) (workerpb.RescheduleOutcome, error) {
 	if entry.GetActivityId() == "" || entry.GetRunId() == "" {
 		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND, nil
 	}
@@ -507,7 +513,7 @@ func (h *Handler) rescheduleOne(ctx context.Context, namespaceID, workerInstance
 			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE, nil
 		}
 		var err error
-		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false); err != nil {
+		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false, detected); err != nil {
 			return 0, err
 		}
 		if lost == lostRescheduled {

@@ -23,8 +23,9 @@ var (
 	// (kind "worker_inactive": the Worker component's reschedule; "bind_refused": the worker
 	// was already inactive when the attempt was bound to it) and outcome.
 	ActivityReschedules = metrics.NewCounterDef("activity_reschedules", metrics.TagKind, metrics.TagState)
-	// ActivityRescheduleDispatchLatency times a rescheduled attempt from the reschedule to its
-	// hand-over to matching.
+	// ActivityRescheduleDispatchLatency times a lost worker's attempt from the moment the worker
+	// was declared INACTIVE (its lease expired, or it shut down) to the hand-over of the next
+	// attempt to matching: liveness's detection-to-re-dispatch latency.
 	ActivityRescheduleDispatchLatency = metrics.NewTimerDef("activity_reschedule_dispatch_latency")
 	// ActivityStaleResponsesRefused counts worker calls refused because they named an attempt
 	// that is no longer current (a lost worker's late completion), by operation.

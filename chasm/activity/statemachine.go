@@ -98,6 +98,9 @@ type EventTimedOut struct {
 // was no longer active when the attempt was bound to it).
 type EventWorkerLost struct {
 	Reason string
+	// DetectedTime is when the worker was declared INACTIVE (zero: now). Re-dispatch latency
+	// is measured from it.
+	DetectedTime time.Time
 	// NeverRan is set when the attempt was handed to a worker that was already dead (its
 	// poll was still open when its lease ran out): the attempt never ran, so it does not count
 	// against maximum_attempts and the next dispatch keeps its number.
@@ -278,7 +281,11 @@ var (
 			if !ev.NeverRan {
 				a.Attempt++
 			}
-			a.RescheduledTime = timestamppb.New(ctx.Now())
+			detected := ev.DetectedTime
+			if detected.IsZero() || detected.After(ctx.Now()) {
+				detected = ctx.Now()
+			}
+			a.RescheduledTime = timestamppb.New(detected)
 			scheduleAttempt(a, ctx, ctx.Now())
 			return nil
 		})
@@ -395,8 +402,8 @@ const (
 )
 
 // loseWorker takes the current attempt from a lost worker.
-func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool) (lostAttempt, error) {
-	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan}
+func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool, detected time.Time) (lostAttempt, error) {
+	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan, DetectedTime: detected}
 	switch {
 	case a.CancelRequested:
 		sendCancelCommand(a, ctx) // queued already by the request; kept in case it was given up

@@ -3,6 +3,7 @@ package activity
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -225,7 +226,7 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 			a.BoundStamp = t.Stamp
 		case BindOutcomeWorkerNotActive:
 			var err error
-			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true); err != nil {
+			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true, time.Time{}); err != nil {
 				return struct{}{}, err
 			}
 		}

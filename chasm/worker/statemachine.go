@@ -189,6 +189,7 @@ func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.Inactiv
 			n := min(chunkSize, len(activities))
 			task := &workerpb.ActivityRescheduleTask{
 				Epoch: w.InactiveEpoch, DestinationShard: s, Chunk: int32(chunk), Activities: activities[:n],
+				InactiveTime: w.InactiveTime,
 			}
 			ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleDestination(s)}, task)
 			w.PendingReschedules = append(w.PendingReschedules, &workerpb.PendingReschedule{

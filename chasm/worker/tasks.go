@@ -84,6 +84,7 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		ShardId:           task.DestinationShard,
 		WorkerInstanceKey: ref.Key.BusinessID,
 		Activities:        task.Activities,
+		InactiveTime:      task.InactiveTime,
 	})
 	if err != nil {
 		metrics.ActivityRescheduleErrors.With(e.scope, metrics.KindTag(serviceerror.ToStatus(err).Code().String())).Inc(1)

@@ -1094,8 +1094,10 @@ type RescheduleActivitiesRequest struct {
 	ShardId           int32                  `protobuf:"varint,2,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
 	WorkerInstanceKey string                 `protobuf:"bytes,3,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
 	Activities        []*BoundActivity       `protobuf:"bytes,4,rep,name=activities,proto3" json:"activities,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// When the worker became INACTIVE (lease expiry or shutdown).
+	InactiveTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RescheduleActivitiesRequest) Reset() {
@@ -1152,6 +1154,13 @@ func (x *RescheduleActivitiesRequest) GetWorkerInstanceKey() string {
 func (x *RescheduleActivitiesRequest) GetActivities() []*BoundActivity {
 	if x != nil {
 		return x.Activities
+	}
+	return nil
+}
+
+func (x *RescheduleActivitiesRequest) GetInactiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InactiveTime
 	}
 	return nil
 }
@@ -1383,14 +1392,15 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"v\n" +
 	"\x13ListWorkersResponse\x127\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1d.vigil.worker.v1.WorkerRecordR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xcb\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\x8c\x02\n" +
 	"\x1bRescheduleActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x19\n" +
 	"\bshard_id\x18\x02 \x01(\x05R\ashardId\x12.\n" +
 	"\x13worker_instance_key\x18\x03 \x01(\tR\x11workerInstanceKey\x12>\n" +
 	"\n" +
 	"activities\x18\x04 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\n" +
-	"activities\"^\n" +
+	"activities\x12?\n" +
+	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime\"^\n" +
 	"\x1cRescheduleActivitiesResponse\x12>\n" +
 	"\boutcomes\x18\x01 \x03(\x0e2\".vigil.worker.v1.RescheduleOutcomeR\boutcomes\"\xde\x01\n" +
 	"\x15UpdateBindingsRequest\x12!\n" +
@@ -1482,29 +1492,30 @@ var file_chasm_worker_proto_v1_service_proto_depIdxs = []int32{
 	25, // 13: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
 	14, // 14: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
 	27, // 15: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
-	0,  // 16: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
-	2,  // 17: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
-	2,  // 18: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
-	1,  // 19: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
-	4,  // 20: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
-	9,  // 21: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
-	11, // 22: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
-	13, // 23: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
-	16, // 24: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
-	20, // 25: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
-	18, // 26: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
-	8,  // 27: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
-	10, // 28: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
-	12, // 29: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
-	15, // 30: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
-	17, // 31: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
-	21, // 32: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
-	19, // 33: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 16: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
+	0,  // 17: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
+	2,  // 18: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
+	2,  // 19: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
+	1,  // 20: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
+	4,  // 21: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
+	9,  // 22: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
+	11, // 23: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
+	13, // 24: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
+	16, // 25: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
+	20, // 26: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
+	18, // 27: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
+	8,  // 28: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
+	10, // 29: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
+	12, // 30: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
+	15, // 31: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
+	17, // 32: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
+	21, // 33: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
+	19, // 34: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_service_proto_init() }

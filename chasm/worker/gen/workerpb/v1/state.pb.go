@@ -547,8 +547,10 @@ type ActivityRescheduleTask struct {
 	DestinationShard int32                  `protobuf:"varint,2,opt,name=destination_shard,json=destinationShard,proto3" json:"destination_shard,omitempty"`
 	Chunk            int32                  `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	Activities       []*BoundActivity       `protobuf:"bytes,4,rep,name=activities,proto3" json:"activities,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When the worker became INACTIVE: the destination measures re-dispatch latency from it.
+	InactiveTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActivityRescheduleTask) Reset() {
@@ -609,6 +611,13 @@ func (x *ActivityRescheduleTask) GetActivities() []*BoundActivity {
 	return nil
 }
 
+func (x *ActivityRescheduleTask) GetInactiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.InactiveTime
+	}
+	return nil
+}
+
 var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
@@ -647,14 +656,15 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12%\n" +
 	"\x0eactivity_count\x18\x04 \x01(\x05R\ractivityCount\"\x11\n" +
 	"\x0fLeaseExpiryTask\"\x13\n" +
-	"\x11WorkerCleanupTask\"\xb1\x01\n" +
+	"\x11WorkerCleanupTask\"\xf2\x01\n" +
 	"\x16ActivityRescheduleTask\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12+\n" +
 	"\x11destination_shard\x18\x02 \x01(\x05R\x10destinationShard\x12\x14\n" +
 	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12>\n" +
 	"\n" +
 	"activities\x18\x04 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\n" +
-	"activities*\x81\x01\n" +
+	"activities\x12?\n" +
+	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime*\x81\x01\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
@@ -705,11 +715,12 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	4,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
 	9,  // 10: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	3,  // 11: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 12: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
