@@ -3,27 +3,11 @@ package tasks
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/vigilhq/vigil/common/clock"
 )
-
-// retryBackoff returns how long to wait after the attempt-th consecutive failure (attempt >= 1):
-// initial × 2^(attempt-1), capped at maxInterval, then jittered down by up to half so that tasks
-// that failed together (a destination that went away) do not all retry in the same instant.
-func retryBackoff(attempt int, initial, maxInterval time.Duration) time.Duration {
-	d := initial
-	for i := 1; i < attempt && d < maxInterval; i++ {
-		d *= 2
-	}
-	d = min(d, maxInterval)
-	if half := d / 2; half > 0 {
-		d = half + rand.N(half+1)
-	}
-	return d
-}
 
 // readFits reports whether a read is worth doing with inMemory of maxInMemory tasks held. When
 // the store is known to hold more (moreToRead), it waits for room for a page, or half the cap if
@@ -141,6 +125,22 @@ func (t *jobTracker) end() {
 	if t.running == 0 {
 		t.idle.Broadcast()
 	}
+}
+
+// enter starts a job of the queue whose context is queueCtx. ok is false when the job must
+// return without touching its task: the queue stopped while the job waited in the scheduler,
+// or the queue or the scheduler is cancelling. Otherwise the job runs its task under ctx, which
+// ends with either, and calls exit when it returns.
+func (t *jobTracker) enter(queueCtx, schedCtx context.Context) (ctx context.Context, exit func(), ok bool) {
+	if !t.begin() {
+		return nil, nil, false
+	}
+	if schedCtx.Err() != nil || queueCtx.Err() != nil {
+		t.end()
+		return nil, nil, false
+	}
+	ctx, cancel := mergeCancel(queueCtx, schedCtx)
+	return ctx, func() { cancel(); t.end() }, true
 }
 
 // stopAndWait refuses new jobs and waits for running ones to return.

@@ -157,17 +157,15 @@ func validateSetting[T number](name string, f func() T) {
 }
 
 type timerQueueConfig struct {
-	lookAhead            func() time.Duration
-	pageSize             func() int
-	maxInMemory          func() int
-	retryInitialInterval func() time.Duration
-	retryMaxInterval     func() time.Duration
-	alertAttempts        func() int
-	overdueFireRate      func() int
-	overdueFireBurst     func() int
-	gracePeriod          func(*persistence.TimerTask) time.Duration
-	recentlyCompleted    int
-	hooks                TimerQueueTestHooks
+	lookAhead         func() time.Duration
+	pageSize          func() int
+	maxInMemory       func() int
+	retry             retryPolicy
+	overdueFireRate   func() int
+	overdueFireBurst  func() int
+	gracePeriod       func(*persistence.TimerTask) time.Duration
+	recentlyCompleted int
+	hooks             TimerQueueTestHooks
 }
 
 func (o TimerQueueOptions) resolve() timerQueueConfig {
@@ -180,16 +178,18 @@ func (o TimerQueueOptions) resolve() timerQueueConfig {
 	validateSetting("OverdueFireRate", o.OverdueFireRate)
 	validateSetting("OverdueFireBurst", o.OverdueFireBurst)
 	c := timerQueueConfig{
-		lookAhead:            withDefault(o.LookAhead, TimerQueueLookAheadDefault),
-		pageSize:             withDefault(o.PageSize, TimerQueuePageSizeDefault),
-		maxInMemory:          withDefault(o.MaxInMemory, TimerQueueMaxInMemoryDefault),
-		retryInitialInterval: withDefault(o.RetryInitialInterval, TimerQueueRetryInitialIntervalDefault),
-		retryMaxInterval:     withDefault(o.RetryMaxInterval, TimerQueueRetryMaxIntervalDefault),
-		alertAttempts:        withDefault(o.AlertAttempts, TimerQueueAlertAttemptsDefault),
-		overdueFireRate:      withDefault(o.OverdueFireRate, TimerQueueOverdueFireRateDefault),
-		overdueFireBurst:     withDefault(o.OverdueFireBurst, TimerQueueOverdueFireBurstDefault),
-		gracePeriod:          o.GracePeriod,
-		recentlyCompleted:    o.RecentlyCompleted,
+		lookAhead:   withDefault(o.LookAhead, TimerQueueLookAheadDefault),
+		pageSize:    withDefault(o.PageSize, TimerQueuePageSizeDefault),
+		maxInMemory: withDefault(o.MaxInMemory, TimerQueueMaxInMemoryDefault),
+		retry: retryPolicy{
+			initialInterval: withDefault(o.RetryInitialInterval, TimerQueueRetryInitialIntervalDefault),
+			maxInterval:     withDefault(o.RetryMaxInterval, TimerQueueRetryMaxIntervalDefault),
+			alertAttempts:   withDefault(o.AlertAttempts, TimerQueueAlertAttemptsDefault),
+		},
+		overdueFireRate:   withDefault(o.OverdueFireRate, TimerQueueOverdueFireRateDefault),
+		overdueFireBurst:  withDefault(o.OverdueFireBurst, TimerQueueOverdueFireBurstDefault),
+		gracePeriod:       o.GracePeriod,
+		recentlyCompleted: o.RecentlyCompleted,
 	}
 	if c.gracePeriod == nil {
 		c.gracePeriod = func(*persistence.TimerTask) time.Duration { return 0 }
@@ -200,10 +200,7 @@ func (o TimerQueueOptions) resolve() timerQueueConfig {
 	if o.TestHooks != nil {
 		c.hooks = *o.TestHooks
 	}
-	if c.retryMaxInterval() < c.retryInitialInterval() {
-		panic(fmt.Sprintf("tasks: RetryMaxInterval %v is below RetryInitialInterval %v",
-			c.retryMaxInterval(), c.retryInitialInterval()))
-	}
+	c.retry.validate()
 	return c
 }
 
@@ -213,9 +210,7 @@ type outboundQueueConfig struct {
 	maxPerDestination      func() int
 	destinationConcurrency func() int
 	pollInterval           func() time.Duration
-	retryInitialInterval   func() time.Duration
-	retryMaxInterval       func() time.Duration
-	alertAttempts          func() int
+	retry                  retryPolicy
 	recentlyCompleted      int
 	hooks                  OutboundQueueTestHooks
 }
@@ -235,10 +230,12 @@ func (o OutboundQueueOptions) resolve() outboundQueueConfig {
 		maxPerDestination:      withDefault(o.MaxPerDestination, OutboundQueueMaxPerDestinationDefault),
 		destinationConcurrency: withDefault(o.DestinationConcurrency, OutboundQueueDestinationConcurrencyDefault),
 		pollInterval:           withDefault(o.PollInterval, OutboundQueuePollIntervalDefault),
-		retryInitialInterval:   withDefault(o.RetryInitialInterval, OutboundQueueRetryInitialIntervalDefault),
-		retryMaxInterval:       withDefault(o.RetryMaxInterval, OutboundQueueRetryMaxIntervalDefault),
-		alertAttempts:          withDefault(o.AlertAttempts, OutboundQueueAlertAttemptsDefault),
-		recentlyCompleted:      o.RecentlyCompleted,
+		retry: retryPolicy{
+			initialInterval: withDefault(o.RetryInitialInterval, OutboundQueueRetryInitialIntervalDefault),
+			maxInterval:     withDefault(o.RetryMaxInterval, OutboundQueueRetryMaxIntervalDefault),
+			alertAttempts:   withDefault(o.AlertAttempts, OutboundQueueAlertAttemptsDefault),
+		},
+		recentlyCompleted: o.RecentlyCompleted,
 	}
 	if c.recentlyCompleted <= 0 {
 		c.recentlyCompleted = OutboundQueueRecentlyCompletedDefault
@@ -246,9 +243,6 @@ func (o OutboundQueueOptions) resolve() outboundQueueConfig {
 	if o.TestHooks != nil {
 		c.hooks = *o.TestHooks
 	}
-	if c.retryMaxInterval() < c.retryInitialInterval() {
-		panic(fmt.Sprintf("tasks: RetryMaxInterval %v is below RetryInitialInterval %v",
-			c.retryMaxInterval(), c.retryInitialInterval()))
-	}
+	c.retry.validate()
 	return c
 }

@@ -89,13 +89,11 @@ type destinationQueue struct {
 func (d *destinationQueue) size() int { return len(d.waiting) + d.active }
 
 type outboundEntry struct {
-	task     *persistence.OutboundTask
-	dest     *destinationQueue
-	attempts int
-	executed bool
-	alerted  bool
-	retryAt  time.Time
-	index    int
+	task *persistence.OutboundTask
+	dest *destinationQueue
+	retryState
+	retryAt time.Time
+	index   int
 }
 
 // NewOutboundQueue returns a stopped queue for one shard. It panics if opts holds an invalid
@@ -210,7 +208,7 @@ func (q *OutboundQueue) loop() {
 				readFailures++
 				q.readErrors.Inc(1)
 				q.logger.Warn("outbound queue read failed", zap.Error(err), zap.Int("attempt", readFailures))
-				nextPollAt = readAt.Add(retryBackoff(readFailures, q.cfg.retryInitialInterval(), q.cfg.retryMaxInterval()))
+				nextPollAt = readAt.Add(q.cfg.retry.backoff(readFailures))
 			} else {
 				readFailures = 0
 				nextPollAt = readAt.Add(q.cfg.pollInterval())
@@ -341,15 +339,11 @@ func (q *OutboundQueue) submitReady() (nextRetry time.Time, ok bool) {
 
 func (q *OutboundQueue) job(e *outboundEntry) Job {
 	return func(schedCtx context.Context) {
-		if !q.jobs.begin() {
-			return // the queue stopped while this job waited in the scheduler
-		}
-		defer q.jobs.end()
-		if schedCtx.Err() != nil || q.ctx.Err() != nil {
+		ctx, exit, ok := q.jobs.enter(q.ctx, schedCtx)
+		if !ok {
 			return
 		}
-		ctx, cancel := mergeCancel(q.ctx, schedCtx)
-		defer cancel()
+		defer exit()
 
 		var err error
 		if !e.executed {
@@ -362,8 +356,7 @@ func (q *OutboundQueue) job(e *outboundEntry) Job {
 		}
 		if isParked(err) {
 			q.parkedCounter.Inc(1)
-			q.logger.Error("task parked: left in the store, not retried until restart",
-				append(outboundTaskFields(e.task), zap.Error(err))...)
+			logParked(q.logger, outboundTaskFields(e.task), err)
 			q.finish(e, nil)
 			return
 		}
@@ -417,28 +410,21 @@ func (q *OutboundQueue) finish(e *outboundEntry, err error) {
 	}
 
 	// The task keeps its destination slot while it backs off (see destinationQueue.active).
-	e.attempts++
-	attempts := e.attempts
-	alert := !e.alerted && attempts >= q.cfg.alertAttempts()
-	if alert {
-		e.alerted = true
+	backoff, becameStuck := e.failed(q.cfg.retry)
+	if becameStuck {
 		q.stuck++
 	}
-	e.retryAt = q.ts.Now().Add(retryBackoff(attempts, q.cfg.retryInitialInterval(), q.cfg.retryMaxInterval()))
+	e.retryAt = q.ts.Now().Add(backoff)
 	heap.Push(&q.retries, e)
 	isHead := e.index == 0
-	stuck := q.stuck
+	attempts, stuck := e.attempts, q.stuck
 	q.mu.Unlock()
 
 	q.failureCounter.Inc(1)
-	if alert {
+	if becameStuck {
 		q.stuckGauge.Update(float64(stuck))
-		q.logger.Error("outbound task keeps failing; still retrying",
-			append(outboundTaskFields(e.task), zap.Int("attempts", attempts), zap.Error(err))...)
-	} else {
-		q.logger.Debug("outbound task failed; will retry",
-			append(outboundTaskFields(e.task), zap.Int("attempts", attempts), zap.Error(err))...)
 	}
+	logRetry(q.logger, "outbound", outboundTaskFields(e.task), attempts, becameStuck, err)
 	if q.cfg.hooks.OnFailed != nil {
 		q.cfg.hooks.OnFailed(e.task, attempts, err)
 	}

@@ -111,12 +111,8 @@ type timerEntry struct {
 	// its first run.
 	recovering bool
 	tokenHeld  bool
-	// attempts counts failures so far; executed means the executor succeeded and only the
-	// delete is left to retry.
-	attempts int
-	executed bool
-	alerted  bool
-	index    int
+	retryState
+	index int
 }
 
 // NewTimerQueue returns a stopped queue for one shard. It panics if opts holds an invalid
@@ -336,7 +332,7 @@ func (q *TimerQueue) loop() {
 				readFailures++
 				q.readErrors.Inc(1)
 				q.logger.Warn("timer queue read failed", zap.Error(err), zap.Int("attempt", readFailures))
-				nextReadAt = readAt.Add(retryBackoff(readFailures, q.cfg.retryInitialInterval(), q.cfg.retryMaxInterval()))
+				nextReadAt = readAt.Add(q.cfg.retry.backoff(readFailures))
 			} else {
 				readFailures = 0
 				// Re-reading at half the window keeps the loaded range at least LookAhead/2
@@ -480,15 +476,11 @@ func (q *TimerQueue) reserveOverdueTokenLocked(now time.Time) time.Duration {
 
 func (q *TimerQueue) job(e *timerEntry) Job {
 	return func(schedCtx context.Context) {
-		if !q.jobs.begin() {
-			return // the queue stopped while this job waited in the scheduler
-		}
-		defer q.jobs.end()
-		if schedCtx.Err() != nil || q.ctx.Err() != nil {
+		ctx, exit, ok := q.jobs.enter(q.ctx, schedCtx)
+		if !ok {
 			return
 		}
-		ctx, cancel := mergeCancel(q.ctx, schedCtx)
-		defer cancel()
+		defer exit()
 
 		var err error
 		if !e.executed {
@@ -505,8 +497,7 @@ func (q *TimerQueue) job(e *timerEntry) Job {
 		}
 		if isParked(err) {
 			q.parkedCounter.Inc(1)
-			q.logger.Error("task parked: left in the store, not retried until restart",
-				append(timerTaskFields(e.task), zap.Error(err))...)
+			logParked(q.logger, timerTaskFields(e.task), err)
 			q.finish(e, nil)
 			return
 		}
@@ -548,28 +539,21 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		return
 	}
 
-	e.attempts++
-	attempts := e.attempts
-	alert := !e.alerted && attempts >= q.cfg.alertAttempts()
-	if alert {
-		e.alerted = true
+	backoff, becameStuck := e.failed(q.cfg.retry)
+	if becameStuck {
 		q.stuck++
 	}
-	e.fireAt = q.ts.Now().Add(retryBackoff(attempts, q.cfg.retryInitialInterval(), q.cfg.retryMaxInterval()))
+	e.fireAt = q.ts.Now().Add(backoff)
 	heap.Push(&q.pending, e)
 	isHead := e.index == 0
-	stuck := q.stuck
+	attempts, stuck := e.attempts, q.stuck
 	q.mu.Unlock()
 
 	q.errorCounter.Inc(1)
-	if alert {
+	if becameStuck {
 		q.stuckGauge.Update(float64(stuck))
-		q.logger.Error("timer task keeps failing; still retrying",
-			append(timerTaskFields(e.task), zap.Int("attempts", attempts), zap.Error(err))...)
-	} else {
-		q.logger.Debug("timer task failed; will retry",
-			append(timerTaskFields(e.task), zap.Int("attempts", attempts), zap.Error(err))...)
 	}
+	logRetry(q.logger, "timer", timerTaskFields(e.task), attempts, becameStuck, err)
 	if q.cfg.hooks.OnFailed != nil {
 		q.cfg.hooks.OnFailed(e.task, attempts, err)
 	}

@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 // GetExecution implements persistence.ExecutionStore. The run and its collection entries are
 // read in one REPEATABLE READ transaction, so they come from the same snapshot.
 func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence.ExecutionKey) (*persistence.ExecutionRecord, error) {
-	notFound := &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(key), shardID)}
+	notFound := &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", sqlcommon.KeyString(key), shardID)}
 	if !storableText(key.NamespaceID, key.BusinessID, key.RunID) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -41,19 +41,14 @@ func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence
 			WHERE namespace_id = $1 AND archetype_id = $2 AND business_id = $3 AND run_id = $4
 			ORDER BY collection, entry_key`,
 			keyArgs(key)...).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var e persistence.CollectionEntry
-				if err := rows.Scan(&e.Collection, &e.Key, &e.Value); err != nil {
-					return err
-				}
-				rec.Collections = append(rec.Collections, e)
-			}
-			return rows.Err()
+			var err error
+			rec.Collections, err = sqlcommon.ScanCollectionEntries(rows)
+			return err
 		})
 		return tx.SendBatch(ctx, pb).Close()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get execution %s in shard %d: %w", keyString(key), shardID, err)
+		return nil, fmt.Errorf("postgres: get execution %s in shard %d: %w", sqlcommon.KeyString(key), shardID, err)
 	}
 	if !found {
 		return nil, notFound
@@ -113,17 +108,17 @@ func matchesNothing(req persistence.ListExecutionsRequest) bool {
 // created or deleted between pages neither shifts nor repeats the others. The columns are
 // COLLATE "C", so the order is byte order.
 func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
-	if req.PageSize <= 0 {
-		return nil, fmt.Errorf("postgres: list executions: page size must be positive, got %d", req.PageSize)
+	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
+		return nil, fmt.Errorf("postgres: list executions: %w", err)
 	}
 	where, args := listFilter(req)
 	if req.NextPageToken != nil {
-		bid, rid, err := decodePageToken(req.NextPageToken)
+		bid, rid, err := sqlcommon.DecodePageToken(pageTokenFormat, req.NextPageToken)
 		if err != nil {
 			return nil, fmt.Errorf("postgres: list executions: %w", err)
 		}
 		if !storableText(bid, rid) {
-			return nil, fmt.Errorf("postgres: list executions: %w", errInvalidPageToken)
+			return nil, fmt.Errorf("postgres: list executions: %w", sqlcommon.ErrInvalidPageToken)
 		}
 		args = append(args, bid, rid)
 		where += fmt.Sprintf(` AND (business_id, run_id) > ($%d, $%d)`, len(args)-1, len(args))
@@ -134,10 +129,7 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 		}
 		return &persistence.ListExecutionsResponse{}, nil
 	}
-	// One row more than the page tells whether another page exists, so the last page never
-	// hands out a token that leads to an empty page.
-	limit := min(int64(req.PageSize), math.MaxInt64-1) + 1
-	args = append(args, limit)
+	args = append(args, sqlcommon.ListLimit(req.PageSize))
 
 	rows, err := s.pool.Query(ctx,
 		`SELECT business_id, run_id, db_version, lifecycle, state, idx_status, idx_task_queue
@@ -146,23 +138,12 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
 	defer rows.Close()
-	resp := &persistence.ListExecutionsResponse{}
-	for rows.Next() {
-		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: req.NamespaceID, ArchetypeID: req.ArchetypeID}}
-		if err := rows.Scan(&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
-			&rec.Indexed.Status, &rec.Indexed.TaskQueue); err != nil {
-			return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-		}
-		resp.Executions = append(resp.Executions, rec)
-	}
-	if err := rows.Err(); err != nil {
+	execs, err := sqlcommon.ScanExecutions(rows, req.NamespaceID, req.ArchetypeID)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
-	if len(resp.Executions) > req.PageSize {
-		resp.Executions = resp.Executions[:req.PageSize]
-		last := resp.Executions[req.PageSize-1].Key
-		resp.NextPageToken = encodePageToken(last.BusinessID, last.RunID)
-	}
+	resp := &persistence.ListExecutionsResponse{Executions: execs}
+	sqlcommon.TrimListPage(resp, req.PageSize, pageTokenFormat)
 	return resp, nil
 }
 
@@ -181,13 +162,10 @@ func (s *Store) CountExecutions(ctx context.Context, req persistence.ListExecuti
 
 // GetTimerTasks implements persistence.TaskStore.
 func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasksRequest) ([]*persistence.TimerTask, error) {
-	if req.PageSize <= 0 {
-		return nil, fmt.Errorf("postgres: get timer tasks of shard %d: page size must be positive, got %d", req.ShardID, req.PageSize)
+	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
+		return nil, fmt.Errorf("postgres: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
-	afterTime, afterID := boundToNanos(req.After.VisibilityTime), req.After.TaskID
-	if req.After == (persistence.TimerTaskKey{}) {
-		afterTime, afterID = math.MinInt64, math.MinInt64
-	}
+	afterTime, afterID, before := sqlcommon.TimerTaskRange(req)
 	rows, err := s.pool.Query(ctx,
 		`SELECT visibility_time, task_id, namespace_id, archetype_id, business_id, run_id,
 		     task_type_id, singleton, payload
@@ -195,23 +173,13 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 		 WHERE shard_id = $1 AND (visibility_time, task_id) > ($2, $3) AND visibility_time < $4
 		 ORDER BY visibility_time, task_id
 		 LIMIT $5`,
-		req.ShardID, afterTime, afterID, boundToNanos(req.Before), req.PageSize)
+		req.ShardID, afterTime, afterID, before, req.PageSize)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
 	defer rows.Close()
-	var tasks []*persistence.TimerTask
-	for rows.Next() {
-		t := &persistence.TimerTask{ShardID: req.ShardID}
-		var vis int64
-		if err := rows.Scan(&vis, &t.TaskID, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
-			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Singleton, &t.Payload); err != nil {
-			return nil, fmt.Errorf("postgres: get timer tasks of shard %d: %w", req.ShardID, err)
-		}
-		t.VisibilityTime = nanosToTime(vis)
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
+	tasks, err := sqlcommon.ScanTimerTasks(rows, req.ShardID)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
 	return tasks, nil
@@ -219,7 +187,7 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 
 // CompleteTimerTask implements persistence.TaskStore.
 func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
-	vis, err := timeToNanos(key.VisibilityTime)
+	vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
 	if err != nil {
 		return nil // no stored task can have this key
 	}
@@ -233,8 +201,8 @@ func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persis
 
 // GetOutboundTasks implements persistence.TaskStore.
 func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID int64, pageSize int) ([]*persistence.OutboundTask, error) {
-	if pageSize <= 0 {
-		return nil, fmt.Errorf("postgres: get outbound tasks of shard %d: page size must be positive, got %d", shardID, pageSize)
+	if err := sqlcommon.CheckPageSize(pageSize); err != nil {
+		return nil, fmt.Errorf("postgres: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	rows, err := s.pool.Query(ctx,
 		`SELECT task_id, destination, namespace_id, archetype_id, business_id, run_id,
@@ -248,20 +216,8 @@ func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID
 		return nil, fmt.Errorf("postgres: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	defer rows.Close()
-	var tasks []*persistence.OutboundTask
-	for rows.Next() {
-		t := &persistence.OutboundTask{ShardID: shardID}
-		var created *int64
-		if err := rows.Scan(&t.TaskID, &t.Destination, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
-			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Payload, &created); err != nil {
-			return nil, fmt.Errorf("postgres: get outbound tasks of shard %d: %w", shardID, err)
-		}
-		if created != nil {
-			t.CreatedTime = nanosToTime(*created)
-		}
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
+	tasks, err := sqlcommon.ScanOutboundTasks(rows, shardID)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	return tasks, nil

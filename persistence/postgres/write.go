@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 // The write path's statements. pgx prepares each once per connection and caches it.
@@ -96,16 +97,8 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := batch{ctx: ctx, tx: tx, hooks: &s.testHooks, rangeIDs: make(map[int32]int64, 1)}
-		for i, w := range writes {
-			werr, err := b.apply(w)
-			if err != nil {
-				return fmt.Errorf("write %d of %d (shard %d, execution %s): %w",
-					i, len(writes), w.ShardID, keyString(w.Key), err)
-			}
-			results[i] = werr
-		}
 		// COMMIT releases the last write's savepoint.
-		return nil
+		return sqlcommon.ApplyWrites(writes, results, b.apply)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: write batch: %w", err)
@@ -143,7 +136,7 @@ func (b *batch) newPipeline() *pgx.Batch {
 // apply runs one write. writeErr is the write's own failure (the batch goes on); err is a
 // database failure that must abort the batch.
 func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
-	if err := validateWrite(w); err != nil {
+	if err := sqlcommon.ValidateWrite("postgres", w, storableText); err != nil {
 		return err, nil
 	}
 	if writeErr, err := b.checkRangeID(w.ShardID, w.RangeID); writeErr != nil || err != nil {
@@ -154,7 +147,7 @@ func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
 		return b.create(w)
 	case persistence.WriteModeUpdate:
 		return b.update(w)
-	default: // validateWrite admits no other mode
+	default: // ValidateWrite admits no other mode
 		return b.delete(w)
 	}
 }
@@ -250,7 +243,7 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 			w.ExpectedCurrentRunID).Exec(rowsAffected(&claimed))
 	}
 	pb.Queue(qInsertExecution, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
-		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue)
+		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue)
 	queueCollections(pb, w)
 	queueTasks(pb, w)
 
@@ -292,7 +285,7 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 		if err := b.rollbackWrite(nil); err != nil {
 			return nil, err
 		}
-		return fmt.Errorf("postgres: write shard %d, execution %s: %w", w.ShardID, keyString(k), stmtErr), nil
+		return fmt.Errorf("postgres: write shard %d, execution %s: %w", w.ShardID, sqlcommon.KeyString(k), stmtErr), nil
 	}
 	return nil, nil
 }
@@ -302,7 +295,7 @@ func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 	pb := b.openWrite()
 	changed := int64(-1)
 	pb.Queue(qUpdateExecution,
-		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
+		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion).
 		Exec(rowsAffected(&changed))
 	// Keep the current row's lifecycle in step, so ID-reuse decisions need not read the run.
@@ -346,7 +339,7 @@ func (b *batch) finishConditionalWrite(w *persistence.ExecutionWrite, pb *pgx.Ba
 		if err := b.rollbackWrite(nil); err != nil {
 			return nil, err
 		}
-		return fmt.Errorf("postgres: write shard %d, execution %s: %w", w.ShardID, keyString(w.Key), stmtErr), nil
+		return fmt.Errorf("postgres: write shard %d, execution %s: %w", w.ShardID, sqlcommon.KeyString(w.Key), stmtErr), nil
 	}
 	return nil, nil
 }
@@ -372,13 +365,13 @@ func (b *batch) explainConditionFailure(w *persistence.ExecutionWrite, cause *pg
 		return nil, err
 	}
 	if !found {
-		writeErr = &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(k), w.ShardID)}
+		writeErr = &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", sqlcommon.KeyString(k), w.ShardID)}
 	} else {
 		writeErr = &persistence.ConditionFailedError{Key: k, ExpectedVersion: w.PrevDBVersion, ActualVersion: actual}
 	}
 	if cause != nil {
 		return fmt.Errorf("postgres: write shard %d, execution %s lost a race with a concurrent transaction (%s): %w",
-			w.ShardID, keyString(k), cause.Message, writeErr), nil
+			w.ShardID, sqlcommon.KeyString(k), cause.Message, writeErr), nil
 	}
 	return writeErr, nil
 }
@@ -386,7 +379,7 @@ func (b *batch) explainConditionFailure(w *persistence.ExecutionWrite, cause *pg
 func queueCollections(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 	k := w.Key
 	for _, e := range w.CollectionPuts {
-		pb.Queue(qPutCollectionEntry, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, nonNil(e.Value))
+		pb.Queue(qPutCollectionEntry, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, sqlcommon.NonNil(e.Value))
 	}
 	for _, d := range w.CollectionDeletes {
 		pb.Queue(qDeleteCollectionEntry, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, d.Collection, d.Key)
@@ -396,22 +389,22 @@ func queueCollections(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 func queueTasks(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 	for _, t := range w.TimerTasks {
 		e := t.Execution
-		vis, _ := timeToNanos(t.VisibilityTime) // range checked by validateWrite
+		vis, _ := sqlcommon.TimeToNanos(t.VisibilityTime) // range checked by ValidateWrite
 		q := qInsertTimerTask
 		if t.Singleton {
 			q = qUpsertSingletonTimerTask
 		}
-		pb.Queue(q, w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID, nonNil(t.Payload))
+		pb.Queue(q, w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID, sqlcommon.NonNil(t.Payload))
 	}
 	for _, t := range w.OutboundTasks {
 		e := t.Execution
 		var created *int64
 		if !t.CreatedTime.IsZero() {
-			n, _ := timeToNanos(t.CreatedTime) // range checked by validateWrite
+			n, _ := sqlcommon.TimeToNanos(t.CreatedTime) // range checked by ValidateWrite
 			created = &n
 		}
 		pb.Queue(qInsertOutboundTask, w.ShardID, t.TaskID, t.Destination, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
-			t.TaskTypeID, nonNil(t.Payload), created)
+			t.TaskTypeID, sqlcommon.NonNil(t.Payload), created)
 	}
 }
 
@@ -435,91 +428,6 @@ func scanExists(exists *bool) func(pgx.Row) error {
 	}
 }
 
-// validateWrite rejects a malformed write before it touches the database. These are bugs in
-// the caller, reported in the write's own result.
-func validateWrite(w *persistence.ExecutionWrite) error {
-	if w == nil {
-		return errors.New("postgres: invalid write: nil")
-	}
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("postgres: invalid write to shard %d, execution %s: %s",
-			w.ShardID, keyString(w.Key), fmt.Sprintf(format, args...))
-	}
-	k := w.Key
-	if k.NamespaceID == "" || k.BusinessID == "" || k.RunID == "" {
-		return invalid("namespace, business and run IDs are required")
-	}
-	if !storableText(k.NamespaceID, k.BusinessID, k.RunID) {
-		return invalid("IDs must be valid UTF-8 without NUL bytes")
-	}
-	switch w.Mode {
-	case persistence.WriteModeCreate, persistence.WriteModeUpdate:
-		if w.NextDBVersion <= w.PrevDBVersion {
-			return invalid("next db version %d is not greater than previous %d", w.NextDBVersion, w.PrevDBVersion)
-		}
-		switch w.Lifecycle {
-		case persistence.LifecycleRunning, persistence.LifecycleCompleted, persistence.LifecycleFailed:
-		default:
-			return invalid("unknown lifecycle %d", w.Lifecycle)
-		}
-		if !storableText(w.ExpectedCurrentRunID, w.Indexed.Status, w.Indexed.TaskQueue) {
-			return invalid("expected run ID and indexed fields must be valid UTF-8 without NUL bytes")
-		}
-	case persistence.WriteModeDelete:
-		if len(w.CollectionPuts)+len(w.CollectionDeletes)+len(w.TimerTasks)+len(w.OutboundTasks) > 0 {
-			return invalid("a delete carries no collection changes or tasks")
-		}
-		return nil
-	default:
-		return invalid("unknown write mode %d", w.Mode)
-	}
-
-	puts := make(map[persistence.CollectionEntryKey]struct{}, len(w.CollectionPuts))
-	for _, e := range w.CollectionPuts {
-		if !storableText(e.Collection, e.Key) {
-			return invalid("collection entry %q/%q: names must be valid UTF-8 without NUL bytes", e.Collection, e.Key)
-		}
-		puts[persistence.CollectionEntryKey{Collection: e.Collection, Key: e.Key}] = struct{}{}
-	}
-	for _, d := range w.CollectionDeletes {
-		if _, ok := puts[d]; ok {
-			return invalid("collection entry %s/%s is both put and deleted", d.Collection, d.Key)
-		}
-		// A name PostgreSQL cannot store names no stored entry either; the server would
-		// still refuse it as a parameter.
-		if !storableText(d.Collection, d.Key) {
-			return invalid("collection entry %q/%q: names must be valid UTF-8 without NUL bytes", d.Collection, d.Key)
-		}
-	}
-	for _, t := range w.TimerTasks {
-		switch {
-		case t == nil:
-			return invalid("nil timer task")
-		case t.ShardID != w.ShardID || t.Execution != w.Key:
-			return invalid("timer task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
-		}
-		if _, err := timeToNanos(t.VisibilityTime); err != nil {
-			return invalid("timer task %d: visibility %v", t.TaskID, err)
-		}
-	}
-	for _, t := range w.OutboundTasks {
-		switch {
-		case t == nil:
-			return invalid("nil outbound task")
-		case t.ShardID != w.ShardID || t.Execution != w.Key:
-			return invalid("outbound task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
-		case !storableText(t.Destination):
-			return invalid("outbound task %d: destination must be valid UTF-8 without NUL bytes", t.TaskID)
-		}
-		if !t.CreatedTime.IsZero() {
-			if _, err := timeToNanos(t.CreatedTime); err != nil {
-				return invalid("outbound task %d: created %v", t.TaskID, err)
-			}
-		}
-	}
-	return nil
-}
-
 // storableText reports whether every s fits a TEXT column of a UTF-8 database. SQLite would
 // store any bytes; PostgreSQL refuses invalid UTF-8 and NUL.
 func storableText(ss ...string) bool {
@@ -529,16 +437,4 @@ func storableText(ss ...string) bool {
 		}
 	}
 	return true
-}
-
-func keyString(k persistence.ExecutionKey) string {
-	return fmt.Sprintf("%s/%d/%s/%s", k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID)
-}
-
-// nonNil stores a nil byte slice as an empty blob: the columns are NOT NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }

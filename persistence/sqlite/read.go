@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 // GetExecution implements persistence.ExecutionStore. The run and its collection entries are
@@ -20,7 +20,7 @@ func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence
 		if errors.As(err, &nf) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("sqlite: get execution %s in shard %d: %w", keyString(key), shardID, err)
+		return nil, fmt.Errorf("sqlite: get execution %s in shard %d: %w", sqlcommon.KeyString(key), shardID, err)
 	}
 	return rec, nil
 }
@@ -39,7 +39,7 @@ func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence
 		key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID, shardID).
 		Scan(&rec.DBVersion, &rec.Lifecycle, &rec.State, &rec.Indexed.Status, &rec.Indexed.TaskQueue)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(key), shardID)}
+		return nil, &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", sqlcommon.KeyString(key), shardID)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read execution: %w", err)
@@ -54,14 +54,7 @@ func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence
 		return nil, fmt.Errorf("read collection entries: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var e persistence.CollectionEntry
-		if err := rows.Scan(&e.Collection, &e.Key, &e.Value); err != nil {
-			return nil, fmt.Errorf("read collection entries: %w", err)
-		}
-		rec.Collections = append(rec.Collections, e)
-	}
-	if err := rows.Err(); err != nil {
+	if rec.Collections, err = sqlcommon.ScanCollectionEntries(rows); err != nil {
 		return nil, fmt.Errorf("read collection entries: %w", err)
 	}
 	return rec, nil
@@ -105,22 +98,19 @@ func listFilter(req persistence.ListExecutionsRequest) (string, []any) {
 // (business_id, run_id), not by an offset: each page is an index seek, and an execution
 // created or deleted between pages neither shifts nor repeats the others.
 func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
-	if req.PageSize <= 0 {
-		return nil, fmt.Errorf("sqlite: list executions: page size must be positive, got %d", req.PageSize)
+	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
+		return nil, fmt.Errorf("sqlite: list executions: %w", err)
 	}
 	where, args := listFilter(req)
 	if req.NextPageToken != nil {
-		bid, rid, err := decodePageToken(req.NextPageToken)
+		bid, rid, err := sqlcommon.DecodePageToken(pageTokenVersion, req.NextPageToken)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list executions: %w", err)
 		}
 		where += ` AND (business_id, run_id) > (?, ?)`
 		args = append(args, bid, rid)
 	}
-	// One row more than the page tells whether another page exists, so the last page never
-	// hands out a token that leads to an empty page.
-	limit := int64(req.PageSize) + 1
-	args = append(args, limit)
+	args = append(args, sqlcommon.ListLimit(req.PageSize))
 
 	rows, err := s.readDB.QueryContext(ctx,
 		`SELECT business_id, run_id, db_version, lifecycle, state, idx_status, idx_task_queue
@@ -129,23 +119,12 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 		return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
 	defer rows.Close()
-	resp := &persistence.ListExecutionsResponse{}
-	for rows.Next() {
-		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: req.NamespaceID, ArchetypeID: req.ArchetypeID}}
-		if err := rows.Scan(&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
-			&rec.Indexed.Status, &rec.Indexed.TaskQueue); err != nil {
-			return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-		}
-		resp.Executions = append(resp.Executions, rec)
-	}
-	if err := rows.Err(); err != nil {
+	execs, err := sqlcommon.ScanExecutions(rows, req.NamespaceID, req.ArchetypeID)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
-	if len(resp.Executions) > req.PageSize {
-		resp.Executions = resp.Executions[:req.PageSize]
-		last := resp.Executions[req.PageSize-1].Key
-		resp.NextPageToken = encodePageToken(last.BusinessID, last.RunID)
-	}
+	resp := &persistence.ListExecutionsResponse{Executions: execs}
+	sqlcommon.TrimListPage(resp, req.PageSize, pageTokenVersion)
 	return resp, nil
 }
 
@@ -161,13 +140,10 @@ func (s *Store) CountExecutions(ctx context.Context, req persistence.ListExecuti
 
 // GetTimerTasks implements persistence.TaskStore.
 func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasksRequest) ([]*persistence.TimerTask, error) {
-	if req.PageSize <= 0 {
-		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: page size must be positive, got %d", req.ShardID, req.PageSize)
+	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
+		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
-	afterTime, afterID := boundToNanos(req.After.VisibilityTime), req.After.TaskID
-	if req.After == (persistence.TimerTaskKey{}) {
-		afterTime, afterID = math.MinInt64, math.MinInt64
-	}
+	afterTime, afterID, before := sqlcommon.TimerTaskRange(req)
 	rows, err := s.readDB.QueryContext(ctx,
 		`SELECT visibility_time, task_id, namespace_id, archetype_id, business_id, run_id,
 		     task_type_id, singleton, payload
@@ -175,23 +151,13 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 		 WHERE shard_id = ? AND (visibility_time, task_id) > (?, ?) AND visibility_time < ?
 		 ORDER BY visibility_time, task_id
 		 LIMIT ?`,
-		req.ShardID, afterTime, afterID, boundToNanos(req.Before), req.PageSize)
+		req.ShardID, afterTime, afterID, before, req.PageSize)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
 	defer rows.Close()
-	var tasks []*persistence.TimerTask
-	for rows.Next() {
-		t := &persistence.TimerTask{ShardID: req.ShardID}
-		var vis int64
-		if err := rows.Scan(&vis, &t.TaskID, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
-			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Singleton, &t.Payload); err != nil {
-			return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
-		}
-		t.VisibilityTime = nanosToTime(vis)
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
+	tasks, err := sqlcommon.ScanTimerTasks(rows, req.ShardID)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: get timer tasks of shard %d: %w", req.ShardID, err)
 	}
 	return tasks, nil
@@ -199,7 +165,7 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 
 // CompleteTimerTask implements persistence.TaskStore.
 func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
-	vis, err := timeToNanos(key.VisibilityTime)
+	vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
 	if err != nil {
 		return nil // no stored task can have this key
 	}
@@ -217,8 +183,8 @@ func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persis
 
 // GetOutboundTasks implements persistence.TaskStore.
 func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID int64, pageSize int) ([]*persistence.OutboundTask, error) {
-	if pageSize <= 0 {
-		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: page size must be positive, got %d", shardID, pageSize)
+	if err := sqlcommon.CheckPageSize(pageSize); err != nil {
+		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	rows, err := s.readDB.QueryContext(ctx,
 		`SELECT task_id, destination, namespace_id, archetype_id, business_id, run_id,
@@ -232,20 +198,8 @@ func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID
 		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	defer rows.Close()
-	var tasks []*persistence.OutboundTask
-	for rows.Next() {
-		t := &persistence.OutboundTask{ShardID: shardID}
-		var created sql.NullInt64
-		if err := rows.Scan(&t.TaskID, &t.Destination, &t.Execution.NamespaceID, &t.Execution.ArchetypeID,
-			&t.Execution.BusinessID, &t.Execution.RunID, &t.TaskTypeID, &t.Payload, &created); err != nil {
-			return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
-		}
-		if created.Valid {
-			t.CreatedTime = nanosToTime(created.Int64)
-		}
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
+	tasks, err := sqlcommon.ScanOutboundTasks(rows, shardID)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: get outbound tasks of shard %d: %w", shardID, err)
 	}
 	return tasks, nil

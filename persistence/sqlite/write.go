@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 // The write path's statements. Each is prepared once on the write connection at Open and
@@ -78,15 +79,7 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 	}
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1)}
-		for i, w := range writes {
-			werr, err := b.apply(w)
-			if err != nil {
-				return fmt.Errorf("write %d of %d (shard %d, execution %s): %w",
-					i, len(writes), w.ShardID, keyString(w.Key), err)
-			}
-			results[i] = werr
-		}
-		return nil
+		return sqlcommon.ApplyWrites(writes, results, b.apply)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: write batch: %w", err)
@@ -148,7 +141,7 @@ func (b *batch) queryRow(query string, args ...any) *sql.Row {
 // apply runs one write in a savepoint. writeErr is the write's own failure (the batch goes
 // on); err is a database failure that must abort the batch.
 func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
-	if err := validateWrite(w); err != nil {
+	if err := sqlcommon.ValidateWrite("sqlite", w, nil); err != nil {
 		return err, nil
 	}
 	if _, err := b.exec(qSavepoint); err != nil {
@@ -156,7 +149,7 @@ func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
 	}
 	writeErr, err = b.applyInSavepoint(w)
 	if err != nil && isConstraint(err) {
-		writeErr, err = fmt.Errorf("sqlite: write shard %d, execution %s: %w", w.ShardID, keyString(w.Key), err), nil
+		writeErr, err = fmt.Errorf("sqlite: write shard %d, execution %s: %w", w.ShardID, sqlcommon.KeyString(w.Key), err), nil
 	}
 	if err != nil {
 		return nil, err
@@ -238,7 +231,7 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 
 	if _, err := b.exec(qInsertExecution,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
-		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue); err != nil {
+		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue); err != nil {
 		return nil, fmt.Errorf("insert execution: %w", err)
 	}
 	if _, err := b.exec(qUpsertCurrent,
@@ -252,7 +245,7 @@ func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 	k := w.Key
 	// The version check is in the UPDATE itself: the common case is one statement.
 	res, err := b.exec(qUpdateExecution,
-		w.NextDBVersion, w.Lifecycle, nonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
+		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
 	if err != nil {
 		return nil, fmt.Errorf("update execution: %w", err)
@@ -311,7 +304,7 @@ func (b *batch) checkConditionalChange(res sql.Result, w *persistence.ExecutionW
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return &persistence.NotFoundError{
-			Msg: fmt.Sprintf("execution %s not found in shard %d", keyString(k), w.ShardID),
+			Msg: fmt.Sprintf("execution %s not found in shard %d", sqlcommon.KeyString(k), w.ShardID),
 		}, nil
 	case err != nil:
 		return nil, fmt.Errorf("read execution version: %w", err)
@@ -323,7 +316,7 @@ func (b *batch) writeCollections(w *persistence.ExecutionWrite) error {
 	k := w.Key
 	for _, e := range w.CollectionPuts {
 		if _, err := b.exec(qPutCollectionEntry,
-			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, nonNil(e.Value)); err != nil {
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, sqlcommon.NonNil(e.Value)); err != nil {
 			return fmt.Errorf("put collection entry %s/%s: %w", e.Collection, e.Key, err)
 		}
 	}
@@ -347,10 +340,10 @@ func (b *batch) writeTasks(w *persistence.ExecutionWrite) error {
 				return fmt.Errorf("replace singleton timer task type %d: %w", t.TaskTypeID, err)
 			}
 		}
-		vis, _ := timeToNanos(t.VisibilityTime) // range checked by validateWrite
+		vis, _ := sqlcommon.TimeToNanos(t.VisibilityTime) // range checked by ValidateWrite
 		if _, err := b.exec(qInsertTimerTask,
 			w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
-			t.TaskTypeID, boolToInt(t.Singleton), nonNil(t.Payload)); err != nil {
+			t.TaskTypeID, boolToInt(t.Singleton), sqlcommon.NonNil(t.Payload)); err != nil {
 			return fmt.Errorf("insert timer task %d: %w", t.TaskID, err)
 		}
 	}
@@ -358,99 +351,16 @@ func (b *batch) writeTasks(w *persistence.ExecutionWrite) error {
 		e := t.Execution
 		var created sql.NullInt64
 		if !t.CreatedTime.IsZero() {
-			created.Int64, _ = timeToNanos(t.CreatedTime) // range checked by validateWrite
+			created.Int64, _ = sqlcommon.TimeToNanos(t.CreatedTime) // range checked by ValidateWrite
 			created.Valid = true
 		}
 		if _, err := b.exec(qInsertOutboundTask,
 			w.ShardID, t.TaskID, t.Destination, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
-			t.TaskTypeID, nonNil(t.Payload), created); err != nil {
+			t.TaskTypeID, sqlcommon.NonNil(t.Payload), created); err != nil {
 			return fmt.Errorf("insert outbound task %d: %w", t.TaskID, err)
 		}
 	}
 	return nil
-}
-
-// validateWrite rejects a malformed write before it touches the database. These are bugs in
-// the caller, reported in the write's own result.
-func validateWrite(w *persistence.ExecutionWrite) error {
-	if w == nil {
-		return errors.New("sqlite: invalid write: nil")
-	}
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("sqlite: invalid write to shard %d, execution %s: %s",
-			w.ShardID, keyString(w.Key), fmt.Sprintf(format, args...))
-	}
-	k := w.Key
-	if k.NamespaceID == "" || k.BusinessID == "" || k.RunID == "" {
-		return invalid("namespace, business and run IDs are required")
-	}
-	switch w.Mode {
-	case persistence.WriteModeCreate, persistence.WriteModeUpdate:
-		if w.NextDBVersion <= w.PrevDBVersion {
-			return invalid("next db version %d is not greater than previous %d", w.NextDBVersion, w.PrevDBVersion)
-		}
-		switch w.Lifecycle {
-		case persistence.LifecycleRunning, persistence.LifecycleCompleted, persistence.LifecycleFailed:
-		default:
-			return invalid("unknown lifecycle %d", w.Lifecycle)
-		}
-	case persistence.WriteModeDelete:
-		if len(w.CollectionPuts)+len(w.CollectionDeletes)+len(w.TimerTasks)+len(w.OutboundTasks) > 0 {
-			return invalid("a delete carries no collection changes or tasks")
-		}
-		return nil
-	default:
-		return invalid("unknown write mode %d", w.Mode)
-	}
-
-	if len(w.CollectionPuts) > 0 && len(w.CollectionDeletes) > 0 {
-		puts := make(map[persistence.CollectionEntryKey]struct{}, len(w.CollectionPuts))
-		for _, e := range w.CollectionPuts {
-			puts[persistence.CollectionEntryKey{Collection: e.Collection, Key: e.Key}] = struct{}{}
-		}
-		for _, d := range w.CollectionDeletes {
-			if _, ok := puts[d]; ok {
-				return invalid("collection entry %s/%s is both put and deleted", d.Collection, d.Key)
-			}
-		}
-	}
-	for _, t := range w.TimerTasks {
-		switch {
-		case t == nil:
-			return invalid("nil timer task")
-		case t.ShardID != w.ShardID || t.Execution != w.Key:
-			return invalid("timer task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
-		}
-		if _, err := timeToNanos(t.VisibilityTime); err != nil {
-			return invalid("timer task %d: visibility %v", t.TaskID, err)
-		}
-	}
-	for _, t := range w.OutboundTasks {
-		switch {
-		case t == nil:
-			return invalid("nil outbound task")
-		case t.ShardID != w.ShardID || t.Execution != w.Key:
-			return invalid("outbound task %d belongs to shard %d, execution %s", t.TaskID, t.ShardID, keyString(t.Execution))
-		}
-		if !t.CreatedTime.IsZero() {
-			if _, err := timeToNanos(t.CreatedTime); err != nil {
-				return invalid("outbound task %d: created %v", t.TaskID, err)
-			}
-		}
-	}
-	return nil
-}
-
-func keyString(k persistence.ExecutionKey) string {
-	return fmt.Sprintf("%s/%d/%s/%s", k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID)
-}
-
-// nonNil stores a nil byte slice as an empty blob: the columns are NOT NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 func boolToInt(b bool) int {
