@@ -139,20 +139,21 @@ func inactiveReason(r workerpb.InactiveReason) livenesspb.InactiveReason {
 func workerLiveness(record *workerpb.WorkerRecord) *livenesspb.WorkerLiveness {
 	s := record.GetState()
 	out := &livenesspb.WorkerLiveness{
-		WorkerInstanceKey:  record.GetWorkerInstanceKey(),
-		State:              livenessState(s.GetStatus()),
-		LastHeartbeat:      s.GetLastHeartbeat(),
-		LeaseDeadline:      s.GetLeaseDeadline(),
-		LeaseDuration:      s.GetLeaseDuration(),
-		LastHeartbeatTime:  s.GetLastHeartbeatTime(),
-		FirstHeartbeatTime: s.GetFirstHeartbeatTime(),
-		InactiveReason:     inactiveReason(s.GetInactiveReason()),
-		InactiveTime:       s.GetInactiveTime(),
-		CleanupTime:        s.GetCleanupTime(),
-		ResurrectionCount:  s.GetResurrectionCount(),
-		ConflictToken:      s.GetConflictToken(),
-		DrainRequested:     s.GetDrainRequested(),
-		BoundActivityCount: s.GetBoundActivityCount(),
+		WorkerInstanceKey:           record.GetWorkerInstanceKey(),
+		State:                       livenessState(s.GetStatus()),
+		LastHeartbeat:               s.GetLastHeartbeat(),
+		LeaseDeadline:               s.GetLeaseDeadline(),
+		LeaseDuration:               s.GetLeaseDuration(),
+		LastHeartbeatTime:           s.GetLastHeartbeatTime(),
+		FirstHeartbeatTime:          s.GetFirstHeartbeatTime(),
+		InactiveReason:              inactiveReason(s.GetInactiveReason()),
+		InactiveTime:                s.GetInactiveTime(),
+		CleanupTime:                 s.GetCleanupTime(),
+		ResurrectionCount:           s.GetResurrectionCount(),
+		ConflictToken:               s.GetConflictToken(),
+		DrainRequested:              s.GetDrainRequested(),
+		BoundActivityCount:          s.GetBoundActivityCount(),
+		PendingRescheduleActivities: pendingRescheduleActivities(s),
 	}
 	if out.WorkerInstanceKey == "" {
 		out.WorkerInstanceKey = s.GetLastHeartbeat().GetWorkerInstanceKey()
@@ -166,4 +167,12 @@ func workerLiveness(record *workerpb.WorkerRecord) *livenesspb.WorkerLiveness {
 		})
 	}
 	return out
+}
+
+func pendingRescheduleActivities(s *workerpb.WorkerState) int64 {
+	var n int64
+	for _, p := range s.GetPendingReschedules() {
+		n += int64(p.GetActivityCount())
+	}
+	return n
 }

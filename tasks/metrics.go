@@ -13,6 +13,7 @@ const (
 	MetricTimerTaskLag         = "timer_task_lag"
 	MetricTaskErrors           = "task_errors"
 	MetricTasksParked          = "tasks_parked"
+	MetricTimerTasksSuperseded = "timer_tasks_superseded"
 	MetricTimerQueueInMemory   = "timer_queue_in_memory"
 	MetricTimerTasksStuck      = "timer_tasks_stuck"
 	MetricOutboundTaskAttempts = "outbound_task_attempts"

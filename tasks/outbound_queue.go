@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -110,6 +111,8 @@ func NewOutboundQueue(
 ) *OutboundQueue {
 	cfg := opts.resolve()
 	scope = scope.Tagged(map[string]string{metricTagQueue: "outbound"})
+	// Gauges are per shard (a handful): with the same labels, shards would overwrite each other.
+	shardScope := scope.Tagged(map[string]string{"shard": strconv.Itoa(int(shardID))})
 	ctx, cancel := context.WithCancel(context.Background())
 	return &OutboundQueue{
 		shardID:        shardID,
@@ -123,8 +126,8 @@ func NewOutboundQueue(
 		failureCounter: scope.Counter(MetricOutboundTaskFailures),
 		parkedCounter:  scope.Counter(MetricTasksParked),
 		readErrors:     scope.Counter(MetricTaskReadErrors),
-		backlogGauge:   scope.Gauge(MetricOutboundTaskBacklog),
-		stuckGauge:     scope.Gauge(MetricOutboundTasksStuck),
+		backlogGauge:   shardScope.Gauge(MetricOutboundTaskBacklog),
+		stuckGauge:     shardScope.Gauge(MetricOutboundTasksStuck),
 		ctx:            ctx,
 		cancel:         cancel,
 		stopCh:         make(chan struct{}),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,13 +40,16 @@ type TimerQueue struct {
 	cfg     timerQueueConfig
 	logger  *zap.Logger
 
-	firedCounter  tally.Counter
-	lagTimer      tally.Timer
-	errorCounter  tally.Counter
-	parkedCounter tally.Counter
-	readErrors    tally.Counter
-	inMemoryGauge tally.Gauge
-	stuckGauge    tally.Gauge
+	firedCounter tally.Counter
+	lagTimer     tally.Timer
+	errorCounter tally.Counter
+	// supersededCounter counts singleton timers dropped from memory because a newer one of the
+	// same execution and type replaced them.
+	supersededCounter tally.Counter
+	parkedCounter     tally.Counter
+	readErrors        tally.Counter
+	inMemoryGauge     tally.Gauge
+	stuckGauge        tally.Gauge
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -67,6 +71,11 @@ type TimerQueue struct {
 	// MaxInMemory bounds.
 	known  map[timerMapKey]*timerEntry
 	recent *recentSet[timerMapKey]
+	// singletons holds the newest singleton timer in memory per (execution, task type). The
+	// store keeps one row per pair, so when a newer one arrives the older one is already gone
+	// from it: dropping the older from memory spares a pointless run (a lease timer replaced by
+	// every heartbeat would otherwise fire once per heartbeat, only to be found stale).
+	singletons map[singletonKey]*timerEntry
 	// lastReadKey is where the next read starts (exclusive).
 	lastReadKey persistence.TimerTaskKey
 	// loadedUpTo is the invariant the notification path relies on: every stored task with a key
@@ -129,32 +138,36 @@ func NewTimerQueue(
 ) *TimerQueue {
 	cfg := opts.resolve()
 	scope = scope.Tagged(map[string]string{metricTagQueue: "timer"})
+	// Gauges are per shard (a handful): with the same labels, shards would overwrite each other.
+	shardScope := scope.Tagged(map[string]string{"shard": strconv.Itoa(int(shardID))})
 	ctx, cancel := context.WithCancel(context.Background())
 	return &TimerQueue{
-		shardID:       shardID,
-		store:         store,
-		exec:          exec,
-		sched:         sched,
-		ts:            ts,
-		cfg:           cfg,
-		logger:        logger.With(zap.Int32("shard-id", shardID), zap.String("queue", "timer")),
-		firedCounter:  scope.Counter(MetricTimerTasksFired),
-		lagTimer:      scope.Timer(MetricTimerTaskLag),
-		errorCounter:  scope.Counter(MetricTaskErrors),
-		parkedCounter: scope.Counter(MetricTasksParked),
-		readErrors:    scope.Counter(MetricTaskReadErrors),
-		inMemoryGauge: scope.Gauge(MetricTimerQueueInMemory),
-		stuckGauge:    scope.Gauge(MetricTimerTasksStuck),
-		ctx:           ctx,
-		cancel:        cancel,
-		stopCh:        make(chan struct{}),
-		doneCh:        make(chan struct{}),
-		wakeCh:        make(chan struct{}, 1),
-		jobs:          newJobTracker(),
-		limiter:       rate.NewLimiter(rate.Limit(cfg.overdueFireRate()), cfg.overdueFireBurst()),
-		known:         make(map[timerMapKey]*timerEntry),
-		recent:        newRecentSet[timerMapKey](cfg.recentlyCompleted),
-		readRequested: true,
+		shardID:           shardID,
+		store:             store,
+		exec:              exec,
+		sched:             sched,
+		ts:                ts,
+		cfg:               cfg,
+		logger:            logger.With(zap.Int32("shard-id", shardID), zap.String("queue", "timer")),
+		firedCounter:      scope.Counter(MetricTimerTasksFired),
+		lagTimer:          scope.Timer(MetricTimerTaskLag),
+		errorCounter:      scope.Counter(MetricTaskErrors),
+		parkedCounter:     scope.Counter(MetricTasksParked),
+		supersededCounter: scope.Counter(MetricTimerTasksSuperseded),
+		readErrors:        scope.Counter(MetricTaskReadErrors),
+		inMemoryGauge:     shardScope.Gauge(MetricTimerQueueInMemory),
+		stuckGauge:        shardScope.Gauge(MetricTimerTasksStuck),
+		ctx:               ctx,
+		cancel:            cancel,
+		stopCh:            make(chan struct{}),
+		doneCh:            make(chan struct{}),
+		wakeCh:            make(chan struct{}, 1),
+		jobs:              newJobTracker(),
+		limiter:           rate.NewLimiter(rate.Limit(cfg.overdueFireRate()), cfg.overdueFireBurst()),
+		known:             make(map[timerMapKey]*timerEntry),
+		singletons:        make(map[singletonKey]*timerEntry),
+		recent:            newRecentSet[timerMapKey](cfg.recentlyCompleted),
+		readRequested:     true,
 	}
 }
 
@@ -222,9 +235,51 @@ func (q *TimerQueue) NotifyNewTimers(tasks []*persistence.TimerTask) {
 	}
 }
 
+type singletonKey struct {
+	execution  persistence.ExecutionKey
+	taskTypeID uint32
+}
+
+// supersedeLocked keeps one singleton timer per (execution, task type) in memory: the one with
+// the highest task ID, which is the one in the store. It reports false if t itself is older
+// than one already held. A superseded timer that is already running is left to finish (its
+// executor finds it stale).
+func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) bool {
+	sk := singletonKey{execution: t.Execution, taskTypeID: t.TaskTypeID}
+	old, ok := q.singletons[sk]
+	if ok && old.task.TaskID > t.TaskID {
+		return false
+	}
+	if ok && old.index >= 0 {
+		heap.Remove(&q.pending, old.index)
+		mk := mapKeyOf(old.key)
+		delete(q.known, mk)
+		q.recent.add(mk)
+		q.supersededCounter.Inc(1)
+	}
+	return true
+}
+
+func (q *TimerQueue) forgetSingletonLocked(e *timerEntry) {
+	if !e.task.Singleton {
+		return
+	}
+	sk := singletonKey{execution: e.task.Execution, taskTypeID: e.task.TaskTypeID}
+	if q.singletons[sk] == e {
+		delete(q.singletons, sk)
+	}
+}
+
 // insertLocked adds a task read or notified for the first time, applying restart recovery.
 func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
+	if t.Singleton && !q.supersedeLocked(t) {
+		q.recent.add(mapKeyOf(t.Key()))
+		return
+	}
 	e := &timerEntry{task: t, key: t.Key(), fireAt: t.VisibilityTime}
+	if t.Singleton {
+		q.singletons[singletonKey{execution: t.Execution, taskTypeID: t.TaskTypeID}] = e
+	}
 	// Restart recovery, rule 1 (grace): a task type with a grace period does not fire before
 	// startTime + grace, whether it came due while the shard had no owner or comes due during
 	// the grace window. This is what gives worker leases a grace after a server restart: a
@@ -269,6 +324,7 @@ func (q *TimerQueue) makeRoomLocked(k persistence.TimerTaskKey) bool {
 	}
 	heap.Remove(&q.pending, victim.index)
 	delete(q.known, mapKeyOf(victim.key))
+	q.forgetSingletonLocked(victim)
 	if victim.alerted {
 		q.stuck--
 	}
@@ -520,6 +576,7 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 	q.mu.Lock()
 	if err == nil {
 		delete(q.known, mapKeyOf(e.key))
+		q.forgetSingletonLocked(e)
 		q.recent.add(mapKeyOf(e.key))
 		if e.alerted {
 			q.stuck--

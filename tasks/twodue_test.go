@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vigilhq/vigil/persistence"
 )
 
 // TestTasksDueAtOnceAllFire is a regression test: the queue used to arm its timer with a
@@ -21,4 +23,30 @@ func TestTasksDueAtOnceAllFire(t *testing.T) {
 	fired[waitEvent(t, b.fired, "a task").task.TaskID] = true
 	fired[waitEvent(t, b.fired, "another task").task.TaskID] = true
 	require.Equal(t, map[int64]bool{1: true, 2: true}, fired)
+}
+
+// A singleton timer replaced in the store (a lease renewed by a heartbeat) leaves memory too:
+// only the newest one runs.
+func TestSupersededSingletonTimerDoesNotRun(t *testing.T) {
+	t.Parallel()
+	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
+	lease := func(id int64, at time.Time) *persistence.TimerTask {
+		task := timerTask(id, at)
+		task.Singleton = true
+		return task
+	}
+	q.Start()
+	waitEvent(t, b.reads, "first read")
+	// The store replaced 1 by 2 by 3; notifications arrive in order, as history sends them.
+	first, second, third := lease(1, b.start.Add(time.Second)), lease(2, b.start.Add(2*time.Second)), lease(3, b.start.Add(3*time.Second))
+	b.store.AddTimerTasks(third)
+	q.NotifyNewTimers([]*persistence.TimerTask{first})
+	q.NotifyNewTimers([]*persistence.TimerTask{second})
+	q.NotifyNewTimers([]*persistence.TimerTask{third})
+
+	b.ts.Advance(3 * time.Second)
+	require.Equal(t, int64(3), waitEvent(t, b.fired, "the newest timer").task.TaskID)
+	waitEvent(t, b.completed, "completion")
+	requireNoEvent(t, b.fired, "a superseded timer")
+	require.Equal(t, int64(2), counterValue(b.scope, MetricTimerTasksSuperseded))
 }

@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 && args[1] == "start" {
 			return serverStart(args[2:], stdout, stderr)
 		}
+	case "bench":
+		return benchCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -58,6 +60,7 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)
 }

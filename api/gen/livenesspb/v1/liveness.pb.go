@@ -503,8 +503,11 @@ type WorkerLiveness struct {
 	BoundActivityCount int64                  `protobuf:"varint,14,opt,name=bound_activity_count,json=boundActivityCount,proto3" json:"bound_activity_count,omitempty"`
 	// Only when the request asked for them.
 	BoundActivities []*BoundActivity `protobuf:"bytes,15,rep,name=bound_activities,json=boundActivities,proto3" json:"bound_activities,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Activities of this worker handed to their shards after it became INACTIVE whose shard has
+	// not acknowledged them yet: 0 once every one is back in play.
+	PendingRescheduleActivities int64 `protobuf:"varint,16,opt,name=pending_reschedule_activities,json=pendingRescheduleActivities,proto3" json:"pending_reschedule_activities,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *WorkerLiveness) Reset() {
@@ -640,6 +643,13 @@ func (x *WorkerLiveness) GetBoundActivities() []*BoundActivity {
 		return x.BoundActivities
 	}
 	return nil
+}
+
+func (x *WorkerLiveness) GetPendingRescheduleActivities() int64 {
+	if x != nil {
+		return x.PendingRescheduleActivities
+	}
+	return 0
 }
 
 type DescribeWorkerLivenessRequest struct {
@@ -1194,7 +1204,7 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05stamp\x18\x03 \x01(\x03R\x05stamp\x129\n" +
 	"\n" +
-	"bound_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\"\xbd\a\n" +
+	"bound_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\"\x81\b\n" +
 	"\x0eWorkerLiveness\x12.\n" +
 	"\x13worker_instance_key\x18\x01 \x01(\tR\x11workerInstanceKey\x12:\n" +
 	"\x05state\x18\x02 \x01(\x0e2$.vigil.api.liveness.v1.LivenessStateR\x05state\x12N\n" +
@@ -1211,7 +1221,8 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x0econflict_token\x18\f \x01(\x03R\rconflictToken\x12'\n" +
 	"\x0fdrain_requested\x18\r \x01(\bR\x0edrainRequested\x120\n" +
 	"\x14bound_activity_count\x18\x0e \x01(\x03R\x12boundActivityCount\x12O\n" +
-	"\x10bound_activities\x18\x0f \x03(\v2$.vigil.api.liveness.v1.BoundActivityR\x0fboundActivities\"\xa7\x01\n" +
+	"\x10bound_activities\x18\x0f \x03(\v2$.vigil.api.liveness.v1.BoundActivityR\x0fboundActivities\x12B\n" +
+	"\x1dpending_reschedule_activities\x18\x10 \x01(\x03R\x1bpendingRescheduleActivities\"\xa7\x01\n" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +

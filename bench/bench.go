@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+)
+
+// shutdownsInFlight bounds the ShutdownWorker calls sent when the load ends.
+const shutdownsInFlight = 64
+
+type runner struct {
+	cfg      Config
+	out      io.Writer
+	pid      int
+	hostName string
+
+	conns []*grpc.ClientConn
+	wf    []workflowservice.WorkflowServiceClient
+	lv    []livenesspb.WorkerLivenessServiceClient
+
+	lat     *latencyRecorder
+	bindLat *latencyRecorder // the subset of lat that carried activity bindings
+	cnt     counters
+	clients []*simClient
+}
+
+// Run drives the server described by cfg until the load ends (and, with Kill, until the killed
+// workers are accounted for), writing a progress line every second to progress (nil: none). Heartbeat
+// failures are measured, not returned: Run fails only when the run cannot start or is
+// cancelled.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return Summary{}, err
+	}
+	cfg = cfg.withDefaults()
+	host, _ := os.Hostname()
+	r := &runner{cfg: cfg, pid: os.Getpid(), hostName: "bench-" + host, lat: newLatencyRecorder(), bindLat: newLatencyRecorder(), out: progress}
+	defer r.close()
+	if err := r.dial(ctx); err != nil {
+		return Summary{}, err
+	}
+
+	numClients := cfg.Workers / cfg.WorkersPerClient
+	r.clients = make([]*simClient, numClients)
+	for i := range r.clients {
+		r.clients[i] = newSimClient(r, i)
+	}
+
+	var procs *procSampler
+	if cfg.ServerPID > 0 {
+		procs = startProcSampler(cfg.ServerPID)
+	}
+	self := startProcSampler(os.Getpid())
+
+	killRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), math.MaxUint32))
+	churnRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), math.MaxUint32-1))
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		// Clients start spread evenly over one interval: a fleet does not boot in one instant.
+		first := start.Add(time.Duration(int64(cfg.Interval) * int64(i) / int64(numClients)))
+		wg.Go(func() { c.run(ctx, first, stop) })
+	}
+
+	var killed *killWatch
+	killedCh := make(chan *killWatch, 1)
+	background := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { r.progress(start, background, killedCh) })
+	if cfg.Churn > 0 {
+		bg.Go(func() { r.churnLoop(churnRNG, background) })
+	}
+
+	loadEnd := time.NewTimer(cfg.Duration)
+	defer loadEnd.Stop()
+	killAt := time.NewTimer(cfg.Duration / 2)
+	defer killAt.Stop()
+	if cfg.Kill == 0 {
+		killAt.Stop()
+	}
+	var killDone <-chan struct{}
+	loadOver := false
+	var runErr error
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			runErr = ctx.Err()
+			break wait
+		case <-killAt.C:
+			killed = r.kill(ctx, killRNG)
+			killedCh <- killed
+			killDone = killed.done
+		case <-loadEnd.C:
+			loadOver = true
+			if cfg.Kill == 0 || killed.finished() {
+				break wait
+			}
+		case <-killDone:
+			killDone = nil
+			if loadOver {
+				break wait
+			}
+		}
+	}
+	close(background)
+	close(stop)
+	wg.Wait()
+	end := time.Now()
+	bg.Wait()
+	if killed != nil {
+		killed.stop()
+	}
+
+	if cfg.ShutdownAtEnd && runErr == nil {
+		r.shutdownAll(ctx)
+	}
+	s := r.summary(start, end, killed)
+	if procs != nil {
+		ps := procs.stop()
+		s.Server = &ps
+	}
+	gs := self.stop()
+	s.Generator = &gs
+	return s, runErr
+}
+
+func (r *runner) dial(ctx context.Context) error {
+	for range r.cfg.Connections {
+		// Each ClientConn is its own HTTP/2 connection, so the load is spread over several
+		// server-side transports as a fleet of processes would spread it.
+		conn, err := grpc.NewClient(r.cfg.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("dial %s: %w", r.cfg.Address, err)
+		}
+		r.conns = append(r.conns, conn)
+		r.wf = append(r.wf, workflowservice.NewWorkflowServiceClient(conn))
+		r.lv = append(r.lv, livenesspb.NewWorkerLivenessServiceClient(conn))
+	}
+	for _, wf := range r.wf {
+		callCtx, cancel := context.WithTimeout(ctx, r.cfg.RPCTimeout)
+		_, err := wf.DescribeNamespace(callCtx, &workflowservice.DescribeNamespaceRequest{Namespace: r.cfg.Namespace})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("server at %s, namespace %q: %w", r.cfg.Address, r.cfg.Namespace, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) close() {
+	for _, conn := range r.conns {
+		_ = conn.Close()
+	}
+}
+
+// churnLoop restarts Churn percent of the live clients every ChurnPeriod.
+func (r *runner) churnLoop(rng *rand.Rand, stop <-chan struct{}) {
+	t := time.NewTicker(r.cfg.ChurnPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		live := r.liveClients()
+		n := int(math.Round(r.cfg.Churn / 100 * float64(len(live))))
+		rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+		for _, c := range live[:n] {
+			select {
+			case c.churn <- struct{}{}:
+			default: // still restarting from the previous round
+			}
+		}
+	}
+}
+
+func (r *runner) liveClients() []*simClient {
+	live := make([]*simClient, 0, len(r.clients))
+	for _, c := range r.clients {
+		select {
+		case <-c.kill:
+		default:
+			live = append(live, c)
+		}
+	}
+	return live
+}
+
+// shutdownWorker stops one worker as the SDK does: ShutdownWorker with its last snapshot.
+func (r *runner) shutdownWorker(ctx context.Context, c *simClient, w *simWorker) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RPCTimeout)
+	defer cancel()
+	r.cnt.shutdowns.Add(1)
+	_, err := c.wf.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{
+		Namespace:         r.cfg.Namespace,
+		Identity:          c.identity(),
+		Reason:            "vigil bench",
+		WorkerInstanceKey: w.key,
+		WorkerHeartbeat:   c.workerHeartbeat(w, time.Now(), enumspb.WORKER_STATUS_SHUTTING_DOWN),
+		TaskQueue:         w.taskQueue,
+	})
+	if err != nil {
+		r.cnt.shutdownErrors.Add(1)
+	}
+}
+
+// shutdownAll stops every worker still alive, a few dozen at a time.
+func (r *runner) shutdownAll(ctx context.Context) {
+	sem := make(chan struct{}, shutdownsInFlight)
+	var wg sync.WaitGroup
+	for _, c := range r.liveClients() {
+		for _, w := range c.workers {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				r.shutdownWorker(ctx, c, w)
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// progress writes one line a second: what the fleet sees right now.
+func (r *runner) progress(start time.Time, stop <-chan struct{}, killedCh <-chan *killWatch) {
+	if r.out == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var killed *killWatch
+	prevOK, prevAt := int64(0), start
+	for {
+		select {
+		case <-stop:
+			return
+		case k := <-killedCh:
+			killed = k
+			continue
+		case <-t.C:
+		}
+		now := time.Now()
+		ok := r.cnt.ok.Load()
+		rate := float64(ok-prevOK) / now.Sub(prevAt).Seconds()
+		prevOK, prevAt = ok, now
+		alive := len(r.liveClients()) * r.cfg.WorkersPerClient
+		line := fmt.Sprintf("%6.0fs  %8.1f hb/s  p99 %8.2f ms  errors %d  alive %d",
+			now.Sub(start).Seconds(), rate, r.lat.snapshot().p99, r.cnt.rpcErrors.Load(), alive)
+		if killed != nil {
+			detected, handedBack := killed.progress()
+			line += fmt.Sprintf("  killed %d detected %d handed-back %d", len(killed.victims), detected, handedBack)
+		}
+		fmt.Fprintln(r.out, line)
+	}
+}

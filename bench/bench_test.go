@@ -1,0 +1,130 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigilhq/vigil/bench"
+	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/tests/testcluster"
+)
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LivenessAPIDetectsKilledWorkersAndHandsBackTheirActivities", func(t *testing.T) {
+		t.Parallel()
+		cluster := testcluster.New(t, testcluster.Options{})
+		var progress strings.Builder
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address:       cluster.Address(),
+			API:           bench.APILiveness,
+			Workers:       20,
+			Interval:      200 * time.Millisecond,
+			Duration:      2 * time.Second,
+			Activities:    5,
+			Kill:          2,
+			Lease:         time.Second,
+			ServerPID:     os.Getpid(), // the in-process server
+			ShutdownAtEnd: true,
+			Seed:          1,
+		}, &progress)
+		require.NoError(t, err)
+		logSummary(t, s)
+
+		requireHeartbeatsAccountedFor(t, s)
+		require.Positive(t, s.HeartbeatsOK)
+		require.NotNil(t, s.Kill)
+		require.Equal(t, 2, s.Kill.Killed)
+		require.Equal(t, 2, s.Kill.Detected, "notes: %v", s.Kill.Notes)
+		require.Equal(t, 2, s.Kill.HandedBack)
+		require.Equal(t, int64(2*5), s.Kill.ActivitiesAtKill, "each killed worker had its 5 activities bound")
+		require.NotNil(t, s.DetectionP99Ms)
+		require.NotNil(t, s.RedispatchAllMs)
+		require.NotNil(t, s.Server)
+		require.Positive(t, s.Server.MaxRSSMiB)
+		require.Equal(t, int64(20-2), s.Shutdowns, "every worker still alive shut down at the end")
+		require.Contains(t, progress.String(), "hb/s")
+
+		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms",
+			"errors", "detection_p99_ms", "redispatch_all_ms")
+	})
+
+	t.Run("PublicAPIGroupsWorkersAndChurns", func(t *testing.T) {
+		t.Parallel()
+		// A restarted worker's first heartbeat gets the default lease; keep it short so that a
+		// worker killed right after a restart is not waited for 30 s.
+		cluster := testcluster.New(t, testcluster.Options{DynamicConfig: map[dynamicconfig.Key]any{
+			dynamicconfig.DefaultLeaseDuration.Key(): "1s",
+		}})
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address:          cluster.Address(),
+			API:              bench.APIPublic,
+			Workers:          20,
+			WorkersPerClient: 2,
+			Interval:         200 * time.Millisecond,
+			Duration:         2 * time.Second,
+			Churn:            20,
+			Kill:             2,
+			Seed:             2,
+		}, nil)
+		require.NoError(t, err)
+		logSummary(t, s)
+
+		requireHeartbeatsAccountedFor(t, s)
+		require.Equal(t, s.HeartbeatsSent, 2*s.RPCs, "one request carries both workers of a client")
+		require.Positive(t, s.Churned)
+		require.Equal(t, 2*s.Churned, s.Shutdowns, "a restarted client shuts both its workers down")
+		require.Equal(t, 2, s.Kill.Detected, "notes: %v", s.Kill.Notes)
+		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p99_ms", "errors", "detection_p99_ms")
+	})
+
+	t.Run("RefusesAddressesOffThisMachine", func(t *testing.T) {
+		t.Parallel()
+		_, err := bench.Run(context.Background(), bench.Config{Address: "10.1.2.3:7233"}, nil)
+		require.ErrorContains(t, err, "only loopback addresses")
+	})
+
+	t.Run("ActivitiesNeedTheLivenessAPI", func(t *testing.T) {
+		t.Parallel()
+		err := bench.Config{API: bench.APIPublic, Activities: 10}.Validate()
+		require.ErrorContains(t, err, "--api liveness")
+	})
+}
+
+// requireHeartbeatsAccountedFor checks that every heartbeat sent ended as a success or an
+// error: nothing is lost between the generator and its figures.
+func requireHeartbeatsAccountedFor(t *testing.T, s bench.Summary) {
+	t.Helper()
+	require.Equal(t, s.HeartbeatsSent, s.HeartbeatsOK+s.HeartbeatsFailed)
+	var byCode int64
+	for _, n := range s.ErrorsByCode {
+		byCode += n
+	}
+	require.Equal(t, s.Errors, byCode)
+	require.LessOrEqual(t, s.HeartbeatsSent, s.HeartbeatsOffered)
+}
+
+func requireJSONFields(t *testing.T, s bench.Summary, fields ...string) {
+	t.Helper()
+	data, err := json.Marshal(s)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m))
+	for _, f := range fields {
+		require.Contains(t, m, f)
+	}
+}
+
+func logSummary(t *testing.T, s bench.Summary) {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, s.WriteText(&b))
+	t.Log("\n" + b.String())
+}

@@ -1,0 +1,258 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	workerapipb "go.temporal.io/api/worker/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+)
+
+// What the simulated workers say about themselves, close to what the Go SDK reports.
+const (
+	sdkName    = "temporal-go"
+	sdkVersion = "1.50.0"
+	// slotsPerWorker is the activity slot count reported; bound activities use some of them.
+	slotsPerWorker = 1000
+)
+
+// simWorker is one worker instance of a simulated client. It is owned by its client's
+// goroutine; the run reads it only after that goroutine has returned.
+type simWorker struct {
+	key       string
+	taskQueue string
+	started   time.Time
+	lastSent  time.Time
+	// bound is set once a heartbeat carrying the worker's activity bindings succeeded.
+	bound bool
+	// leaseDeadline is the deadline returned by the last successful liveness heartbeat;
+	// lastFailed tells that a later heartbeat failed, so the server may hold another one.
+	leaseDeadline time.Time
+	lastFailed    bool
+}
+
+// simClient is one SDK client process: it heartbeats its workers together on one schedule.
+type simClient struct {
+	r       *runner
+	index   int
+	rng     *rand.Rand
+	wf      workflowservice.WorkflowServiceClient
+	lv      livenesspb.WorkerLivenessServiceClient
+	workers []*simWorker
+
+	churn chan struct{} // a restart is due; buffered so the churn ticker never blocks
+	kill  chan struct{} // closed to stop abruptly
+	done  chan struct{} // closed when the goroutine returns
+}
+
+func newSimClient(r *runner, index int) *simClient {
+	conn := index % len(r.wf)
+	c := &simClient{
+		r:     r,
+		index: index,
+		rng:   rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(index))),
+		wf:    r.wf[conn],
+		lv:    r.lv[conn],
+		churn: make(chan struct{}, 1),
+		kill:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	c.workers = make([]*simWorker, r.cfg.WorkersPerClient)
+	for i := range c.workers {
+		c.workers[i] = c.newWorker(i)
+	}
+	return c
+}
+
+func (c *simClient) newWorker(slot int) *simWorker {
+	n := c.index*c.r.cfg.WorkersPerClient + slot
+	return &simWorker{
+		key:       uuid.NewString(),
+		taskQueue: fmt.Sprintf("bench-tq-%d", n%TaskQueuesDefault),
+		started:   time.Now(),
+	}
+}
+
+// jittered is one wait between heartbeats: the interval ±jitter, uniformly.
+func (c *simClient) jittered() time.Duration {
+	j := c.r.cfg.Jitter
+	return time.Duration(float64(c.r.cfg.Interval) * (1 - j + 2*j*c.rng.Float64()))
+}
+
+// run heartbeats on the client's own schedule until stop is closed (the load ends) or the
+// client is killed. Slots are kept on a fixed grid from the first one, so a slow reply delays
+// only the heartbeat it belongs to; a slot that passes whole while an RPC is still out is
+// counted as missed rather than sent late in a burst.
+func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct{}) {
+	defer close(c.done)
+	g := int64(len(c.workers))
+	due := first
+	timer := time.NewTimer(time.Until(due))
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-c.kill:
+			return
+		case <-ctx.Done():
+			return
+		case <-c.churn:
+			c.restart(ctx)
+			due = time.Now().Add(c.jittered())
+			timer.Reset(time.Until(due))
+		case <-timer.C:
+			// The stop signals win over a timer that fired at the same moment.
+			select {
+			case <-stop:
+				return
+			case <-c.kill:
+				return
+			default:
+			}
+			c.r.cnt.offered.Add(g)
+			c.heartbeat(ctx)
+			now := time.Now()
+			due = due.Add(c.jittered())
+			for !due.Add(c.r.cfg.Interval).After(now) {
+				c.r.cnt.offered.Add(g)
+				c.r.cnt.missed.Add(g)
+				due = due.Add(c.jittered())
+			}
+			timer.Reset(max(0, due.Sub(now)))
+		}
+	}
+}
+
+// restart is a process restart: every worker shuts down as the SDK does on a clean stop, and
+// fresh workers with new instance keys heartbeat at once.
+func (c *simClient) restart(ctx context.Context) {
+	c.r.cnt.churned.Add(1)
+	for i, w := range c.workers {
+		c.r.shutdownWorker(ctx, c, w)
+		c.workers[i] = c.newWorker(i)
+	}
+	c.r.cnt.offered.Add(int64(len(c.workers)))
+	c.heartbeat(ctx)
+}
+
+func (c *simClient) heartbeat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.r.cfg.RPCTimeout)
+	defer cancel()
+	now := time.Now()
+	g := int64(len(c.workers))
+	c.r.cnt.sent.Add(g)
+	c.r.cnt.rpcs.Add(1)
+	var err error
+	binding := false
+	switch c.r.cfg.API {
+	case APIPublic:
+		req := &workflowservice.RecordWorkerHeartbeatRequest{
+			Namespace:       c.r.cfg.Namespace,
+			Identity:        c.identity(),
+			WorkerHeartbeat: make([]*workerapipb.WorkerHeartbeat, len(c.workers)),
+		}
+		for i, w := range c.workers {
+			req.WorkerHeartbeat[i] = c.workerHeartbeat(w, now, enumspb.WORKER_STATUS_RUNNING)
+		}
+		_, err = c.wf.RecordWorkerHeartbeat(ctx, req)
+	case APILiveness:
+		w := c.workers[0]
+		req := &livenesspb.RecordHeartbeatRequest{
+			Namespace:       c.r.cfg.Namespace,
+			Identity:        c.identity(),
+			WorkerHeartbeat: c.workerHeartbeat(w, now, enumspb.WORKER_STATUS_RUNNING),
+		}
+		if c.r.cfg.Lease > 0 {
+			req.LeaseDuration = durationpb.New(c.r.cfg.Lease)
+		}
+		if !w.bound {
+			req.BoundActivities = activityBindings(w.key, c.r.cfg.Activities)
+			binding = len(req.BoundActivities) > 0
+		}
+		var resp *livenesspb.RecordHeartbeatResponse
+		resp, err = c.lv.RecordHeartbeat(ctx, req)
+		if err == nil {
+			w.bound = true
+			w.leaseDeadline = resp.GetLeaseDeadline().AsTime()
+		}
+	}
+	took := time.Since(now)
+	c.r.lat.record(took)
+	if binding {
+		c.r.bindLat.record(took)
+	}
+	for _, w := range c.workers {
+		w.lastSent = now
+		w.lastFailed = err != nil
+	}
+	if err != nil {
+		c.r.cnt.failed.Add(g)
+		c.r.cnt.rpcErrors.Add(1)
+		c.r.cnt.countError(err)
+		return
+	}
+	c.r.cnt.ok.Add(g)
+}
+
+func (c *simClient) identity() string {
+	return fmt.Sprintf("%d@%s-%d", c.r.pid, c.r.hostName, c.index)
+}
+
+// workerHeartbeat is the snapshot an SDK worker sends: who it is, where it runs, its slots
+// and pollers, and how long since its previous heartbeat (from which vigil derives the lease).
+func (c *simClient) workerHeartbeat(w *simWorker, now time.Time, status enumspb.WorkerStatus) *workerapipb.WorkerHeartbeat {
+	used := int32(min(c.r.cfg.Activities, slotsPerWorker))
+	hb := &workerapipb.WorkerHeartbeat{
+		WorkerInstanceKey: w.key,
+		WorkerIdentity:    c.identity(),
+		HostInfo: &workerapipb.WorkerHostInfo{
+			HostName:          fmt.Sprintf("%s-%d", c.r.hostName, c.index),
+			WorkerGroupingKey: fmt.Sprintf("bench-client-%d", c.index),
+			ProcessId:         fmt.Sprint(c.r.pid),
+		},
+		TaskQueue:     w.taskQueue,
+		SdkName:       sdkName,
+		SdkVersion:    sdkVersion,
+		Status:        status,
+		StartTime:     timestamppb.New(w.started),
+		HeartbeatTime: timestamppb.New(now),
+		ActivityTaskSlotsInfo: &workerapipb.WorkerSlotsInfo{
+			CurrentAvailableSlots: slotsPerWorker - used,
+			CurrentUsedSlots:      used,
+			SlotSupplierKind:      "Fixed",
+		},
+		WorkflowTaskSlotsInfo: &workerapipb.WorkerSlotsInfo{
+			CurrentAvailableSlots: slotsPerWorker,
+			SlotSupplierKind:      "Fixed",
+		},
+		ActivityPollerInfo: &workerapipb.WorkerPollerInfo{CurrentPollers: 2},
+		WorkflowPollerInfo: &workerapipb.WorkerPollerInfo{CurrentPollers: 2},
+	}
+	if !w.lastSent.IsZero() {
+		hb.ElapsedSinceLastHeartbeat = durationpb.New(now.Sub(w.lastSent))
+	}
+	return hb
+}
+
+// activityBindings are the worker's synthetic activities: no activity execution exists for
+// them, so when the worker dies the activity side answers NOT_FOUND, which counts as handed
+// back.
+func activityBindings(key string, n int) []*livenesspb.ActivityBinding {
+	if n == 0 {
+		return nil
+	}
+	out := make([]*livenesspb.ActivityBinding, n)
+	for i := range out {
+		out[i] = &livenesspb.ActivityBinding{ActivityId: fmt.Sprintf("bench-%s-%d", key, i), Stamp: 1}
+	}
+	return out
+}

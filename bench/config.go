@@ -1,0 +1,193 @@
+// Package bench drives a running vigil server the way a fleet of SDK workers does: many
+// workers heartbeating on their own jittered schedules, some of them restarting (churn), some
+// dying without a word (kill), and measures what the fleet and its operator would see:
+// heartbeat latency and throughput, errors by gRPC code, how long the server takes to declare
+// a dead worker INACTIVE and to hand its activities back.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vigilhq/vigil/frontend"
+)
+
+// API names the heartbeat path the simulated workers use.
+type API string
+
+const (
+	// APIPublic sends Temporal's WorkflowService.RecordWorkerHeartbeat, one request per
+	// simulated client carrying the heartbeats of its workers, as the Go SDK does.
+	APIPublic API = "public"
+	// APILiveness sends vigil's WorkerLivenessService.RecordHeartbeat, one request per worker,
+	// with a requested lease and activity binding deltas.
+	APILiveness API = "liveness"
+)
+
+// Defaults of a Config field left at its zero value.
+const (
+	AddressDefault          = "127.0.0.1:7233"
+	NamespaceDefault        = "default"
+	WorkersDefault          = 100
+	IntervalDefault         = 10 * time.Second
+	DurationDefault         = 60 * time.Second
+	ConnectionsDefault      = 4
+	WorkersPerClientDefault = 1
+	// JitterDefault spreads each worker's heartbeats ±10% around the interval, as SDK timers
+	// drift, so that workers started together do not stay in lockstep.
+	JitterDefault = 0.1
+	// PollIntervalDefault is how often a killed worker past its lease deadline is described
+	// again; it is the resolution of the observed detection time.
+	PollIntervalDefault = 100 * time.Millisecond
+	// RPCTimeoutDefault bounds one RPC of the generator.
+	RPCTimeoutDefault = 10 * time.Second
+	// TaskQueuesDefault is how many task queue names the workers are spread over.
+	TaskQueuesDefault = 10
+	// maxPollersInFlight bounds the DescribeWorkerLiveness calls of the kill watcher, so that
+	// watching a hundred dead workers does not become a load of its own.
+	maxPollersInFlight = 16
+)
+
+// Config describes one run. Zero values take the defaults above.
+type Config struct {
+	// Address of the vigil frontend; only loopback addresses are accepted.
+	Address   string
+	Namespace string
+	// Workers is the number of simulated workers alive at any time.
+	Workers int
+	// Interval between two heartbeats of a worker; each wait is jittered by ±Jitter.
+	Interval time.Duration
+	Jitter   float64
+	// Duration of the load. With Kill, the load goes on after Duration until the killed
+	// workers are detected and their activities handed back (or RecoveryTimeout passes).
+	Duration time.Duration
+	// Activities bound per worker on its first heartbeat (liveness API only).
+	Activities int
+	// Churn is the percentage of workers that shut down (ShutdownWorker) and are replaced by
+	// a fresh worker instance key every ChurnPeriod (default Interval).
+	Churn       float64
+	ChurnPeriod time.Duration
+	// Kill workers stop heartbeating at once, without ShutdownWorker, in the middle of the run.
+	Kill int
+	// Lease requested by liveness-API heartbeats; zero lets the server decide.
+	Lease time.Duration
+	API   API
+	// WorkersPerClient groups workers into one RecordWorkerHeartbeat request (public API).
+	WorkersPerClient int
+	// Connections is the number of gRPC connections the clients are spread over.
+	Connections int
+	// ServerPID, when set, is sampled from /proc for RSS and CPU during the run.
+	ServerPID int
+	// MetricsURL, when set (http://127.0.0.1:7243/metrics), is read after the killed workers
+	// are INACTIVE to wait until the server's outbound backlog (the reschedule batches still
+	// to deliver) is empty.
+	MetricsURL string
+	// PollInterval of the kill watcher.
+	PollInterval time.Duration
+	// RecoveryTimeout bounds how long the run waits for the killed workers' detection and
+	// hand-back; zero means 2 minutes plus three leases.
+	RecoveryTimeout time.Duration
+	RPCTimeout      time.Duration
+	// ShutdownAtEnd sends ShutdownWorker for every live worker when the load ends, as an SDK
+	// fleet stopping cleanly does; otherwise the workers are left to expire.
+	ShutdownAtEnd bool
+	// Seed of the random choices (jitter, churn and kill victims); zero picks one.
+	Seed int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Address == "" {
+		c.Address = AddressDefault
+	}
+	if c.Namespace == "" {
+		c.Namespace = NamespaceDefault
+	}
+	if c.Workers == 0 {
+		c.Workers = WorkersDefault
+	}
+	if c.Interval == 0 {
+		c.Interval = IntervalDefault
+	}
+	if c.Jitter == 0 {
+		c.Jitter = JitterDefault
+	}
+	if c.Duration == 0 {
+		c.Duration = DurationDefault
+	}
+	if c.ChurnPeriod == 0 {
+		c.ChurnPeriod = c.Interval
+	}
+	if c.API == "" {
+		c.API = APIPublic
+	}
+	if c.WorkersPerClient == 0 {
+		c.WorkersPerClient = WorkersPerClientDefault
+	}
+	if c.Connections == 0 {
+		c.Connections = ConnectionsDefault
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = PollIntervalDefault
+	}
+	if c.RPCTimeout == 0 {
+		c.RPCTimeout = RPCTimeoutDefault
+	}
+	if c.RecoveryTimeout == 0 {
+		lease := max(c.Lease, 3*c.Interval, 30*time.Second)
+		c.RecoveryTimeout = 2*time.Minute + 3*lease
+	}
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano()
+	}
+	return c
+}
+
+// Validate reports the first setting that cannot work, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.API != APIPublic && c.API != APILiveness:
+		return fmt.Errorf("api %q: want %q or %q", c.API, APIPublic, APILiveness)
+	case c.Workers < 1:
+		return errors.New("workers must be at least 1")
+	case c.Interval < time.Millisecond:
+		return errors.New("interval must be at least 1ms")
+	case c.Jitter < 0 || c.Jitter >= 1:
+		return errors.New("jitter must lie in [0, 1)")
+	case c.Duration <= 0:
+		return errors.New("duration must be positive")
+	case c.Activities < 0:
+		return errors.New("activities must not be negative")
+	case c.Activities > frontend.MaxBindingsPerHeartbeat:
+		return fmt.Errorf("activities %d: one heartbeat binds at most %d", c.Activities, frontend.MaxBindingsPerHeartbeat)
+	case c.Activities > 0 && c.API != APILiveness:
+		return errors.New("activities need --api liveness: the public API carries no bindings")
+	case c.Churn < 0 || c.Churn > 100:
+		return errors.New("churn is a percentage in [0, 100]")
+	case c.Kill < 0 || c.Kill > c.Workers:
+		return fmt.Errorf("kill %d: want between 0 and the number of workers", c.Kill)
+	case c.Lease < 0:
+		return errors.New("lease must not be negative")
+	case c.Lease > 0 && c.API != APILiveness:
+		return errors.New("lease needs --api liveness: SDK heartbeats carry no lease")
+	case c.WorkersPerClient < 1 || c.WorkersPerClient > frontend.MaxHeartbeatsPerRequest:
+		return fmt.Errorf("workers-per-client must lie in [1, %d]", frontend.MaxHeartbeatsPerRequest)
+	case c.WorkersPerClient > 1 && c.API != APIPublic:
+		return errors.New("workers-per-client applies to --api public only (the liveness API takes one worker per request)")
+	case c.Workers%c.WorkersPerClient != 0:
+		return errors.New("workers must be a multiple of workers-per-client")
+	case c.Kill%c.WorkersPerClient != 0:
+		return errors.New("kill must be a multiple of workers-per-client (a client dies with all its workers)")
+	case c.Connections < 1:
+		return errors.New("connections must be at least 1")
+	case c.ServerPID < 0:
+		return errors.New("server-pid must not be negative")
+	}
+	if c.MetricsURL != "" {
+		if err := checkLoopbackURL(c.MetricsURL); err != nil {
+			return err
+		}
+	}
+	return checkLoopback(c.Address)
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/vigilhq/vigil/bench"
+)
+
+// benchCmd runs the load generator: progress on stderr, a table on stdout, JSON to --json.
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	var api, jsonPath string
+	fs.StringVar(&cfg.Address, "address", bench.AddressDefault, "vigil frontend address (loopback only)")
+	fs.StringVar(&cfg.Namespace, "namespace", bench.NamespaceDefault, "namespace")
+	fs.IntVar(&cfg.Workers, "workers", bench.WorkersDefault, "simulated workers alive at any time")
+	fs.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "heartbeat interval of each worker (jittered ±10%)")
+	fs.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "how long the load runs (longer with --kill, until the killed workers are handed back)")
+	fs.IntVar(&cfg.Activities, "activities", 0, "synthetic activities each worker binds on its first heartbeat (needs --api liveness)")
+	fs.Float64Var(&cfg.Churn, "churn", 0, "percent of workers that shut down and are replaced by fresh ones every --churn-period")
+	fs.DurationVar(&cfg.ChurnPeriod, "churn-period", 0, "period of --churn (default: --interval)")
+	fs.IntVar(&cfg.Kill, "kill", 0, "workers that stop heartbeating abruptly in the middle of the run; their detection is measured")
+	fs.DurationVar(&cfg.Lease, "lease", 0, "lease requested by --api liveness heartbeats (0: the server decides)")
+	fs.StringVar(&api, "api", string(bench.APIPublic), "heartbeat API: public (WorkflowService.RecordWorkerHeartbeat, as the SDK) or liveness (vigil's RecordHeartbeat)")
+	fs.IntVar(&cfg.WorkersPerClient, "workers-per-client", bench.WorkersPerClientDefault, "workers per simulated SDK client, sent in one request (--api public)")
+	fs.IntVar(&cfg.Connections, "connections", bench.ConnectionsDefault, "gRPC connections the load is spread over")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "sample this process's RSS and CPU from /proc during the run")
+	fs.StringVar(&cfg.MetricsURL, "metrics-url", "", "with --kill: also wait until the server's outbound backlog is empty (e.g. http://127.0.0.1:7243/metrics)")
+	fs.DurationVar(&cfg.PollInterval, "poll-interval", bench.PollIntervalDefault, "with --kill: how often a killed worker past its lease deadline is described")
+	fs.DurationVar(&cfg.RecoveryTimeout, "recovery-timeout", 0, "with --kill: how long to wait for detection and hand-back (default 2m + 3 leases)")
+	fs.BoolVar(&cfg.ShutdownAtEnd, "shutdown-at-end", true, "send ShutdownWorker for every live worker when the load ends")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of jitter, churn and kill choices (0: random)")
+	fs.StringVar(&jsonPath, "json", "", "write the summary as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "vigil bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	cfg.API = bench.API(api)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "vigil bench:", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	summary, err := bench.Run(ctx, cfg, stderr)
+	if err != nil && summary.RPCs == 0 {
+		fmt.Fprintln(stderr, "vigil bench:", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "vigil bench: stopped early:", err)
+	}
+	if werr := summary.WriteText(stdout); werr != nil {
+		fmt.Fprintln(stderr, "vigil bench:", werr)
+		return 1
+	}
+	if jsonPath != "" {
+		data, jerr := json.MarshalIndent(summary, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+		}
+		if jerr != nil {
+			fmt.Fprintln(stderr, "vigil bench:", jerr)
+			return 1
+		}
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
