@@ -33,6 +33,7 @@ var Module = fx.Module("history",
 		func(e *Engine) chasm.Engine { return e },
 		newServerFx,
 		func() *LocalMembership { return &LocalMembership{} },
+		NewLocalConn,
 		newRouterFx,
 	),
 	// Nothing in the host depends on the server: ask for it so that it exists and serves.
@@ -74,6 +75,7 @@ type serverParams struct {
 	Config     ServerConfig
 	Services   []ServiceRegistration `group:"history.services"`
 	Membership *LocalMembership
+	Local      *LocalConn
 	Logger     *zap.Logger
 	// The engine must serve before the server accepts calls, and stop after it stops.
 	Engine *Engine
@@ -89,6 +91,9 @@ func newServerFx(p serverParams) (*Server, error) {
 		return nil, err
 	}
 	p.Membership.SetAddress(s.Address())
+	for _, register := range p.Services {
+		register(p.Local)
+	}
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error { s.Start(); return nil },
 		OnStop:  func(ctx context.Context) error { s.Stop(ctx); return nil },
@@ -98,8 +103,8 @@ func newServerFx(p serverParams) (*Server, error) {
 
 // newRouterFx depends on the membership, not on the server or engine, so that libraries can
 // call history through it without a dependency cycle (library → registry → engine → server).
-func newRouterFx(lc fx.Lifecycle, cfg Config, m *LocalMembership) *Router {
-	r := NewRouter(cfg.ShardCount(), m)
+func newRouterFx(lc fx.Lifecycle, cfg Config, m *LocalMembership, local *LocalConn) *Router {
+	r := NewRouter(cfg.ShardCount(), m, WithLocalConn(local, m.Address))
 	lc.Append(fx.StopHook(r.Close))
 	return r
 }

@@ -101,6 +101,13 @@ type StaticMembership struct{ Address string }
 // HostForShard implements Membership.
 func (m StaticMembership) HostForShard(int32) (string, error) { return m.Address, nil }
 
+// Address returns the local server's address ("" until it listens).
+func (m *LocalMembership) Address() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.address
+}
+
 // LocalMembership serves every shard from this process's history server, whose address is
 // known only once it listens. It lets components that call history (through a Router) be built
 // before the server that serves them.
@@ -131,14 +138,30 @@ func (m *LocalMembership) HostForShard(int32) (string, error) {
 type Router struct {
 	numShards  int32
 	membership Membership
+	// local, when set, serves the shards whose host is this process (see LocalConn).
+	local        *LocalConn
+	localAddress func() string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
+// RouterOption configures a Router.
+type RouterOption func(*Router)
+
+// WithLocalConn makes the router call this process's own history services in process: a shard
+// whose host address equals localAddress() is served by conn.
+func WithLocalConn(conn *LocalConn, localAddress func() string) RouterOption {
+	return func(r *Router) { r.local, r.localAddress = conn, localAddress }
+}
+
 // NewRouter returns a router for a cluster of numShards.
-func NewRouter(numShards int32, membership Membership) *Router {
-	return &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn)}
+func NewRouter(numShards int32, membership Membership, opts ...RouterOption) *Router {
+	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn)}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
 }
 
 // NumShards returns the cluster's shard count.
@@ -154,6 +177,9 @@ func (r *Router) ConnForShard(shardID int32) (grpc.ClientConnInterface, error) {
 	address, err := r.membership.HostForShard(shardID)
 	if err != nil {
 		return nil, serviceerror.NewUnavailable(fmt.Sprintf("no host for shard %d: %v", shardID, err))
+	}
+	if r.local != nil && address == r.localAddress() {
+		return r.local, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,0 +1,52 @@
+package history_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/vigilhq/vigil/chasm"
+	testpb "github.com/vigilhq/vigil/chasm/chasmtest/gen/testpb/v1"
+	"github.com/vigilhq/vigil/chasm/chasmtest/reminder"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/history"
+	"github.com/vigilhq/vigil/history/historytest"
+)
+
+func TestLocalConnBehavesLikeTheWire(t *testing.T) {
+	t.Parallel()
+	h := historytest.Start(t, historytest.Options{Libraries: []chasm.Library{reminder.NewLibrary(reminder.NewRecordingSink())}})
+	local := history.NewLocalConn()
+	testpb.RegisterReminderServiceServer(local, reminder.NewHandler(h.Engine))
+	router := history.NewRouter(h.Engine.NumShards(), history.StaticMembership{Address: "self"},
+		history.WithLocalConn(local, func() string { return "self" }))
+	conn, err := router.ConnFor(testNamespace, "r1")
+	require.NoError(t, err)
+	require.Same(t, local, conn, "a shard of this process is served in process")
+	client := testpb.NewReminderServiceClient(conn)
+	ctx := context.Background()
+
+	req := &testpb.ScheduleRequest{NamespaceId: testNamespace, ReminderId: "r1", Delay: durationpb.New(time.Hour)}
+	_, err = client.Schedule(ctx, req)
+	require.NoError(t, err)
+
+	resp, err := client.Describe(ctx, &testpb.DescribeRequest{NamespaceId: testNamespace, ReminderId: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, testpb.ReminderStatus_REMINDER_STATUS_SCHEDULED, resp.State.Status)
+	resp.State.Status = testpb.ReminderStatus_REMINDER_STATUS_CANCELED // the reply is the caller's own copy
+	again, err := client.Describe(ctx, &testpb.DescribeRequest{NamespaceId: testNamespace, ReminderId: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, testpb.ReminderStatus_REMINDER_STATUS_SCHEDULED, again.State.Status)
+
+	_, err = client.Schedule(ctx, &testpb.ScheduleRequest{NamespaceId: testNamespace})
+	var invalid *serviceerror.InvalidArgument
+	require.ErrorAs(t, err, &invalid, "errors keep their type, as after a trip through a status")
+
+	_, err = workerpb.NewWorkerHistoryServiceClient(conn).DrainWorker(ctx, &workerpb.DrainWorkerRequest{})
+	var unimplemented *serviceerror.Unimplemented
+	require.ErrorAs(t, err, &unimplemented)
+}
