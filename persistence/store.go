@@ -66,13 +66,15 @@ type TaskStore interface {
 	// GetTimerTasks returns up to req.PageSize timer tasks of a shard with
 	// req.After < (VisibilityTime, TaskID) and VisibilityTime < req.Before, in that order.
 	GetTimerTasks(ctx context.Context, req GetTimerTasksRequest) ([]*TimerTask, error)
-	// CompleteTimerTask deletes one timer task. Deleting a missing task is not an error.
-	CompleteTimerTask(ctx context.Context, shardID int32, key TimerTaskKey) error
+	// CompleteTimerTasks deletes timer tasks of a shard in one transaction (one fsync for the
+	// batch). Deleting a missing task is not an error.
+	CompleteTimerTasks(ctx context.Context, shardID int32, keys []TimerTaskKey) error
 	// GetOutboundTasks returns up to pageSize outbound tasks of a shard with TaskID > afterTaskID,
 	// ordered by TaskID.
 	GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID int64, pageSize int) ([]*OutboundTask, error)
-	// CompleteOutboundTask deletes one outbound task. Deleting a missing task is not an error.
-	CompleteOutboundTask(ctx context.Context, shardID int32, taskID int64) error
+	// CompleteOutboundTasks deletes outbound tasks of a shard in one transaction. Deleting a
+	// missing task is not an error.
+	CompleteOutboundTasks(ctx context.Context, shardID int32, taskIDs []int64) error
 }
 
 // ShardInfo is a shard's ownership row.

@@ -87,7 +87,7 @@ const (
 	OutboundQueueMaxPerDestinationDefault = 1000
 	// OutboundQueueDestinationConcurrencyDefault bounds the tasks of one destination that are
 	// executing or waiting to retry at once.
-	OutboundQueueDestinationConcurrencyDefault = 4
+	OutboundQueueDestinationConcurrencyDefault = 16
 	// OutboundQueuePollIntervalDefault is how often the queue reads without a notification, as
 	// a safety net for a lost one.
 	OutboundQueuePollIntervalDefault = 5 * time.Second

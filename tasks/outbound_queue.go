@@ -3,7 +3,6 @@ package tasks
 import (
 	"container/heap"
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -32,11 +31,13 @@ type OutboundExecutor interface {
 type OutboundQueue struct {
 	shardID int32
 	store   persistence.TaskStore
-	exec    OutboundExecutor
-	sched   *Scheduler
-	ts      clock.TimeSource
-	cfg     outboundQueueConfig
-	logger  *zap.Logger
+	// completer deletes executed tasks in batches and then lets them leave memory.
+	completer *completer[*outboundEntry]
+	exec      OutboundExecutor
+	sched     *Scheduler
+	ts        clock.TimeSource
+	cfg       outboundQueueConfig
+	logger    *zap.Logger
 
 	attemptCounter tally.Counter
 	failureCounter tally.Counter
@@ -114,7 +115,7 @@ func NewOutboundQueue(
 	// Gauges are per shard (a handful): with the same labels, shards would overwrite each other.
 	shardScope := scope.Tagged(map[string]string{"shard": strconv.Itoa(int(shardID))})
 	ctx, cancel := context.WithCancel(context.Background())
-	return &OutboundQueue{
+	q := &OutboundQueue{
 		shardID:        shardID,
 		store:          store,
 		exec:           exec,
@@ -139,6 +140,14 @@ func NewOutboundQueue(
 		recent:         newRecentSet[int64](cfg.recentlyCompleted),
 		readRequested:  true,
 	}
+	q.completer = newCompleter(func(ctx context.Context, batch []*outboundEntry) error {
+		ids := make([]int64, len(batch))
+		for i, e := range batch {
+			ids[i] = e.task.TaskID
+		}
+		return q.store.CompleteOutboundTasks(ctx, q.shardID, ids)
+	}, func(e *outboundEntry) { q.finish(e, nil) }, cfg.retry, ts, q.logger)
+	return q
 }
 
 // Start begins by reading every pending task from the start of the shard's outbound tasks: after
@@ -148,6 +157,7 @@ func (q *OutboundQueue) Start() {
 		q.mu.Lock()
 		q.started = true
 		q.mu.Unlock()
+		q.completer.start(q.ctx)
 		go q.loop()
 	})
 }
@@ -163,6 +173,7 @@ func (q *OutboundQueue) Stop() {
 		q.mu.Unlock()
 		if started {
 			<-q.doneCh
+			q.completer.halt()
 		}
 		q.jobs.stopAndWait()
 	})
@@ -364,9 +375,8 @@ func (q *OutboundQueue) job(e *outboundEntry) Job {
 			return
 		}
 		if err == nil {
-			if err = q.store.CompleteOutboundTask(ctx, q.shardID, e.task.TaskID); err != nil {
-				err = fmt.Errorf("delete executed outbound task: %w", err)
-			}
+			q.completer.add(e)
+			return
 		}
 		q.finish(e, err)
 	}

@@ -3,7 +3,6 @@ package tasks
 import (
 	"container/heap"
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -34,11 +33,13 @@ type TimerExecutor interface {
 type TimerQueue struct {
 	shardID int32
 	store   persistence.TaskStore
-	exec    TimerExecutor
-	sched   *Scheduler
-	ts      clock.TimeSource
-	cfg     timerQueueConfig
-	logger  *zap.Logger
+	// completer deletes executed tasks in batches and then lets them leave memory.
+	completer *completer[*timerEntry]
+	exec      TimerExecutor
+	sched     *Scheduler
+	ts        clock.TimeSource
+	cfg       timerQueueConfig
+	logger    *zap.Logger
 
 	firedCounter tally.Counter
 	lagTimer     tally.Timer
@@ -141,7 +142,7 @@ func NewTimerQueue(
 	// Gauges are per shard (a handful): with the same labels, shards would overwrite each other.
 	shardScope := scope.Tagged(map[string]string{"shard": strconv.Itoa(int(shardID))})
 	ctx, cancel := context.WithCancel(context.Background())
-	return &TimerQueue{
+	q := &TimerQueue{
 		shardID:           shardID,
 		store:             store,
 		exec:              exec,
@@ -169,6 +170,14 @@ func NewTimerQueue(
 		recent:            newRecentSet[timerMapKey](cfg.recentlyCompleted),
 		readRequested:     true,
 	}
+	q.completer = newCompleter(func(ctx context.Context, batch []*timerEntry) error {
+		keys := make([]persistence.TimerTaskKey, len(batch))
+		for i, e := range batch {
+			keys[i] = e.key
+		}
+		return q.store.CompleteTimerTasks(ctx, q.shardID, keys)
+	}, func(e *timerEntry) { q.finish(e, nil) }, cfg.retry, ts, q.logger)
+	return q
 }
 
 // Start records the queue's start time (the reference of restart recovery) and starts reading
@@ -179,6 +188,7 @@ func (q *TimerQueue) Start() {
 		q.started = true
 		q.startTime = q.ts.Now()
 		q.mu.Unlock()
+		q.completer.start(q.ctx)
 		go q.loop()
 	})
 }
@@ -195,6 +205,7 @@ func (q *TimerQueue) Stop() {
 		q.mu.Unlock()
 		if started {
 			<-q.doneCh
+			q.completer.halt()
 		}
 		q.jobs.stopAndWait()
 	})
@@ -558,9 +569,8 @@ func (q *TimerQueue) job(e *timerEntry) Job {
 			return
 		}
 		if err == nil {
-			if err = q.store.CompleteTimerTask(ctx, q.shardID, e.key); err != nil {
-				err = fmt.Errorf("delete executed timer task: %w", err)
-			}
+			q.completer.add(e)
+			return
 		}
 		q.finish(e, err)
 	}

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -49,4 +50,31 @@ func TestSupersededSingletonTimerDoesNotRun(t *testing.T) {
 	waitEvent(t, b.completed, "completion")
 	requireNoEvent(t, b.fired, "a superseded timer")
 	require.Equal(t, int64(2), counterValue(b.scope, MetricTimerTasksSuperseded))
+}
+
+// Executed tasks are deleted in batches (one store call, one fsync for many), and a task leaves
+// memory only once its delete is done.
+func TestExecutedTasksAreDeletedInBatches(t *testing.T) {
+	t.Parallel()
+	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
+	const n = 300
+	release := make(chan struct{})
+	var once sync.Once
+	b.store.BeforeComplete = func() { once.Do(func() { <-release }) } // hold the first delete back
+	for i := range n {
+		b.store.AddTimerTasks(timerTask(int64(i+1), b.start.Add(time.Second)))
+	}
+	q.Start()
+	waitEvent(t, b.reads, "first read")
+	b.ts.Advance(time.Second)
+	for range n {
+		waitEvent(t, b.fired, "a task")
+	}
+	requireNoEvent(t, b.completed, "a task leaving memory before its delete")
+	close(release)
+	for range n {
+		waitEvent(t, b.completed, "a completion")
+	}
+	require.Zero(t, b.store.TimerTaskCount())
+	require.LessOrEqual(t, b.store.CompleteCalls(), 3, "%d tasks deleted in a handful of calls", n)
 }

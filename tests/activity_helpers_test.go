@@ -152,6 +152,22 @@ func waitForEvent(t *testing.T, path, text string) event {
 	return found
 }
 
+// waitForEventAfter is waitForEvent for a line written after a moment.
+func waitForEventAfter(t *testing.T, path, text string, after time.Time) event {
+	t.Helper()
+	var found event
+	require.Eventually(t, func() bool {
+		for _, e := range readEvents(path) {
+			if strings.Contains(e.text, text) && e.at.After(after) {
+				found = e
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 20*time.Millisecond, "no event %q after %v", text, after)
+	return found
+}
+
 func hasEvent(path, text string) bool {
 	for _, e := range readEvents(path) {
 		if strings.Contains(e.text, text) {

@@ -664,18 +664,37 @@ func testCompletedTasksAreGone(t *testing.T, b *bundle) {
 	w.OutboundTasks = []*persistence.OutboundTask{b.outbound(k, 3, "d"), b.outbound(k, 4, "d")}
 	b.mustWrite(w)
 
-	require.NoError(t, b.store.CompleteTimerTask(b.ctx, b.shardID, w.TimerTasks[0].Key()))
-	require.NoError(t, b.store.CompleteOutboundTask(b.ctx, b.shardID, 4))
+	require.NoError(t, b.store.CompleteTimerTasks(b.ctx, b.shardID, []persistence.TimerTaskKey{w.TimerTasks[0].Key()}))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID, []int64{4}))
 	require.Equal(t, []int64{2}, timerIDs(b.allTimers()))
 	require.Equal(t, []int64{3}, outboundIDs(b.allOutbound()))
 
 	// Completing twice, or a task that never existed, is not an error.
-	require.NoError(t, b.store.CompleteTimerTask(b.ctx, b.shardID, w.TimerTasks[0].Key()))
-	require.NoError(t, b.store.CompleteTimerTask(b.ctx, b.shardID, persistence.TimerTaskKey{VisibilityTime: baseTime, TaskID: 99}))
-	require.NoError(t, b.store.CompleteOutboundTask(b.ctx, b.shardID, 4))
-	require.NoError(t, b.store.CompleteOutboundTask(b.ctx, b.shardID, 99))
+	require.NoError(t, b.store.CompleteTimerTasks(b.ctx, b.shardID, []persistence.TimerTaskKey{w.TimerTasks[0].Key()}))
+	require.NoError(t, b.store.CompleteTimerTasks(b.ctx, b.shardID, []persistence.TimerTaskKey{{VisibilityTime: baseTime, TaskID: 99}}))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID, []int64{4}))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID, []int64{99}))
 	// A task key in another shard is another task.
-	require.NoError(t, b.store.CompleteOutboundTask(b.ctx, b.shardID+1, 3))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID+1, []int64{3}))
+	require.Equal(t, []int64{3}, outboundIDs(b.allOutbound()))
+
+	// A batch deletes every task it names, in one call; an empty batch is a no-op.
+	batch := b.create(key("worker-2", "run-1"))
+	var keys []persistence.TimerTaskKey
+	var ids []int64
+	for i := range 50 {
+		timer := b.timer(batch.Key, int64(100+i), baseTime.Add(time.Duration(i)*time.Millisecond), 1, false)
+		batch.TimerTasks = append(batch.TimerTasks, timer)
+		keys = append(keys, timer.Key())
+		batch.OutboundTasks = append(batch.OutboundTasks, b.outbound(batch.Key, int64(200+i), "d"))
+		ids = append(ids, int64(200+i))
+	}
+	b.mustWrite(batch)
+	require.NoError(t, b.store.CompleteTimerTasks(b.ctx, b.shardID, keys))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID, ids))
+	require.NoError(t, b.store.CompleteTimerTasks(b.ctx, b.shardID, nil))
+	require.NoError(t, b.store.CompleteOutboundTasks(b.ctx, b.shardID, nil))
+	require.Equal(t, []int64{2}, timerIDs(b.allTimers()))
 	require.Equal(t, []int64{3}, outboundIDs(b.allOutbound()))
 }
 

@@ -185,16 +185,25 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 	return tasks, nil
 }
 
-// CompleteTimerTask implements persistence.TaskStore.
-func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
-	vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
-	if err != nil {
-		return nil // no stored task can have this key
+// CompleteTimerTasks implements persistence.TaskStore: one statement for the batch.
+func (s *Store) CompleteTimerTasks(ctx context.Context, shardID int32, keys []persistence.TimerTaskKey) error {
+	vis := make([]int64, 0, len(keys))
+	ids := make([]int64, 0, len(keys))
+	for _, key := range keys {
+		v, err := sqlcommon.TimeToNanos(key.VisibilityTime)
+		if err != nil {
+			continue // no stored task can have this key
+		}
+		vis, ids = append(vis, v), append(ids, key.TaskID)
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	if _, err := s.pool.Exec(ctx,
-		`DELETE FROM timer_tasks WHERE shard_id = $1 AND visibility_time = $2 AND task_id = $3`,
-		shardID, vis, key.TaskID); err != nil {
-		return fmt.Errorf("postgres: complete timer task %d in shard %d: %w", key.TaskID, shardID, err)
+		`DELETE FROM timer_tasks t USING unnest($2::bigint[], $3::bigint[]) AS k(vis, id)
+		 WHERE t.shard_id = $1 AND t.visibility_time = k.vis AND t.task_id = k.id`,
+		shardID, vis, ids); err != nil {
+		return fmt.Errorf("postgres: complete %d timer tasks in shard %d: %w", len(ids), shardID, err)
 	}
 	return nil
 }
@@ -223,10 +232,13 @@ func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID
 	return tasks, nil
 }
 
-// CompleteOutboundTask implements persistence.TaskStore.
-func (s *Store) CompleteOutboundTask(ctx context.Context, shardID int32, taskID int64) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM outbound_tasks WHERE shard_id = $1 AND task_id = $2`, shardID, taskID); err != nil {
-		return fmt.Errorf("postgres: complete outbound task %d in shard %d: %w", taskID, shardID, err)
+// CompleteOutboundTasks implements persistence.TaskStore: one statement for the batch.
+func (s *Store) CompleteOutboundTasks(ctx context.Context, shardID int32, taskIDs []int64) error {
+	if len(taskIDs) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM outbound_tasks WHERE shard_id = $1 AND task_id = ANY($2)`, shardID, taskIDs); err != nil {
+		return fmt.Errorf("postgres: complete %d outbound tasks in shard %d: %w", len(taskIDs), shardID, err)
 	}
 	return nil
 }

@@ -163,20 +163,31 @@ func (s *Store) GetTimerTasks(ctx context.Context, req persistence.GetTimerTasks
 	return tasks, nil
 }
 
-// CompleteTimerTask implements persistence.TaskStore.
-func (s *Store) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
-	vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
-	if err != nil {
-		return nil // no stored task can have this key
+// CompleteTimerTasks implements persistence.TaskStore.
+func (s *Store) CompleteTimerTasks(ctx context.Context, shardID int32, keys []persistence.TimerTaskKey) error {
+	if len(keys) == 0 {
+		return nil
 	}
-	err = s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`DELETE FROM timer_tasks WHERE shard_id = ? AND visibility_time = ? AND task_id = ?`,
-			shardID, vis, key.TaskID)
-		return err
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx,
+			`DELETE FROM timer_tasks WHERE shard_id = ? AND visibility_time = ? AND task_id = ?`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, key := range keys {
+			vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
+			if err != nil {
+				continue // no stored task can have this key
+			}
+			if _, err := stmt.ExecContext(ctx, shardID, vis, key.TaskID); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: complete timer task %d in shard %d: %w", key.TaskID, shardID, err)
+		return fmt.Errorf("sqlite: complete %d timer tasks in shard %d: %w", len(keys), shardID, err)
 	}
 	return nil
 }
@@ -205,14 +216,26 @@ func (s *Store) GetOutboundTasks(ctx context.Context, shardID int32, afterTaskID
 	return tasks, nil
 }
 
-// CompleteOutboundTask implements persistence.TaskStore.
-func (s *Store) CompleteOutboundTask(ctx context.Context, shardID int32, taskID int64) error {
+// CompleteOutboundTasks implements persistence.TaskStore.
+func (s *Store) CompleteOutboundTasks(ctx context.Context, shardID int32, taskIDs []int64) error {
+	if len(taskIDs) == 0 {
+		return nil
+	}
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM outbound_tasks WHERE shard_id = ? AND task_id = ?`, shardID, taskID)
-		return err
+		stmt, err := tx.PrepareContext(ctx, `DELETE FROM outbound_tasks WHERE shard_id = ? AND task_id = ?`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, id := range taskIDs {
+			if _, err := stmt.ExecContext(ctx, shardID, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: complete outbound task %d in shard %d: %w", taskID, shardID, err)
+		return fmt.Errorf("sqlite: complete %d outbound tasks in shard %d: %w", len(taskIDs), shardID, err)
 	}
 	return nil
 }

@@ -20,10 +20,15 @@ type TaskStore struct {
 	timers   []*persistence.TimerTask
 	deleted  map[timerKey]struct{}
 	outbound map[int64]*persistence.OutboundTask
+	// completeCalls counts Complete*Tasks calls, so tests can see deletes batched.
+	completeCalls int
 
 	// BeforeGetTimerTasks, if set, runs at the start of GetTimerTasks; a non-nil error is
 	// returned to the caller.
 	BeforeGetTimerTasks func(req persistence.GetTimerTasksRequest) error
+	// BeforeComplete, if set, runs at the start of every Complete*Tasks call (outside the
+	// store's lock), so a test can hold deletes back.
+	BeforeComplete func()
 	// BeforeGetOutboundTasks likewise for GetOutboundTasks.
 	BeforeGetOutboundTasks func(afterTaskID int64, pageSize int) error
 }
@@ -117,21 +122,34 @@ func (s *TaskStore) GetTimerTasks(ctx context.Context, req persistence.GetTimerT
 	return page, nil
 }
 
-// CompleteTimerTask implements persistence.TaskStore.
-func (s *TaskStore) CompleteTimerTask(ctx context.Context, shardID int32, key persistence.TimerTaskKey) error {
+// CompleteTimerTasks implements persistence.TaskStore.
+func (s *TaskStore) CompleteTimerTasks(ctx context.Context, shardID int32, keys []persistence.TimerTaskKey) error {
+	if s.BeforeComplete != nil {
+		s.BeforeComplete()
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, found := slices.BinarySearchFunc(s.timers, key, func(t *persistence.TimerTask, k persistence.TimerTaskKey) int {
-		return t.Key().Compare(k)
-	})
-	if found && s.timers[i].ShardID == shardID {
-		s.deleted[keyOf(key)] = struct{}{}
-		s.compactLocked(false)
+	s.completeCalls++
+	for _, key := range keys {
+		i, found := slices.BinarySearchFunc(s.timers, key, func(t *persistence.TimerTask, k persistence.TimerTaskKey) int {
+			return t.Key().Compare(k)
+		})
+		if found && s.timers[i].ShardID == shardID {
+			s.deleted[keyOf(key)] = struct{}{}
+		}
 	}
+	s.compactLocked(false)
 	return nil
+}
+
+// CompleteCalls reports how many Complete*Tasks calls the store received.
+func (s *TaskStore) CompleteCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.completeCalls
 }
 
 // GetOutboundTasks implements persistence.TaskStore.
@@ -161,15 +179,21 @@ func (s *TaskStore) GetOutboundTasks(ctx context.Context, shardID int32, afterTa
 	return page, nil
 }
 
-// CompleteOutboundTask implements persistence.TaskStore.
-func (s *TaskStore) CompleteOutboundTask(ctx context.Context, shardID int32, taskID int64) error {
+// CompleteOutboundTasks implements persistence.TaskStore.
+func (s *TaskStore) CompleteOutboundTasks(ctx context.Context, shardID int32, taskIDs []int64) error {
+	if s.BeforeComplete != nil {
+		s.BeforeComplete()
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.outbound[taskID]; ok && t.ShardID == shardID {
-		delete(s.outbound, taskID)
+	s.completeCalls++
+	for _, taskID := range taskIDs {
+		if t, ok := s.outbound[taskID]; ok && t.ShardID == shardID {
+			delete(s.outbound, taskID)
+		}
 	}
 	return nil
 }
