@@ -48,7 +48,7 @@ func TestRescheduleReceiver(t *testing.T) {
 		require.Equal(t, []cancelCommand{{testNamespaceID, testControlQueue, task.TaskToken}}, b.sender.sent(),
 			"the old worker may only be cut off: it is told to stop")
 		_, unbinds := b.binder.calls()
-		require.Equal(t, []bindCall{{testNamespaceID, testWorkerKey, activity.Binding{ActivityID: "a1", RunID: task.ActivityRunId, Stamp: 1}}}, unbinds)
+		require.Empty(t, unbinds, "the lost worker already dropped its bindings: no unbind round trip")
 		require.Nil(t, b.describe("a1").RescheduledTime, "the dispatch latency was measured")
 
 		// The lost worker's late answers are refused; the new attempt runs normally.
@@ -115,7 +115,7 @@ func TestRescheduleReceiver(t *testing.T) {
 		b.runSideEffects()
 		require.Len(t, b.sender.sent(), 1, "the old worker is still told to stop")
 		_, unbinds := b.binder.calls()
-		require.Len(t, unbinds, 1)
+		require.Empty(t, unbinds)
 	})
 
 	t.Run("ACancelRequestedAttemptOfALostWorkerIsCanceled", func(t *testing.T) {

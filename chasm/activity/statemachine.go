@@ -276,7 +276,9 @@ var (
 		[]activitypb.ActivityStatus{statusStarted}, statusScheduled,
 		func(a *Activity, ctx chasm.MutableContext, ev EventWorkerLost) error {
 			sendCancelCommand(a, ctx)
-			endAttempt(a, ctx)
+			// No unbind: a worker that lost its attempts dropped their bindings itself when it
+			// became INACTIVE, and a refused bind bound nothing. Unbinding 10,000 attempts one
+			// by one through the dead worker's lock would only delay the re-dispatch.
 			a.LastFailure = workerLostFailure(a, ev.Reason, false)
 			if !ev.NeverRan {
 				a.Attempt++
@@ -295,8 +297,7 @@ var (
 	TransitionWorkerLostExhausted = chasm.NewTransition(
 		[]activitypb.ActivityStatus{statusStarted}, statusFailed,
 		func(a *Activity, ctx chasm.MutableContext, ev EventWorkerLost) error {
-			sendCancelCommand(a, ctx)
-			endAttempt(a, ctx)
+			sendCancelCommand(a, ctx) // no unbind, as in TransitionRescheduled
 			failure := workerLostFailure(a, ev.Reason, true)
 			a.LastFailure = failure
 			closeActivity(a, ctx, &activitypb.ActivityOutcome{Value: &activitypb.ActivityOutcome_Failure{Failure: failure}})
