@@ -90,6 +90,11 @@ func LoadExecution(
 	return e, nil
 }
 
+// SetStoredIndexed records the indexed fields as the store holds them. Engines call it after
+// LoadExecution, so that Indexed() compares a new value with what is stored, not with what the
+// component would compute today (a release may change how it derives them).
+func (e *Execution) SetStoredIndexed(f IndexedFields) { e.indexed = f }
+
 // Key returns the execution's key.
 func (e *Execution) Key() ExecutionKey { return e.key }
 

@@ -196,6 +196,7 @@ func (s *Shard) loadRun(ctx context.Context, rc *chasm.RegistrableComponent, key
 			tag.BusinessID(key.BusinessID), tag.RunID(key.RunID), tag.Error(err))
 		return nil, serviceerror.NewDataLoss(err.Error())
 	}
+	exec.SetStoredIndexed(chasm.IndexedFields{Status: record.Indexed.Status, TaskQueue: record.Indexed.TaskQueue})
 	return &loadedRun{exec: exec, dbVersion: record.DBVersion}, nil
 }
 
@@ -230,6 +231,9 @@ func (s *Shard) write(
 	}
 	if m.Created {
 		w.Mode = persistence.WriteModeCreate
+	} else {
+		prev := exec.Indexed()
+		w.PrevIndexed = &persistence.IndexedFields{Status: prev.Status, TaskQueue: prev.TaskQueue}
 	}
 	for _, e := range m.CollectionPuts {
 		w.CollectionPuts = append(w.CollectionPuts, persistence.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value})

@@ -191,6 +191,10 @@ type ExecutionWrite struct {
 	State     []byte
 	Lifecycle Lifecycle
 	Indexed   IndexedFields
+	// PrevIndexed, when set on an update, is what the writer read before: a backend may skip
+	// rewriting its indexes when Indexed equals it (a plain heartbeat changes neither the status
+	// nor the task queue). nil means unknown: the indexes are written.
+	PrevIndexed *IndexedFields
 
 	// CollectionPuts insert or replace entries; CollectionDeletes remove them (a missing entry
 	// is not an error). A key must not appear in both.

@@ -181,7 +181,10 @@ func TestOnHistoryHost(t *testing.T) {
 
 		beat("live-worker")
 		alive := b.takeTask(next, "live-worker")
-		require.EqualValues(t, 2, alive.Attempt)
+		// Attempt 2 normally. On a starved machine the 1 s lease can run out before the bind
+		// of attempt 1 lands; the bind is then refused and the attempt, which never ran, keeps
+		// its number. Either way the new stamp is what fences the dead worker out.
+		require.Contains(t, []int32{1, 2}, alive.Attempt)
 		_, err := b.activities.RespondActivityTaskCompleted(context.Background(), &activitypb.RespondActivityTaskCompletedRequest{
 			NamespaceId: testNamespaceID, TaskToken: dead.TaskToken, Result: payloads("zombie"),
 		})

@@ -975,6 +975,29 @@ func testListFiltersByIndexedFields(t *testing.T, b *bundle) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
+
+	// A writer that says the indexed fields did not change (PrevIndexed == Indexed) keeps them
+	// as they are; one whose PrevIndexed differs from Indexed writes the new values.
+	same := persistence.IndexedFields{Status: "SHUTDOWN", TaskQueue: "q1"}
+	u = b.update(key("w-1", "run-1"), 2)
+	u.Indexed, u.PrevIndexed = same, &same
+	b.mustWrite(u)
+	count := func(status, queue string) int64 {
+		n, err := b.store.CountExecutions(b.ctx, persistence.ListExecutionsRequest{
+			NamespaceID: testNamespace, ArchetypeID: testArchetype, Status: status, TaskQueue: queue,
+		})
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, int64(3), count("SHUTDOWN", ""), "w-1, w-3, w-6")
+	u = b.update(key("w-1", "run-1"), 3)
+	u.Indexed, u.PrevIndexed = persistence.IndexedFields{Status: "RUNNING", TaskQueue: "q2"}, &same
+	b.mustWrite(u)
+	require.Equal(t, int64(2), count("SHUTDOWN", ""))
+	require.Equal(t, int64(3), count("", "q2"), "w-1, w-2, w-6")
+	record, err := b.store.GetExecution(b.ctx, b.shardID, key("w-1", "run-1"))
+	require.NoError(t, err)
+	require.Equal(t, persistence.IndexedFields{Status: "RUNNING", TaskQueue: "q2"}, record.Indexed)
 }
 
 func testClusterMetadataFixesShardCount(t *testing.T, b *bundle) {

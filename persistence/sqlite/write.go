@@ -32,6 +32,12 @@ var (
 		SET db_version = ?, lifecycle = ?, state = ?, idx_status = ?, idx_task_queue = ?
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
 		AND shard_id = ? AND db_version = ?`)
+	// qUpdateExecutionState leaves the indexed columns out of SET: SQLite rewrites the entries
+	// of every index whose columns a SET names, changed or not.
+	qUpdateExecutionState = writeQuery(`UPDATE executions
+		SET db_version = ?, lifecycle = ?, state = ?
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND shard_id = ? AND db_version = ?`)
 	qUpdateCurrentLifecycle = writeQuery(`UPDATE current_executions SET lifecycle = ?
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND lifecycle <> ?`)
 	qDeleteExecution = writeQuery(`DELETE FROM executions
@@ -244,9 +250,16 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 	k := w.Key
 	// The version check is in the UPDATE itself: the common case is one statement.
-	res, err := b.exec(qUpdateExecution,
-		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
-		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
+	var res sql.Result
+	if w.PrevIndexed != nil && *w.PrevIndexed == w.Indexed {
+		res, err = b.exec(qUpdateExecutionState,
+			w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State),
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
+	} else {
+		res, err = b.exec(qUpdateExecution,
+			w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("update execution: %w", err)
 	}
