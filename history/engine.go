@@ -220,57 +220,65 @@ func (e *Engine) create(
 	return chasm.StartResult{RunID: key.RunID, Created: true}, nil
 }
 
+// lockedRun is the run a ref addresses, with its business ID's lock held until release.
+type lockedRun struct {
+	shard   *Shard
+	entry   *cacheEntry // nil when the run is not the cached current one
+	run     *loadedRun
+	release func()
+}
+
+// lockRun resolves ref, takes its execution lock and loads the run it addresses; a missing
+// run is NotFound (and the lock is released).
+func (e *Engine) lockRun(ctx context.Context, ref chasm.ComponentRef) (*lockedRun, error) {
+	rc, shard, err := e.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	if err != nil {
+		return nil, err
+	}
+	run, err := shard.runFor(ctx, entry, rc, ref.Key)
+	if err == nil && run == nil {
+		err = chasm.NewExecutionNotFoundError(ref)
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	if entry.current != run {
+		entry = nil // a non-current run is not cached
+	}
+	return &lockedRun{shard: shard, entry: entry, run: run, release: release}, nil
+}
+
 // UpdateComponent implements chasm.Engine.
 func (e *Engine) UpdateComponent(
 	ctx context.Context, ref chasm.ComponentRef, updateFn func(chasm.MutableContext, chasm.Component) error,
 ) error {
-	rc, shard, err := e.resolve(ref)
+	l, err := e.lockRun(ctx, ref)
 	if err != nil {
 		return err
 	}
-	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+	defer l.release()
+	m, err := l.run.exec.Update(e.timeSource.Now(), updateFn)
 	if err != nil {
 		return err
 	}
-	defer release()
-	run, err := shard.runFor(ctx, entry, rc, ref.Key)
-	if err != nil {
-		return err
-	}
-	if run == nil {
-		return chasm.NewExecutionNotFoundError(ref)
-	}
-	m, err := run.exec.Update(e.timeSource.Now(), updateFn)
-	if err != nil {
-		return err
-	}
-	if entry.current != run {
-		entry = nil
-	}
-	return shard.write(ctx, entry, run, m, "")
+	return l.shard.write(ctx, l.entry, l.run, m, "")
 }
 
 // ReadComponent implements chasm.Engine.
 func (e *Engine) ReadComponent(
 	ctx context.Context, ref chasm.ComponentRef, readFn func(chasm.Context, chasm.Component) error,
 ) error {
-	rc, shard, err := e.resolve(ref)
+	l, err := e.lockRun(ctx, ref)
 	if err != nil {
 		return err
 	}
-	entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
-	if err != nil {
-		return err
-	}
-	defer release()
-	run, err := shard.runFor(ctx, entry, rc, ref.Key)
-	if err != nil {
-		return err
-	}
-	if run == nil {
-		return chasm.NewExecutionNotFoundError(ref)
-	}
-	return run.exec.Read(e.timeSource.Now(), readFn)
+	defer l.release()
+	return l.run.exec.Read(e.timeSource.Now(), readFn)
 }
 
 // PollComponent implements chasm.Engine. It waits on the cached execution's change signal, so
@@ -278,31 +286,19 @@ func (e *Engine) ReadComponent(
 func (e *Engine) PollComponent(
 	ctx context.Context, ref chasm.ComponentRef, predicate func(chasm.Context, chasm.Component) (bool, error),
 ) error {
-	rc, shard, err := e.resolve(ref)
-	if err != nil {
-		return err
-	}
 	for {
-		entry, release, err := shard.lockEntry(ctx, rc, ref.Key)
+		l, err := e.lockRun(ctx, ref)
 		if err != nil {
 			return err
 		}
-		run, err := shard.runFor(ctx, entry, rc, ref.Key)
-		if err != nil || run == nil {
-			release()
-			if err == nil {
-				err = chasm.NewExecutionNotFoundError(ref)
-			}
-			return err
-		}
 		var done bool
-		err = run.exec.Read(e.timeSource.Now(), func(rctx chasm.Context, c chasm.Component) error {
+		err = l.run.exec.Read(e.timeSource.Now(), func(rctx chasm.Context, c chasm.Component) error {
 			var err error
 			done, err = predicate(rctx, c)
 			return err
 		})
-		changed := run.exec.Changed()
-		release()
+		changed := l.run.exec.Changed()
+		l.release()
 		if err != nil || done {
 			return err
 		}
