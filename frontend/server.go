@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
@@ -108,10 +109,25 @@ type HTTPServer struct {
 	done     chan struct{}
 }
 
+// HTTPOption configures NewHTTPServer.
+type HTTPOption func(*http.ServeMux)
+
+// WithPprof serves the runtime profiles under /debug/pprof/ (net/http/pprof). Off by default:
+// profiles show internals and a CPU profile costs the server while it runs.
+func WithPprof() HTTPOption {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+}
+
 // NewHTTPServer listens on address. /metrics is served by metricsHandler (see
 // metrics.NewPrometheusScope; nil: not served). /healthz answers 200 "ok" while healthy
 // returns nil (nil healthy: always), 503 with the error otherwise.
-func NewHTTPServer(address string, metricsHandler http.Handler, healthy func() error, logger *zap.Logger) (*HTTPServer, error) {
+func NewHTTPServer(address string, metricsHandler http.Handler, healthy func() error, logger *zap.Logger, opts ...HTTPOption) (*HTTPServer, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -133,6 +149,9 @@ func NewHTTPServer(address string, metricsHandler http.Handler, healthy func() e
 	})
 	if metricsHandler != nil {
 		mux.Handle("GET /metrics", metricsHandler)
+	}
+	for _, opt := range opts {
+		opt(mux)
 	}
 	return &HTTPServer{
 		logger:   logger,

@@ -405,4 +405,25 @@ func TestHTTPServer(t *testing.T) {
 	code, body = get("/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "rpc_requests")
+	code, _ = get("/debug/pprof/")
+	require.Equal(t, http.StatusNotFound, code, "profiles are served only when asked for")
+}
+
+func TestHTTPServerPprof(t *testing.T) {
+	t.Parallel()
+	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof())
+	require.NoError(t, err)
+	server.Start()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		server.Stop(ctx)
+	}()
+	resp, err := http.Get("http://" + server.Address() + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "goroutine profile:")
 }

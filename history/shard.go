@@ -234,6 +234,8 @@ func (s *Shard) write(
 	} else {
 		prev := exec.Indexed()
 		w.PrevIndexed = &persistence.IndexedFields{Status: prev.Status, TaskQueue: prev.TaskQueue}
+		prevLifecycle := persistenceLifecycle(exec.Lifecycle())
+		w.PrevLifecycle = &prevLifecycle
 	}
 	for _, e := range m.CollectionPuts {
 		w.CollectionPuts = append(w.CollectionPuts, persistence.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value})

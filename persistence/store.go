@@ -195,6 +195,10 @@ type ExecutionWrite struct {
 	// rewriting its indexes when Indexed equals it (a plain heartbeat changes neither the status
 	// nor the task queue). nil means unknown: the indexes are written.
 	PrevIndexed *IndexedFields
+	// PrevLifecycle, when set on an update, is the lifecycle the writer read before: a backend
+	// may skip keeping the current-execution row in step when Lifecycle equals it. nil means
+	// unknown.
+	PrevLifecycle *Lifecycle
 
 	// CollectionPuts insert or replace entries; CollectionDeletes remove them (a missing entry
 	// is not an error). A key must not appear in both.

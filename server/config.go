@@ -34,6 +34,8 @@ type Config struct {
 		// HTTPAddress serves /metrics and /healthz.
 		HTTPAddress    string `yaml:"httpAddress"`
 		MaxMessageSize int    `yaml:"maxMessageSize"`
+		// Pprof also serves Go's runtime profiles under /debug/pprof/ on HTTPAddress.
+		Pprof bool `yaml:"pprof"`
 	} `yaml:"frontend"`
 	History       history.Config       `yaml:"history"`
 	HistoryServer history.ServerConfig `yaml:"historyServer"`

@@ -136,7 +136,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			return fs, nil
 		}),
 		fx.Provide(func(lc fx.Lifecycle) (*frontend.HTTPServer, error) {
-			hs, err := frontend.NewHTTPServer(cfg.Frontend.HTTPAddress, metricsHandler, nil, o.logger)
+			var httpOpts []frontend.HTTPOption
+			if cfg.Frontend.Pprof {
+				httpOpts = append(httpOpts, frontend.WithPprof())
+			}
+			hs, err := frontend.NewHTTPServer(cfg.Frontend.HTTPAddress, metricsHandler, nil, o.logger, httpOpts...)
 			if err != nil {
 				return nil, err
 			}

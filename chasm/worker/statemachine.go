@@ -115,9 +115,15 @@ var (
 		})
 )
 
-// renewLease grants a new lease from the transaction's (server) time and replaces the
-// worker's expiry timer: LeaseExpiryTask is a singleton, so there is one pending timer per
-// worker however often it heartbeats.
+// renewLease grants a new lease from the transaction's (server) time.
+//
+// The worker keeps one expiry timer (LeaseExpiryTask is a singleton), but a heartbeat does not
+// move it: a timer that fires at or before the new deadline is left where it is, and when it
+// fires early it re-arms itself at the deadline then current (LeaseExpiryTaskExecutor). So a
+// plain heartbeat writes only the worker's state, and the timer is written about once per
+// lease rather than once per heartbeat. A new timer is armed only when none is pending (first
+// heartbeat, resurrection, a worker stored before lease_timer_time existed) or the pending one
+// would fire after the new, shorter lease.
 func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 	now := ctx.Now()
 	deadline := now.Add(ev.Lease)
@@ -127,7 +133,24 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 	w.LeaseDeadline = timestamppb.New(deadline)
 	w.ConflictToken++
 	w.HeartbeatCount++
-	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: deadline}, &workerpb.LeaseExpiryTask{})
+	if w.LeaseTimerTime == nil || w.LeaseTimerTime.AsTime().After(deadline) {
+		armLeaseTimer(w, ctx, deadline)
+	}
+}
+
+// armLeaseTimer replaces the worker's expiry timer with one at fireAt.
+func armLeaseTimer(w *Worker, ctx chasm.MutableContext, fireAt time.Time) {
+	w.LeaseTimerTime = timestamppb.New(fireAt)
+	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: fireAt}, &workerpb.LeaseExpiryTask{})
+}
+
+// leaseTimerTime is when the worker's pending expiry timer fires. A worker stored before
+// lease_timer_time existed had its timer replaced on every heartbeat, at the lease deadline.
+func leaseTimerTime(w *Worker) *timestamppb.Timestamp {
+	if w.LeaseTimerTime != nil {
+		return w.LeaseTimerTime
+	}
+	return w.LeaseDeadline
 }
 
 // recordHeartbeat keeps the snapshot the worker sent. The SDK sends its environment only until
@@ -148,6 +171,9 @@ func recordHeartbeat(w *Worker, hb *workerv1.WorkerHeartbeat) {
 // I/O and a slow shard delays only its own activities.
 func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.InactiveReason, inact Inactivation) error {
 	now := ctx.Now()
+	// The expiry timer, if still pending (a shutdown), is stale from here on; a resurrection
+	// arms a new one.
+	w.LeaseTimerTime = nil
 	w.InactiveReason = reason
 	w.InactiveTime = timestamppb.New(now)
 	w.InactiveEpoch++

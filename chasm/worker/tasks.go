@@ -21,14 +21,21 @@ type LeaseExpiryTaskExecutor struct {
 	logger *zap.Logger
 }
 
-// Validate holds only for the timer of the current lease: each heartbeat moves the deadline,
-// so an older timer (or one that already fired) is stale.
+// Validate holds only for the worker's armed timer while it is ACTIVE: a timer that already
+// fired re-armed (or ended the lease), and a replaced one no longer matches.
 func (e *LeaseExpiryTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) (bool, error) {
-	return w.Status == statusActive && w.LeaseDeadline != nil && w.LeaseDeadline.AsTime().Equal(attrs.ScheduledTime), nil
+	armed := leaseTimerTime(w)
+	return w.Status == statusActive && armed != nil && armed.AsTime().Equal(attrs.ScheduledTime), nil
 }
 
-// Execute makes the worker INACTIVE and fans its activities out to their shards.
+// Execute makes the worker INACTIVE and fans its activities out to their shards, unless
+// heartbeats extended the lease since the timer was armed: then it re-arms at the current
+// deadline.
 func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) error {
+	if deadline := w.LeaseDeadline.AsTime(); deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
+		armLeaseTimer(w, ctx, deadline)
+		return nil
+	}
 	bound := w.BoundActivityCount
 	if err := TransitionLeaseExpired.Apply(w, ctx, EventLeaseExpired{Inactivation: e.config.inactivation(w.Namespace)}); err != nil {
 		return err

@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
@@ -132,4 +135,93 @@ func TestLifecycle(t *testing.T) {
 		require.Equal(t, 1000, total)
 		require.Empty(t, b.describe("w1").State.PendingReschedules)
 	})
+}
+
+func TestLeaseTimer(t *testing.T) {
+	t.Parallel()
+
+	leaseTimers := func(b *bundle) []time.Time {
+		var out []time.Time
+		for _, st := range b.engine.PendingTasksOfType("worker.leaseExpiry") {
+			out = append(out, st.Task.Attributes.ScheduledTime)
+		}
+		return out
+	}
+
+	t.Run("HeartbeatsExtendTheLeaseWithoutRewritingTheTimer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		start := b.engine.Now()
+		b.mustBeat("w1", withLease(10*time.Second))
+		require.Equal(t, []time.Time{start.Add(10 * time.Second)}, leaseTimers(b))
+		armed := b.engine.PendingTasksOfType("worker.leaseExpiry")[0]
+
+		b.engine.AdvanceTime(3 * time.Second)
+		b.mustBeat("w1", withLease(10*time.Second))
+		b.engine.AdvanceTime(3 * time.Second)
+		b.mustBeat("w1", withLease(10*time.Second))
+		require.Same(t, armed, b.engine.PendingTasksOfType("worker.leaseExpiry")[0], "a heartbeat does not write a timer")
+		require.Equal(t, start.Add(16*time.Second), b.describe("w1").State.LeaseDeadline.AsTime())
+
+		// The timer fires at the first lease's deadline, finds the lease extended and re-arms.
+		b.engine.AdvanceTime(4 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		require.Equal(t, []time.Time{start.Add(16 * time.Second)}, leaseTimers(b))
+
+		// It expires at the last deadline, not a timer period later.
+		b.engine.AdvanceTime(6*time.Second - time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(time.Millisecond)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+		require.Equal(t, start.Add(16*time.Second), rec.State.InactiveTime.AsTime())
+		require.Empty(t, leaseTimers(b))
+	})
+
+	t.Run("AShorterLeaseMovesTheTimerForward", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		start := b.engine.Now()
+		b.mustBeat("w1", withLease(60*time.Second))
+		b.engine.AdvanceTime(time.Second)
+		b.mustBeat("w1", withLease(5*time.Second))
+		require.Equal(t, []time.Time{start.Add(6 * time.Second)}, leaseTimers(b))
+		b.engine.AdvanceTime(5 * time.Second)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
+		require.Equal(t, start.Add(6*time.Second), rec.State.InactiveTime.AsTime())
+	})
+
+	t.Run("AResurrectedWorkerGetsAFreshTimer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		start := b.engine.Now()
+		b.mustBeat("w1", withLease(10*time.Second))
+		b.shutdown("w1")
+		b.engine.AdvanceTime(time.Second)
+		r := b.mustBeat("w1", withLease(20*time.Second))
+		require.True(t, r.Resurrected)
+		require.Equal(t, []time.Time{start.Add(21 * time.Second)}, leaseTimers(b),
+			"the shutdown's stale timer (at 10 s) is replaced, not reused")
+		b.engine.AdvanceTime(20*time.Second - time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+	})
+}
+
+func TestLeaseTimerOfAWorkerStoredBeforeLeaseTimerTime(t *testing.T) {
+	t.Parallel()
+	// Such a worker's timer was replaced on every heartbeat, so it fires at the lease deadline.
+	deadline := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := &worker.Worker{WorkerState: &workerpb.WorkerState{
+		Status: workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, LeaseDeadline: timestamppb.New(deadline),
+	}}
+	var e worker.LeaseExpiryTaskExecutor
+	valid, err := e.Validate(nil, w, chasm.TaskAttributes{ScheduledTime: deadline}, &workerpb.LeaseExpiryTask{})
+	require.NoError(t, err)
+	require.True(t, valid)
+	valid, err = e.Validate(nil, w, chasm.TaskAttributes{ScheduledTime: deadline.Add(-time.Second)}, &workerpb.LeaseExpiryTask{})
+	require.NoError(t, err)
+	require.False(t, valid, "an older timer stays stale")
 }

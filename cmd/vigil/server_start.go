@@ -30,6 +30,7 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 		dbFilename = fs.String("db-filename", "", "SQLite database file (default "+server.DefaultDataDir()+"/"+server.DefaultDBFile+")")
 		dcFile     = fs.String("dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
 		logLevel   = fs.String("log-level", "", "debug, info, warn or error (default info)")
+		pprofOn    = fs.Bool("pprof", false, "also serve Go runtime profiles under /debug/pprof/ on the HTTP port")
 		dcValues   repeated
 		namespaces repeated
 	)
@@ -61,6 +62,9 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 	}
 	if *dcFile != "" {
 		cfg.DynamicConfigFile = *dcFile
+	}
+	if *pprofOn {
+		cfg.Frontend.Pprof = true
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel

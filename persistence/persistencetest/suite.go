@@ -415,8 +415,15 @@ func testCurrentExecutionConflict(t *testing.T, b *bundle) {
 func testCurrentLifecycleFollowsUpdates(t *testing.T, b *bundle) {
 	k := key("worker-1", "run-1")
 	b.mustWrite(b.create(k))
-	done := b.update(k, 1)
+	running := persistence.LifecycleRunning
+	same := b.update(k, 1)
+	same.PrevLifecycle = &running // the writer knows the lifecycle stays as stored
+	b.mustWrite(same)
+	require.Equal(t, &persistence.CurrentExecution{RunID: "run-1", Lifecycle: persistence.LifecycleRunning},
+		b.current(k.CurrentKey()))
+	done := b.update(k, 2)
 	done.Lifecycle = persistence.LifecycleCompleted
+	done.PrevLifecycle = &running
 	b.mustWrite(done)
 	require.Equal(t, persistence.LifecycleCompleted, b.get(k).Lifecycle)
 	require.Equal(t, &persistence.CurrentExecution{RunID: "run-1", Lifecycle: persistence.LifecycleCompleted},
@@ -426,7 +433,7 @@ func testCurrentLifecycleFollowsUpdates(t *testing.T, b *bundle) {
 	next := b.create(key("worker-1", "run-2"))
 	next.ExpectedCurrentRunID = "run-1"
 	b.mustWrite(next)
-	failed := b.update(k, 2)
+	failed := b.update(k, 3)
 	failed.Lifecycle = persistence.LifecycleFailed
 	b.mustWrite(failed)
 	require.Equal(t, &persistence.CurrentExecution{RunID: "run-2", Lifecycle: persistence.LifecycleRunning},

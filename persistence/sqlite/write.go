@@ -73,25 +73,42 @@ var (
 
 // WriteBatch implements persistence.ExecutionStore.
 //
-// All writes share one IMMEDIATE transaction, so one commit and one WAL fsync. Each write runs
-// inside its own SAVEPOINT: a write that fails a check (range_id fence, db version, existing
-// run, current run) or violates a constraint is rolled back to its savepoint, which undoes
-// exactly its own statements, and its error goes to results[i]. Any other error (I/O, a full
-// disk, ctx cancellation) aborts the transaction, and the batch fails as a whole.
+// All writes share one IMMEDIATE transaction, so one commit and one WAL fsync. A write that
+// fails a check (range_id fence, db version, existing run, current run) or violates a
+// constraint leaves no trace and its error goes to results[i]; the others commit. Any other
+// error (I/O, a full disk, ctx cancellation) aborts the transaction, and the batch fails as a
+// whole.
+//
+// Every check a write can fail comes before its first change (applyWrite keeps that order),
+// so a batch first runs without savepoints: a heartbeat is then one UPDATE instead of three
+// statements. Only a constraint violation can strike a write halfway; that rolls the
+// transaction back and the batch runs again with each write in its own SAVEPOINT, which undoes
+// exactly the failing write's statements.
 func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
 	results := make([]error, len(writes))
 	if len(writes) == 0 {
 		return results, nil
 	}
-	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1)}
-		return sqlcommon.ApplyWrites(writes, results, b.apply)
-	})
+	run := func(savepoints bool) error {
+		clear(results)
+		return s.inWriteTx(ctx, func(tx *sql.Tx) error {
+			b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1), savepoints: savepoints}
+			return sqlcommon.ApplyWrites(writes, results, b.apply)
+		})
+	}
+	err := run(false)
+	if errors.Is(err, errHalfApplied) {
+		err = run(true)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: write batch: %w", err)
 	}
 	return results, nil
 }
+
+// errHalfApplied aborts a batch run without savepoints in which a write failed after it had
+// changed something.
+var errHalfApplied = errors.New("a write failed after its first change; retrying the batch with savepoints")
 
 // batch is the state of one WriteBatch transaction.
 type batch struct {
@@ -101,6 +118,9 @@ type batch struct {
 	// rangeIDs caches each shard's stored range_id for the transaction. It cannot change
 	// under us: AcquireShard needs the write connection, which this transaction holds.
 	rangeIDs map[int32]int64
+	// savepoints runs each write in its own SAVEPOINT, so a write that fails halfway can be
+	// undone alone.
+	savepoints bool
 }
 
 // writeQueries lists the statements Open prepares on the write connection.
@@ -144,16 +164,23 @@ func (b *batch) queryRow(query string, args ...any) *sql.Row {
 	return b.tx.QueryRowContext(b.ctx, query, args...)
 }
 
-// apply runs one write in a savepoint. writeErr is the write's own failure (the batch goes
-// on); err is a database failure that must abort the batch.
+// apply runs one write. writeErr is the write's own failure (the batch goes on); err is a
+// database failure that must abort the batch.
 func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
 	if err := sqlcommon.ValidateWrite("sqlite", w, nil); err != nil {
 		return err, nil
 	}
+	if !b.savepoints {
+		writeErr, err = b.applyWrite(w)
+		if err != nil && isConstraint(err) {
+			return nil, errHalfApplied
+		}
+		return writeErr, err
+	}
 	if _, err := b.exec(qSavepoint); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	writeErr, err = b.applyInSavepoint(w)
+	writeErr, err = b.applyWrite(w)
 	if err != nil && isConstraint(err) {
 		writeErr, err = fmt.Errorf("sqlite: write shard %d, execution %s: %w", w.ShardID, sqlcommon.KeyString(w.Key), err), nil
 	}
@@ -172,7 +199,10 @@ func (b *batch) apply(w *persistence.ExecutionWrite) (writeErr, err error) {
 	return writeErr, nil
 }
 
-func (b *batch) applyInSavepoint(w *persistence.ExecutionWrite) (writeErr, err error) {
+// applyWrite runs one write's statements. Every writeErr it returns comes before the write's
+// first change (a conditional UPDATE or DELETE that matched no row changed nothing), so
+// without a savepoint such a write leaves no trace. Its other errors may come halfway.
+func (b *batch) applyWrite(w *persistence.ExecutionWrite) (writeErr, err error) {
 	if writeErr, err := b.checkRangeID(w.ShardID, w.RangeID); writeErr != nil || err != nil {
 		return writeErr, err
 	}
@@ -267,7 +297,11 @@ func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 		return writeErr, err
 	}
 	// Keep the current row's lifecycle in step, so ID-reuse decisions need not read the run.
-	// The lifecycle <> ? guard makes the usual case (no lifecycle change) a read, not a write.
+	// The lifecycle <> ? guard makes an unneeded call a read, not a write; a writer that says
+	// the lifecycle did not change saves even that.
+	if w.PrevLifecycle != nil && *w.PrevLifecycle == w.Lifecycle {
+		return nil, nil
+	}
 	if _, err := b.exec(qUpdateCurrentLifecycle,
 		w.Lifecycle, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.Lifecycle); err != nil {
 		return nil, fmt.Errorf("update current execution: %w", err)

@@ -163,8 +163,13 @@ type WorkerState struct {
 	// Reschedule batches sent but not yet acknowledged by their destination shard.
 	PendingReschedules []*PendingReschedule `protobuf:"bytes,16,rep,name=pending_reschedules,json=pendingReschedules,proto3" json:"pending_reschedules,omitempty"`
 	HeartbeatCount     int64                `protobuf:"varint,17,opt,name=heartbeat_count,json=heartbeatCount,proto3" json:"heartbeat_count,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// While ACTIVE: when the pending LeaseExpiryTask fires. It is at or before lease_deadline: a
+	// heartbeat that extends the lease leaves the timer where it is, and the timer, when it
+	// fires early, re-arms itself at the deadline then current. Unset for a worker stored before
+	// this field existed, whose timer fires at lease_deadline.
+	LeaseTimerTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_timer_time,json=leaseTimerTime,proto3" json:"lease_timer_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -316,6 +321,13 @@ func (x *WorkerState) GetHeartbeatCount() int64 {
 	return 0
 }
 
+func (x *WorkerState) GetLeaseTimerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseTimerTime
+	}
+	return nil
+}
+
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
 // runs on this worker. The stamp fences the attempt: a reschedule applies only to the same
 // stamp, so it can never take the activity from a newer attempt.
@@ -464,8 +476,8 @@ func (x *PendingReschedule) GetActivityCount() int32 {
 	return 0
 }
 
-// LeaseExpiryTask fires at the lease deadline. It is a singleton timer: each heartbeat replaces
-// it. Valid only while the worker is ACTIVE with the same deadline.
+// LeaseExpiryTask fires at or before the lease deadline (see WorkerState.lease_timer_time). It
+// is a singleton timer. Valid only while the worker is ACTIVE and it is the armed timer.
 type LeaseExpiryTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -622,7 +634,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xf1\a\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xb7\b\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -641,7 +653,8 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x14bound_activity_count\x18\x0e \x01(\x03R\x12boundActivityCount\x12%\n" +
 	"\x0einactive_epoch\x18\x0f \x01(\x03R\rinactiveEpoch\x12S\n" +
 	"\x13pending_reschedules\x18\x10 \x03(\v2\".vigil.worker.v1.PendingRescheduleR\x12pendingReschedules\x12'\n" +
-	"\x0fheartbeat_count\x18\x11 \x01(\x03R\x0eheartbeatCount\"\xbb\x01\n" +
+	"\x0fheartbeat_count\x18\x11 \x01(\x03R\x0eheartbeatCount\x12D\n" +
+	"\x10lease_timer_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseTimerTime\"\xbb\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -713,14 +726,15 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	9,  // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
 	9,  // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
 	4,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
-	9,  // 10: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	3,  // 11: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	9,  // 12: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
+	9,  // 11: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	3,  // 12: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	9,  // 13: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
