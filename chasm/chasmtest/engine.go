@@ -34,8 +34,9 @@ type Engine struct {
 	mu      sync.Mutex
 	slots   map[slotKey]*slot
 	pending []*ScheduledTask
-	nextSeq int64
-	pruned  int
+	nextSeq  int64
+	pruned   int
+	executed int
 }
 
 type slotKey struct {
@@ -460,6 +461,9 @@ func (e *Engine) firePure(st *ScheduledTask) {
 		e.t.Errorf("chasmtest: pure task %s failed: %v", st, err)
 	default:
 		e.commit(exec, m)
+		e.mu.Lock()
+		e.executed++
+		e.mu.Unlock()
 	}
 }
 
@@ -479,6 +483,14 @@ func (e *Engine) remove(st *ScheduledTask, pruned bool) {
 	if pruned {
 		e.pruned++
 	}
+}
+
+// ExecutedPureTasks returns how many pure tasks have run and committed (stale ones, which are
+// pruned, do not count).
+func (e *Engine) ExecutedPureTasks() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.executed
 }
 
 func (e *Engine) countPruned() {

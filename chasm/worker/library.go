@@ -30,7 +30,10 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 	return []*chasm.RegistrableComponent{
 		chasm.NewRegistrableComponent("worker",
 			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} },
-			chasm.WithCollections(BoundActivities.Name())),
+			chasm.WithCollections(BoundActivities.Name()),
+			// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
+			// in place: a transaction need not copy the previous one.
+			chasm.WithSharedStateFields("last_heartbeat")),
 	}
 }
 

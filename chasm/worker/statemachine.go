@@ -117,13 +117,16 @@ var (
 
 // renewLease grants a new lease from the transaction's (server) time.
 //
-// The worker keeps one expiry timer (LeaseExpiryTask is a singleton), but a heartbeat does not
-// move it: a timer that fires at or before the new deadline is left where it is, and when it
-// fires early it re-arms itself at the deadline then current (LeaseExpiryTaskExecutor). So a
-// plain heartbeat writes only the worker's state, and the timer is written about once per
-// lease rather than once per heartbeat. A new timer is armed only when none is pending (first
-// heartbeat, resurrection, a worker stored before lease_timer_time existed) or the pending one
-// would fire after the new, shorter lease.
+// The worker keeps one expiry timer (LeaseExpiryTask is a singleton), and a heartbeat moves it
+// only when it must or soon would:
+//   - none is pending (first heartbeat, resurrection, a worker stored before lease_timer_time
+//     existed), or the pending one fires after the new, shorter deadline;
+//   - the pending one fires within half the new lease, likely before the next heartbeat.
+//
+// Otherwise the heartbeat writes only the worker's state. A timer that fires while the lease
+// has been extended re-arms itself at the deadline then current (LeaseExpiryTaskExecutor), so
+// detection stays exact. With the usual lease of three heartbeat intervals, every other
+// heartbeat carries the timer and a live worker's timer never fires.
 func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 	now := ctx.Now()
 	deadline := now.Add(ev.Lease)
@@ -133,7 +136,11 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 	w.LeaseDeadline = timestamppb.New(deadline)
 	w.ConflictToken++
 	w.HeartbeatCount++
-	if w.LeaseTimerTime == nil || w.LeaseTimerTime.AsTime().After(deadline) {
+	if w.LeaseTimerTime == nil {
+		armLeaseTimer(w, ctx, deadline)
+		return
+	}
+	if armed := w.LeaseTimerTime.AsTime(); armed.After(deadline) || armed.Sub(now) < ev.Lease/2 {
 		armLeaseTimer(w, ctx, deadline)
 	}
 }

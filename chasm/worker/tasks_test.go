@@ -148,7 +148,7 @@ func TestLeaseTimer(t *testing.T) {
 		return out
 	}
 
-	t.Run("HeartbeatsExtendTheLeaseWithoutRewritingTheTimer", func(t *testing.T) {
+	t.Run("AHeartbeatMovesTheTimerOnlyWhenItIsDueWithinHalfTheLease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		start := b.engine.Now()
@@ -156,26 +156,54 @@ func TestLeaseTimer(t *testing.T) {
 		require.Equal(t, []time.Time{start.Add(10 * time.Second)}, leaseTimers(b))
 		armed := b.engine.PendingTasksOfType("worker.leaseExpiry")[0]
 
+		// 7 s left on the timer, more than half the lease: the heartbeat writes no timer.
 		b.engine.AdvanceTime(3 * time.Second)
 		b.mustBeat("w1", withLease(10*time.Second))
+		require.Same(t, armed, b.engine.PendingTasksOfType("worker.leaseExpiry")[0], "the timer was not rewritten")
+		require.Equal(t, start.Add(13*time.Second), b.describe("w1").State.LeaseDeadline.AsTime())
+
+		// 4 s left: this heartbeat moves it to its own deadline.
 		b.engine.AdvanceTime(3 * time.Second)
 		b.mustBeat("w1", withLease(10*time.Second))
-		require.Same(t, armed, b.engine.PendingTasksOfType("worker.leaseExpiry")[0], "a heartbeat does not write a timer")
-		require.Equal(t, start.Add(16*time.Second), b.describe("w1").State.LeaseDeadline.AsTime())
+		require.Equal(t, []time.Time{start.Add(16 * time.Second)}, leaseTimers(b))
+	})
+
+	t.Run("ATimerThatFiresBeforeTheDeadlineReArms", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		start := b.engine.Now()
+		b.mustBeat("w1", withLease(10*time.Second))
+		b.engine.AdvanceTime(3 * time.Second)
+		b.mustBeat("w1", withLease(10*time.Second)) // deadline 13 s; the timer stays at 10 s
 
 		// The timer fires at the first lease's deadline, finds the lease extended and re-arms.
-		b.engine.AdvanceTime(4 * time.Second)
+		b.engine.AdvanceTime(7 * time.Second)
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
-		require.Equal(t, []time.Time{start.Add(16 * time.Second)}, leaseTimers(b))
+		require.Equal(t, []time.Time{start.Add(13 * time.Second)}, leaseTimers(b))
 
 		// It expires at the last deadline, not a timer period later.
-		b.engine.AdvanceTime(6*time.Second - time.Millisecond)
+		b.engine.AdvanceTime(3*time.Second - time.Millisecond)
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
 		b.engine.AdvanceTime(time.Millisecond)
 		rec := b.describe("w1")
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
-		require.Equal(t, start.Add(16*time.Second), rec.State.InactiveTime.AsTime())
+		require.Equal(t, start.Add(13*time.Second), rec.State.InactiveTime.AsTime())
 		require.Empty(t, leaseTimers(b))
+	})
+
+	t.Run("ALiveWorkersTimerNeverFires", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withLease(9*time.Second))
+		pruned, executed := b.engine.PrunedTasks(), b.engine.ExecutedPureTasks()
+		for range 30 {
+			b.engine.AdvanceTime(3 * time.Second)
+			b.mustBeat("w1", withLease(9*time.Second))
+		}
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		require.Equal(t, pruned, b.engine.PrunedTasks(), "no stale timer fired")
+		require.Equal(t, executed, b.engine.ExecutedPureTasks(), "no timer fired to re-arm")
+		require.Len(t, leaseTimers(b), 1)
 	})
 
 	t.Run("AShorterLeaseMovesTheTimerForward", func(t *testing.T) {
