@@ -31,9 +31,9 @@ type Engine struct {
 	registry *chasm.Registry
 	clock    *clock.FakeTimeSource
 
-	mu      sync.Mutex
-	slots   map[slotKey]*slot
-	pending []*ScheduledTask
+	mu       sync.Mutex
+	slots    map[slotKey]*slot
+	pending  []*ScheduledTask
 	nextSeq  int64
 	pruned   int
 	executed int
