@@ -9,6 +9,7 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/history"
 )
@@ -18,7 +19,8 @@ import (
 // component's reschedules (it replaces worker.NotFoundRescheduler).
 //
 // The app provides a Dispatcher and a CommandSender (matching, through small adapters in the
-// server). The WorkerBinder is RemoteWorkerBinder unless the app decorates it.
+// server). The WorkerBinder is RemoteWorkerBinder unless the app decorates it. The Handler gets
+// the same Dispatcher, to queue rescheduled attempts directly (Handler.RescheduleActivities).
 //
 // Module is a plain fx.Options, not an fx.Module, on purpose: the decoration of
 // worker.RescheduleReceiver has to sit at the app's root to reach the worker module, because
@@ -31,8 +33,8 @@ var Module = fx.Options(
 			chasm.AsLibrary(func(c *Config, d Dispatcher, b WorkerBinder, s CommandSender, scope tally.Scope, logger *zap.Logger) *Library {
 				return NewLibrary(c, d, b, s, scope.SubScope("activity"), logger)
 			}),
-			func(e *history.Engine, c *Config, scope tally.Scope, logger *zap.Logger) *Handler {
-				return NewHandler(e, c, scope.SubScope("activity"), logger)
+			func(e *history.Engine, c *Config, d Dispatcher, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
+				return NewHandler(e, c, scope.SubScope("activity"), logger, WithDispatcher(d), WithTimeSource(ts))
 			},
 			history.AsService(func(h *Handler) history.ServiceRegistration {
 				return func(s grpc.ServiceRegistrar) { activitypb.RegisterActivityHistoryServiceServer(s, h) }

@@ -13,11 +13,13 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
 )
@@ -29,8 +31,12 @@ type Handler struct {
 
 	engine chasm.Engine
 	config *Config
-	scope  tally.Scope
-	logger *zap.Logger
+	// dispatcher, when set, receives rescheduled attempts straight after their transaction
+	// commits (see RescheduleActivities); nil sends them through a DispatchTask each.
+	dispatcher Dispatcher
+	timeSource clock.TimeSource
+	scope      tally.Scope
+	logger     *zap.Logger
 }
 
 var (
@@ -38,9 +44,29 @@ var (
 	_ worker.RescheduleReceiver               = (*Handler)(nil)
 )
 
-// NewHandler returns the handler.
-func NewHandler(engine chasm.Engine, config *Config, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, scope: scope, logger: logger.With(zap.String("component", "activity"))}
+// HandlerOption configures a Handler.
+type HandlerOption func(*Handler)
+
+// WithDispatcher lets RescheduleActivities queue each new attempt in matching itself, as soon
+// as the attempt's transaction commits, instead of through one DispatchTask per attempt
+// (RescheduleActivities says why that is safe). It must be the library's Dispatcher: the
+// in-process matching that RequeueDispatched refills after a restart.
+func WithDispatcher(d Dispatcher) HandlerOption { return func(h *Handler) { h.dispatcher = d } }
+
+// WithTimeSource sets the clock re-dispatch latency is measured with (default: the real one).
+func WithTimeSource(ts clock.TimeSource) HandlerOption { return func(h *Handler) { h.timeSource = ts } }
+
+// NewHandler returns the handler. Without WithDispatcher, rescheduled attempts are dispatched
+// by DispatchTasks, like every other attempt.
+func NewHandler(engine chasm.Engine, config *Config, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{engine: engine, config: config, scope: scope, logger: logger.With(zap.String("component", "activity"))}
+	for _, opt := range opts {
+		opt(h)
+	}
+	if h.timeSource == nil {
+		h.timeSource = clock.NewRealTimeSource()
+	}
+	return h
 }
 
 // StartActivity starts a run of the activity ID. A retry of the same start (same request_id)
@@ -461,14 +487,46 @@ func (h *Handler) RequestCancelActivity(ctx context.Context, req *activitypb.Req
 	return &activitypb.RequestCancelActivityResponse{}, nil
 }
 
-// rescheduleConcurrency bounds the transactions one reschedule batch runs at a time.
-const rescheduleConcurrency = 16
+// rescheduleConcurrency bounds the transactions one reschedule batch runs at a time. Their
+// writes wait on the store's group commit together, so they share its commits, and the Worker
+// component sends several chunks of a shard at once, so a host has a multiple of this in
+// flight. At 16, a lone 10,000-entry batch went out in small commits squeezed between other
+// writers (9 s on 2 cores, SQLite); at 64, 1.5 s. More gains a lone batch little and lengthens
+// the commit queue that heartbeats wait in too.
+const rescheduleConcurrency = 64
+
+// errNothingToWrite ends a transaction that changed nothing, so that it writes nothing.
+var errNothingToWrite = errors.New("activity: nothing to write")
 
 // RescheduleActivities implements worker.RescheduleReceiver: the Worker component hands back
 // the attempts of a worker it declared lost. Each entry is its own transaction and applies
 // only if the activity is still STARTED by that worker with that stamp, so a duplicate or late
-// batch never takes an activity from its new owner (STALE). A failure other than NotFound
-// fails the batch, which the worker retries; entries already applied then answer STALE.
+// batch never takes an activity from its new owner (STALE, and nothing is written). The
+// entries' transactions run concurrently and share group commits; the answer, which is what
+// the Worker component records as the batch's acknowledgement, is sent only once every entry's
+// write is durable. A failure other than NotFound fails the batch, which the worker retries;
+// entries already applied then answer STALE.
+//
+// Direct hand-off. With WithDispatcher, the transaction that takes an attempt back also records
+// its successor as dispatched (dispatched_stamp, dispatch_count, redispatch_time and the
+// RedispatchTask timer), and the new attempt is queued in matching as soon as that transaction
+// commits: no DispatchTask to write, run and delete, no read and no second write per attempt.
+// That is as safe as a DispatchTask because matching keeps its queues in memory, in this
+// process:
+//   - Crash before the commit: nothing changed; the worker's shard still holds the batch
+//     unacknowledged and sends it again.
+//   - Crash after the commit, before or after the hand-off: matching's queues die with the
+//     process either way. At the next start RequeueDispatched queues every SCHEDULED attempt
+//     whose dispatched_stamp is its stamp, which includes this one.
+//   - Matching refuses the hand-off (backlog full): the attempt is put back on the DispatchTask
+//     path, which retries with backoff. Should that write fail too, or matching lose a task it
+//     took, the RedispatchTask queues the attempt again after activity.redispatchInterval.
+//   - The write commits but the caller saw an error (it stopped waiting for the group commit):
+//     the batch fails and comes again; the entry answers STALE, and its attempt is queued again
+//     (a duplicate is harmless: matching holds one task per attempt, and a stamp starts once).
+//
+// The hand-off ignores the caller's cancellation: once the write has committed, only a crash
+// may skip it.
 func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
 	if req.GetNamespaceId() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, invalidArgument("namespace_id and worker_instance_key are required")
@@ -494,6 +552,16 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	counts := make(map[workerpb.RescheduleOutcome]int)
+	for _, o := range outcomes {
+		counts[o]++
+	}
+	h.logger.Info("attempts of a lost worker taken back", tag.NamespaceID(req.GetNamespaceId()),
+		tag.WorkerID(req.GetWorkerInstanceKey()), zap.Int("batch", len(entries)),
+		zap.Int("rescheduled", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED]),
+		zap.Int("failed", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED]),
+		zap.Int("stale", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE]),
+		zap.Int("not-found", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND]))
 	return &workerpb.RescheduleActivitiesResponse{Outcomes: outcomes}, nil
 }
 
@@ -507,36 +575,102 @@ func (h *Handler) rescheduleOne(
 	if err != nil {
 		return 0, err
 	}
-	var lost lostAttempt
+	var (
+		lost lostAttempt
+		// handOff is the attempt to queue in matching once the transaction has committed;
+		// fresh says this transaction created it (rather than an earlier delivery of the batch).
+		handOff    *ActivityTaskRef
+		fresh      bool
+		detectedAt time.Time
+	)
 	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (workerpb.RescheduleOutcome, error) {
 		if a.Status != statusStarted || a.Stamp != entry.GetStamp() || a.WorkerInstanceKey != workerInstanceKey {
-			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE, nil
+			if h.dispatcher != nil && a.Status == statusScheduled && a.Stamp == entry.GetStamp()+1 && a.DispatchedStamp == a.Stamp {
+				// Perhaps applied by an earlier delivery of this batch whose hand-off never
+				// happened (its caller stopped waiting): queue it again, to be sure.
+				task := activityTaskRef(mctx.ExecutionKey(), a)
+				handOff = &task
+			}
+			return 0, errNothingToWrite
+		}
+		var direct *HandOff
+		if h.dispatcher != nil {
+			direct = &HandOff{RedispatchAfter: h.config.redispatchAfter(a.Namespace, 1)}
 		}
 		var err error
-		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false, detected); err != nil {
+		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false, detected, direct); err != nil {
 			return 0, err
 		}
 		if lost == lostRescheduled {
+			if direct != nil {
+				task := activityTaskRef(mctx.ExecutionKey(), a)
+				handOff, fresh, detectedAt = &task, true, detectedTime(detected, mctx.Now())
+			}
 			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED, nil
 		}
 		// Closed instead (FAILED, or CANCELED after a cancel request): nothing left to run.
 		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED, nil
 	})
-	if isNotFound(err) {
+	switch {
+	case errors.Is(err, errNothingToWrite):
+		outcome = workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE
+	case isNotFound(err):
 		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND, nil
-	}
-	if err != nil {
+	case err != nil:
 		return 0, err
+	}
+	if handOff != nil {
+		h.handOff(context.WithoutCancel(ctx), ref, *handOff, fresh, detectedAt)
 	}
 	if lost != 0 {
 		recordLost(h.scope, lost, "worker_inactive")
 	}
 	if outcome != workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE {
-		h.logger.Info("attempt of a lost worker taken back", tag.NamespaceID(namespaceID), tag.BusinessID(entry.GetActivityId()),
+		// Debug: a lost worker may hold thousands; RescheduleActivities logs the batch.
+		h.logger.Debug("attempt of a lost worker taken back", tag.NamespaceID(namespaceID), tag.BusinessID(entry.GetActivityId()),
 			tag.RunID(entry.GetRunId()), tag.WorkerID(workerInstanceKey), zap.Int64("stamp", entry.GetStamp()),
 			zap.String("outcome", lost.String()))
 	}
 	return outcome, nil
+}
+
+// handOff queues in matching an attempt whose transaction has committed. When matching refuses
+// a fresh one, the attempt is sent back to the DispatchTask path, which retries until matching
+// takes it (as RedispatchTask does: the dispatch it recorded did not happen). A refused
+// re-hand-off of an attempt dispatched before needs nothing: its RedispatchTask is pending.
+func (h *Handler) handOff(ctx context.Context, ref chasm.ComponentRef, task ActivityTaskRef, fresh bool, detected time.Time) {
+	err := h.dispatcher.AddActivityTask(ctx, task)
+	if err == nil {
+		if fresh {
+			ActivityRescheduleDispatchLatency.With(h.scope).Record(h.timeSource.Now().Sub(detected))
+		}
+		return
+	}
+	if !fresh {
+		return
+	}
+	_, fallbackErr := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+		if a.Status != statusScheduled || a.Stamp != task.Stamp || a.DispatchedStamp != task.Stamp || a.DispatchCount != 1 {
+			return struct{}{}, errNothingToWrite // started, or re-dispatched, meanwhile
+		}
+		a.DispatchedStamp = 0
+		a.DispatchCount = 0
+		a.RedispatchTime = nil
+		a.RescheduledTime = timestamppb.New(detected) // the DispatchTask measures the latency
+		mctx.AddTask(chasm.TaskAttributes{Destination: DispatchDestination}, &activitypb.DispatchTask{Stamp: task.Stamp})
+		return struct{}{}, nil
+	})
+	fields := []zap.Field{tag.NamespaceID(task.NamespaceID), tag.BusinessID(task.ActivityID), tag.RunID(task.RunID),
+		zap.Int64("stamp", task.Stamp), tag.Error(err)}
+	switch {
+	case fallbackErr == nil:
+		h.logger.Warn("matching refused a rescheduled attempt: a DispatchTask retries it", fields...)
+	case errors.Is(fallbackErr, errNothingToWrite):
+		// Started or re-dispatched meanwhile: nothing to do.
+	default:
+		h.logger.Warn("matching refused a rescheduled attempt: its RedispatchTask will queue it again",
+			append(fields, zap.NamedError("fallback-error", fallbackErr))...)
+	}
 }
 
 func (h *Handler) ref(namespaceID, activityID, runID string) (chasm.ComponentRef, error) {

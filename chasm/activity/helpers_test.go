@@ -37,6 +37,8 @@ type recordingDispatcher struct {
 	mu       sync.Mutex
 	refs     []activity.ActivityTaskRef
 	failWith error
+	// forgetting accepts tasks without recording them: matching that dies with its process.
+	forgetting bool
 }
 
 func (d *recordingDispatcher) AddActivityTask(_ context.Context, ref activity.ActivityTaskRef) error {
@@ -45,8 +47,16 @@ func (d *recordingDispatcher) AddActivityTask(_ context.Context, ref activity.Ac
 	if d.failWith != nil {
 		return d.failWith
 	}
-	d.refs = append(d.refs, ref)
+	if !d.forgetting {
+		d.refs = append(d.refs, ref)
+	}
 	return nil
+}
+
+func (d *recordingDispatcher) forget(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.forgetting = on
 }
 
 func (d *recordingDispatcher) dispatched() []activity.ActivityTaskRef {
@@ -170,7 +180,8 @@ func setup(t *testing.T) *bundle {
 	}
 	lib := activity.NewLibrary(config, b.dispatcher, b.binder, b.sender, tally.NoopScope, logger)
 	b.engine = chasmtest.NewEngine(t, chasmtest.NewRegistry(t, lib))
-	b.handler = activity.NewHandler(b.engine, config, tally.NoopScope, logger)
+	b.handler = activity.NewHandler(b.engine, config, tally.NoopScope, logger,
+		activity.WithDispatcher(b.dispatcher), activity.WithTimeSource(b.engine.Clock()))
 	return b
 }
 

@@ -59,7 +59,7 @@ func startActivityHost(t *testing.T, path string, dispatcher *recordingDispatche
 	b.host = historytest.Start(t, historytest.Options{
 		Path: path, NumShards: hostNumShards, Libraries: libs, DynamicConfig: dcClient, Logger: logger,
 		Services: func(e *history.Engine) []history.ServiceRegistration {
-			b.activities = activity.NewHandler(e, activityConfig, tally.NoopScope, logger)
+			b.activities = activity.NewHandler(e, activityConfig, tally.NoopScope, logger, activity.WithDispatcher(dispatcher))
 			b.workers = worker.NewHandler(e, workerConfig, clock.NewRealTimeSource(), tally.NoopScope, logger)
 			return []history.ServiceRegistration{func(s grpc.ServiceRegistrar) {
 				activitypb.RegisterActivityHistoryServiceServer(s, b.activities)
@@ -202,5 +202,36 @@ func TestOnHistoryHost(t *testing.T) {
 			})
 			return err == nil && len(resp.Worker.BoundActivities) == 0 && resp.Worker.State.BoundActivityCount == 0
 		}, 10*time.Second, 5*time.Millisecond)
+	})
+
+	t.Run("ARescheduledAttemptMatchingLostIsQueuedAgainAfterARestart", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "vigil.db")
+		dispatcher := &recordingDispatcher{}
+		b := startActivityHost(t, path, dispatcher)
+		runID := b.startActivity("a1")
+		dead := b.takeTask(b.waitDispatch("a1", 1), "dying-worker")
+
+		// Matching forgets every hand-off from now on, as when the process dies right after the
+		// reschedule's commit: only history knows the new attempt.
+		dispatcher.forget(true)
+		resp, err := b.activities.RescheduleActivities(context.Background(), &workerpb.RescheduleActivitiesRequest{
+			NamespaceId: testNamespaceID, WorkerInstanceKey: "dying-worker", Activities: []*workerpb.BoundActivity{entry("a1", runID, 1)},
+		})
+		require.NoError(t, err)
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, resp.Outcomes)
+		b.host.Stop()
+
+		restarted := &recordingDispatcher{}
+		b = startActivityHost(t, path, restarted)
+		n, err := activity.RequeueDispatched(context.Background(), b.host.Engine, b.host.Engine.Registry(), []string{testNamespaceID}, restarted)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		next := b.takeTask(b.waitDispatch("a1", 2), "live-worker")
+		require.EqualValues(t, 2, next.Attempt)
+		_, err = b.activities.RespondActivityTaskCompleted(context.Background(), &activitypb.RespondActivityTaskCompletedRequest{
+			NamespaceId: testNamespaceID, TaskToken: dead.TaskToken, Result: payloads("zombie"),
+		})
+		requireNotFound(t, err)
 	})
 }

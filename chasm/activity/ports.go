@@ -8,13 +8,15 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/history"
 )
 
-// What the Activity component needs from the rest of the server. Each is called only from a
-// side-effect task, outside the execution lock, and retried by the outbound queue when it
-// returns an error, so each must be idempotent.
+// What the Activity component needs from the rest of the server. Each is called outside the
+// execution lock: from a side-effect task, retried by the outbound queue when it returns an
+// error, or (the Dispatcher) by the Handler right after a reschedule commits. Each must be
+// idempotent.
 
 // ActivityTaskRef is one dispatch of one attempt: what matching queues and hands to a poll,
 // and what the frontend then names in RecordActivityTaskStarted.
@@ -27,6 +29,14 @@ type ActivityTaskRef struct {
 	Stamp int64
 	// ScheduledTime is when the attempt became dispatchable (after any retry backoff).
 	ScheduledTime time.Time
+}
+
+// activityTaskRef is the matching task of the current attempt of the activity at key.
+func activityTaskRef(key chasm.ExecutionKey, a *Activity) ActivityTaskRef {
+	return ActivityTaskRef{
+		NamespaceID: key.NamespaceID, TaskQueue: a.TaskQueue, ActivityID: key.BusinessID, RunID: key.RunID,
+		Stamp: a.Stamp, ScheduledTime: a.AttemptScheduledTime.AsTime(),
+	}
 }
 
 // Dispatcher queues activity tasks on their task queue (matching).

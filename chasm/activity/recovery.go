@@ -11,7 +11,10 @@ import (
 // Matching keeps its queues in memory only; history is the source of truth, so on start the
 // server walks the SCHEDULED activities of each namespace and re-queues those already
 // dispatched (the others still have their DispatchTask pending and dispatch themselves).
-// It returns how many it re-queued.
+// "Dispatched" includes a rescheduled attempt whose dispatch was recorded in the reschedule's
+// own transaction, to be handed to matching right after its commit: whether or not the
+// process lived long enough to hand it over, it is queued here (see
+// Handler.RescheduleActivities). It returns how many it re-queued.
 func RequeueDispatched(ctx context.Context, lister chasm.Lister, registry *chasm.Registry, namespaceIDs []string, d Dispatcher) (int, error) {
 	requeued := 0
 	for _, ns := range namespaceIDs {
@@ -27,11 +30,7 @@ func RequeueDispatched(ctx context.Context, lister chasm.Lister, registry *chasm
 				if a.Status != statusScheduled || a.DispatchedStamp < a.Stamp {
 					continue
 				}
-				ref := ActivityTaskRef{
-					NamespaceID: l.Key.NamespaceID, TaskQueue: a.TaskQueue, ActivityID: l.Key.BusinessID, RunID: l.Key.RunID,
-					Stamp: a.Stamp, ScheduledTime: a.AttemptScheduledTime.AsTime(),
-				}
-				if err := d.AddActivityTask(ctx, ref); err != nil {
+				if err := d.AddActivityTask(ctx, activityTaskRef(l.Key, a)); err != nil {
 					return requeued, err
 				}
 				requeued++

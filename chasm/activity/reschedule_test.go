@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm/activity"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
@@ -147,5 +150,120 @@ func TestRescheduleReceiver(t *testing.T) {
 		for _, outcome := range b.reschedule(testWorkerKey, entries...) {
 			require.Equal(t, rescheduled, outcome)
 		}
+	})
+}
+
+// TestRescheduleHandOff covers the direct hand-off of rescheduled attempts to matching (see
+// Handler.RescheduleActivities): no DispatchTask, the dispatch recorded in the reschedule's own
+// transaction, and every way the hand-off can be missed or refused.
+func TestRescheduleHandOff(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TheNewAttemptReachesMatchingWhenTheBatchIsAnswered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.startAndPoll("a1")
+		b.engine.AdvanceTime(5 * time.Second)
+
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, b.reschedule(testWorkerKey, entry("a1", task.ActivityRunId, 1)))
+		ref := b.dispatcher.last(t)
+		require.EqualValues(t, 2, ref.Stamp, "queued before the answer, with no side-effect task run")
+		require.Equal(t, b.engine.Now(), ref.ScheduledTime)
+		require.Zero(t, b.pendingOfType("dispatch"), "no DispatchTask to write, run and delete")
+		s := b.describe("a1")
+		require.EqualValues(t, 2, s.DispatchedStamp, "recorded in the reschedule's own transaction")
+		require.EqualValues(t, 1, s.DispatchCount)
+		require.Equal(t, b.engine.Now().Add(activity.RedispatchIntervalDefault), s.RedispatchTime.AsTime())
+		require.Nil(t, s.RescheduledTime, "the latency was measured at the hand-off")
+		require.Equal(t, 1, b.pendingOfType("redispatch"))
+
+		// Should matching lose it, the RedispatchTask queues it again.
+		n := len(b.dispatcher.dispatched())
+		b.engine.AdvanceTime(activity.RedispatchIntervalDefault)
+		b.runSideEffects()
+		require.Len(t, b.dispatcher.dispatched(), n+1)
+		require.EqualValues(t, 2, b.dispatcher.last(t).Stamp)
+	})
+
+	t.Run("AnAttemptMatchingRefusedIsLeftToADispatchTask", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.startAndPoll("a1")
+		b.dispatcher.failWith = errDown
+
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, b.reschedule(testWorkerKey, entry("a1", task.ActivityRunId, 1)),
+			"the reschedule is durable whatever matching says")
+		s := b.describe("a1")
+		require.EqualValues(t, 2, s.Stamp)
+		require.Zero(t, s.DispatchedStamp, "the dispatch did not happen")
+		require.Zero(t, s.DispatchCount)
+		require.NotNil(t, s.RescheduledTime)
+		require.Equal(t, 1, b.pendingOfType("dispatch"))
+		require.Error(t, b.engine.RunSideEffectTasks(b.ctx), "retried while matching refuses")
+
+		b.dispatcher.failWith = nil
+		b.runSideEffects()
+		require.EqualValues(t, 2, b.dispatcher.last(t).Stamp)
+		s = b.describe("a1")
+		require.EqualValues(t, 2, s.DispatchedStamp)
+		require.EqualValues(t, 1, s.DispatchCount)
+		require.Nil(t, s.RescheduledTime)
+	})
+
+	t.Run("ARestartRequeuesAnAttemptHandedOffBeforeIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.startAndPoll("a1")
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, b.reschedule(testWorkerKey, entry("a1", task.ActivityRunId, 1)))
+
+		// The process dies after the commit, before or after the hand-off: matching's queue is
+		// gone either way, and the restart's recovery scan queues the attempt again.
+		restarted := &recordingDispatcher{}
+		n, err := activity.RequeueDispatched(b.ctx, b.engine, b.engine.Registry(), []string{testNamespaceID}, restarted)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, "a1", restarted.last(t).ActivityID)
+		require.EqualValues(t, 2, restarted.last(t).Stamp)
+	})
+
+	t.Run("ARetriedBatchQueuesItsAttemptsAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.startAndPoll("a1")
+		e := entry("a1", task.ActivityRunId, 1)
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, b.reschedule(testWorkerKey, e))
+		before := b.describe("a1")
+
+		// The first delivery committed but its caller may not have seen the answer (and the
+		// hand-off may not have happened): the retry is STALE, changes nothing, and queues the
+		// attempt again, which matching and the stamp make harmless.
+		require.Equal(t, []workerpb.RescheduleOutcome{stale}, b.reschedule(testWorkerKey, e))
+		require.True(t, proto.Equal(before, b.describe("a1")))
+		refs := b.dispatcher.dispatched()
+		require.Len(t, refs, 3)
+		require.Equal(t, refs[1], refs[2])
+
+		next, err := b.recordStarted(refs[2], "worker-b", "poll-b")
+		require.NoError(t, err)
+		_, err = b.recordStarted(refs[1], "worker-c", "poll-c")
+		requireNotFound(t, err)
+		require.Equal(t, []workerpb.RescheduleOutcome{stale}, b.reschedule(testWorkerKey, e))
+		require.Len(t, b.dispatcher.dispatched(), 3, "a started attempt is not queued again")
+		require.NoError(t, b.complete(next.TaskToken, "done by b"))
+	})
+
+	t.Run("WithoutADispatcherADispatchTaskDispatches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.handler = activity.NewHandler(b.engine, b.config, tally.NoopScope, zaptest.NewLogger(t))
+		task := b.startAndPoll("a1")
+		require.Equal(t, []workerpb.RescheduleOutcome{rescheduled}, b.reschedule(testWorkerKey, entry("a1", task.ActivityRunId, 1)))
+		require.EqualValues(t, 1, b.dispatcher.last(t).Stamp, "not queued yet")
+		require.Equal(t, 1, b.pendingOfType("dispatch"))
+		b.runSideEffects()
+		require.EqualValues(t, 2, b.dispatcher.last(t).Stamp)
+		s := b.describe("a1")
+		require.EqualValues(t, 2, s.DispatchedStamp)
+		require.Nil(t, s.RescheduledTime, "the dispatch latency was measured")
 	})
 }

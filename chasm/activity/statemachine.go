@@ -105,6 +105,18 @@ type EventWorkerLost struct {
 	// poll was still open when its lease ran out): the attempt never ran, so it does not count
 	// against maximum_attempts and the next dispatch keeps its number.
 	NeverRan bool
+	// HandOff, when set, is the caller's promise to hand the new attempt to matching itself
+	// right after this transaction commits (Handler.RescheduleActivities explains why that is
+	// safe). The transaction then records the dispatch (and its RedispatchTask) instead of
+	// adding a DispatchTask. Nil: a DispatchTask dispatches the attempt, as any other.
+	HandOff *HandOff
+}
+
+// HandOff is what a transaction needs to record a dispatch its caller makes after the commit.
+type HandOff struct {
+	// RedispatchAfter is how long after the transaction the attempt is queued again should it
+	// still wait: the backstop for a hand-off that matching lost or that never happened.
+	RedispatchAfter time.Duration
 }
 
 var (
@@ -270,8 +282,10 @@ var (
 		})
 
 	// TransitionRescheduled takes the attempt from a lost worker and dispatches the next one at
-	// once, without backoff: the worker failed, not the activity. The old worker is sent a
-	// CancelActivity command in case it is only cut off and still running the attempt.
+	// once, without backoff: the worker failed, not the activity. With a HandOff the caller
+	// queues it in matching right after the commit; without, a DispatchTask does. The old
+	// worker is sent a CancelActivity command in case it is only cut off and still running the
+	// attempt.
 	TransitionRescheduled = chasm.NewTransition(
 		[]activitypb.ActivityStatus{statusStarted}, statusScheduled,
 		func(a *Activity, ctx chasm.MutableContext, ev EventWorkerLost) error {
@@ -283,11 +297,13 @@ var (
 			if !ev.NeverRan {
 				a.Attempt++
 			}
-			detected := ev.DetectedTime
-			if detected.IsZero() || detected.After(ctx.Now()) {
-				detected = ctx.Now()
+			if ev.HandOff != nil {
+				// The caller measures the re-dispatch latency when it hands the attempt over.
+				a.RescheduledTime = nil
+				scheduleAttemptHandedOff(a, ctx, ev.HandOff.RedispatchAfter)
+				return nil
 			}
-			a.RescheduledTime = timestamppb.New(detected)
+			a.RescheduledTime = timestamppb.New(detectedTime(ev.DetectedTime, ctx.Now()))
 			scheduleAttempt(a, ctx, ctx.Now())
 			return nil
 		})
@@ -309,6 +325,25 @@ var (
 // (DispatchTask to matching) or after a backoff (the same task as a timer). The new stamp is
 // what fences every call about the previous attempt.
 func scheduleAttempt(a *Activity, ctx chasm.MutableContext, at time.Time) {
+	newAttempt(a, ctx, at)
+	task := &activitypb.DispatchTask{Stamp: a.Stamp}
+	if at.After(ctx.Now()) {
+		ctx.AddTask(chasm.TaskAttributes{ScheduledTime: at}, task)
+	} else {
+		ctx.AddTask(chasm.TaskAttributes{Destination: DispatchDestination}, task)
+	}
+}
+
+// scheduleAttemptHandedOff makes the current attempt dispatchable now under a new stamp, and
+// records it as dispatched: the caller hands it to matching once this transaction commits.
+func scheduleAttemptHandedOff(a *Activity, ctx chasm.MutableContext, redispatchAfter time.Duration) {
+	newAttempt(a, ctx, ctx.Now())
+	recordDispatch(a, ctx, redispatchAfter)
+}
+
+// newAttempt gives the current attempt a new stamp, dispatchable at `at`, and clears what
+// belonged to the previous one.
+func newAttempt(a *Activity, ctx chasm.MutableContext, at time.Time) {
 	a.Stamp++
 	a.AttemptScheduledTime = timestamppb.New(at)
 	a.StartedTime = nil
@@ -321,15 +356,29 @@ func scheduleAttempt(a *Activity, ctx chasm.MutableContext, at time.Time) {
 	a.TaskToken = nil
 	a.RedispatchTime = nil
 	a.DispatchCount = 0
-	task := &activitypb.DispatchTask{Stamp: a.Stamp}
-	if at.After(ctx.Now()) {
-		ctx.AddTask(chasm.TaskAttributes{ScheduledTime: at}, task)
-	} else {
-		ctx.AddTask(chasm.TaskAttributes{Destination: DispatchDestination}, task)
-	}
 	if s2s := a.ScheduleToStartTimeout.AsDuration(); s2s > 0 {
 		ctx.AddTask(chasm.TaskAttributes{ScheduledTime: at.Add(s2s)}, &activitypb.ScheduleToStartTimeoutTask{Stamp: a.Stamp})
 	}
+}
+
+// recordDispatch records that the current attempt reached (or, in the same breath as this
+// transaction's commit, will reach) matching, and sets the RedispatchTask that queues it again
+// after redispatchAfter should it still wait then: matching keeps its queues in memory only.
+func recordDispatch(a *Activity, ctx chasm.MutableContext, redispatchAfter time.Duration) {
+	a.DispatchedStamp = a.Stamp
+	a.DispatchCount++
+	next := ctx.Now().Add(redispatchAfter)
+	a.RedispatchTime = timestamppb.New(next)
+	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: next}, &activitypb.RedispatchTask{Stamp: a.Stamp})
+}
+
+// detectedTime is when a lost worker was declared INACTIVE, as far as re-dispatch latency is
+// concerned: now when unknown, and never later than now.
+func detectedTime(detected, now time.Time) time.Time {
+	if detected.IsZero() || detected.After(now) {
+		return now
+	}
+	return detected
 }
 
 // endAttempt is what every way out of STARTED shares: an attempt bound to its worker is
@@ -402,9 +451,9 @@ const (
 	lostCanceled
 )
 
-// loseWorker takes the current attempt from a lost worker.
-func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool, detected time.Time) (lostAttempt, error) {
-	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan, DetectedTime: detected}
+// loseWorker takes the current attempt from a lost worker. handOff is as in EventWorkerLost.
+func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool, detected time.Time, handOff *HandOff) (lostAttempt, error) {
+	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan, DetectedTime: detected, HandOff: handOff}
 	switch {
 	case a.CancelRequested:
 		sendCancelCommand(a, ctx) // queued already by the request; kept in case it was given up

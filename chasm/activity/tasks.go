@@ -8,7 +8,6 @@ import (
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
@@ -16,7 +15,9 @@ import (
 	"github.com/vigilhq/vigil/common/metrics"
 )
 
-// DispatchTaskExecutor hands an attempt to matching.
+// DispatchTaskExecutor hands an attempt to matching: a new activity's, a retry's, a
+// re-dispatch's, and a rescheduled one's when no direct hand-off was made (see
+// Handler.RescheduleActivities).
 type DispatchTaskExecutor struct {
 	dispatcher Dispatcher
 	config     *Config
@@ -38,10 +39,8 @@ func (e *DispatchTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentR
 		if a.Status != statusScheduled || a.Stamp != t.Stamp {
 			return nil, nil
 		}
-		return &ActivityTaskRef{
-			NamespaceID: ref.Key.NamespaceID, TaskQueue: a.TaskQueue, ActivityID: ref.Key.BusinessID, RunID: ref.Key.RunID,
-			Stamp: t.Stamp, ScheduledTime: a.AttemptScheduledTime.AsTime(),
-		}, nil
+		taskRef := activityTaskRef(ref.Key, a)
+		return &taskRef, nil
 	})
 	if err != nil || taskRef == nil {
 		return err
@@ -50,15 +49,11 @@ func (e *DispatchTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentR
 		return err
 	}
 	_, err = chasm.UpdateComponent(ctx, engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
-		// A fast poll may have started the attempt already; the stamp is recorded regardless.
-		if a.DispatchedStamp < t.Stamp {
-			a.DispatchedStamp = t.Stamp
-		}
 		if a.Status == statusScheduled && a.Stamp == t.Stamp {
-			a.DispatchCount++
-			next := mctx.Now().Add(e.config.redispatchAfter(a.Namespace, a.DispatchCount))
-			a.RedispatchTime = timestamppb.New(next)
-			mctx.AddTask(chasm.TaskAttributes{ScheduledTime: next}, &activitypb.RedispatchTask{Stamp: t.Stamp})
+			recordDispatch(a, mctx, e.config.redispatchAfter(a.Namespace, a.DispatchCount+1))
+		} else if a.DispatchedStamp < t.Stamp {
+			// A fast poll may have started the attempt already; the stamp is recorded regardless.
+			a.DispatchedStamp = t.Stamp
 		}
 		if a.Stamp == t.Stamp && a.RescheduledTime != nil {
 			ActivityRescheduleDispatchLatency.With(e.scope).Record(mctx.Now().Sub(a.RescheduledTime.AsTime()))
@@ -226,7 +221,7 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 			a.BoundStamp = t.Stamp
 		case BindOutcomeWorkerNotActive:
 			var err error
-			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true, time.Time{}); err != nil {
+			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true, time.Time{}, nil); err != nil {
 				return struct{}{}, err
 			}
 		}
