@@ -65,7 +65,11 @@ peer_run() {
     --dynamic-config-value frontend.rps=100000 --dynamic-config-value frontend.namespaceRPS=100000 \
     >"$out/$name.server.log" 2>&1 &
   local pid=$!
-  wait_port 127.0.0.1 $peer_port 900 # the first call builds the peer
+  # The first call builds the peer. It prints this line once its namespace is registered.
+  for _ in $(seq 9000); do
+    grep -q "peer listening on" "$out/$name.server.log" && break
+    sleep 0.1
+  done
   # run.sh execs the peer, so $pid is the server itself.
   echo "== $name: vigil bench $* (Temporal peer)" >&2
   bin/vigil bench --address 127.0.0.1:$peer_port --server-pid $pid --json "$out/$name.json" "$@" \

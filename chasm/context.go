@@ -27,6 +27,10 @@ type MutableContext interface {
 	// Go type selects the registered task type. A bad task (unregistered payload, attributes
 	// that contradict the task type) fails the whole transaction.
 	AddTask(attrs TaskAttributes, payload proto.Message)
+	// DeleteExecution removes the execution when the transaction commits: its state,
+	// collections and pending tasks go, and the business ID is free again. Such a transaction
+	// may change nothing else (no tasks, no collection changes).
+	DeleteExecution()
 }
 
 // transaction implements Context and MutableContext for one engine call on one execution.
@@ -43,6 +47,9 @@ type transaction struct {
 	// Pending collection changes, applied to the execution only once the write is durable.
 	puts    map[string]map[string][]byte
 	deletes map[string]map[string]struct{}
+
+	// deleteExecution is set by DeleteExecution.
+	deleteExecution bool
 }
 
 func newTransaction(exec *Execution, now time.Time, mutable bool) *transaction {
@@ -98,6 +105,14 @@ func (t *transaction) AddTask(attrs TaskAttributes, payload proto.Message) {
 		t.tasks = kept
 	}
 	t.tasks = append(t.tasks, &Task{Type: taskType, Attributes: attrs, Payload: payload})
+}
+
+func (t *transaction) DeleteExecution() {
+	if !t.mutable {
+		t.fail(fmt.Errorf("chasm: DeleteExecution called in a read-only context"))
+		return
+	}
+	t.deleteExecution = true
 }
 
 // collection access, overlaying pending changes on the committed entries.

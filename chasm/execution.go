@@ -128,6 +128,9 @@ type Mutation struct {
 
 	// Created is true for the transaction that started the execution.
 	Created bool
+	// Deleted is true for a transaction that deletes the execution (DeleteExecution): it
+	// carries no state, tasks or collection changes.
+	Deleted bool
 	// State is the deterministic encoding of the new state message.
 	State     []byte
 	Lifecycle LifecycleState
@@ -226,6 +229,9 @@ func (e *Execution) ExecutePureTask(now time.Time, task *Task) (*Mutation, error
 		if err := task.Type.executePure(ctx, c, task.Attributes, task.Payload); err != nil {
 			return err
 		}
+		if ctx.txn().deleteExecution {
+			return nil // the task goes with the execution
+		}
 		stillValid, err := task.Type.validate(ctx, c, task.Attributes, task.Payload)
 		if err != nil {
 			return fmt.Errorf("validate %s after execution: %w", task.Type.fullName, err)
@@ -240,6 +246,15 @@ func (e *Execution) ExecutePureTask(now time.Time, task *Task) (*Mutation, error
 func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	if t.err != nil {
 		return nil, t.err
+	}
+	if t.deleteExecution {
+		if !e.started {
+			return nil, fmt.Errorf("chasm: execution %s: the transaction that creates it cannot delete it", e.key)
+		}
+		if len(t.tasks) > 0 || len(t.puts) > 0 || len(t.deletes) > 0 {
+			return nil, fmt.Errorf("chasm: execution %s: a transaction that deletes its execution cannot add tasks or change collections", e.key)
+		}
+		return &Mutation{exec: e, Deleted: true, Lifecycle: c.LifecycleState(), stateMsg: c.State()}, nil
 	}
 	state := c.State()
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
@@ -282,6 +297,13 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 func (e *Execution) Apply(m *Mutation) {
 	if m.exec != e {
 		panic("chasm: Apply with a mutation of another execution")
+	}
+	if m.Deleted {
+		// The engine drops this Execution; pollers wake and find the key gone.
+		e.started = false
+		close(e.changed)
+		e.changed = make(chan struct{})
+		return
 	}
 	e.started = true
 	e.state = m.stateMsg

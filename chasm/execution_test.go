@@ -69,6 +69,34 @@ func TestExecution(t *testing.T) {
 		require.Equal(t, []chasm.CollectionEntryKey{{Collection: "notes", Key: "note-00007"}}, delta.CollectionDeletes)
 	})
 
+	t.Run("DeleteExecution", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		_, err := exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.DeleteExecution()
+			ctx.AddTask(chasm.TaskAttributes{ScheduledTime: now.Add(time.Minute)}, &testpb.FireTask{})
+			return nil
+		})
+		require.ErrorContains(t, err, "cannot add tasks")
+
+		m, err := exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.DeleteExecution()
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, m.Deleted)
+		require.Empty(t, m.Tasks)
+		require.True(t, exec.Started(), "nothing changes before the engine applies it")
+		changed := exec.Changed()
+		exec.Apply(m)
+		require.False(t, exec.Started())
+		select {
+		case <-changed:
+		default:
+			t.Fatal("pollers of a deleted execution are not woken")
+		}
+	})
+
 	t.Run("UncommittedMutationIsInvisible", func(t *testing.T) {
 		t.Parallel()
 		exec, now := newReminderExecution(t)

@@ -36,6 +36,13 @@ lease passes without a heartbeat.`,
 worker reports between its heartbeats (elapsed_since_last_heartbeat), within the lease bounds.
 A worker that misses this many heartbeats in a row is declared INACTIVE.`,
 	)
+	CleanedUpWorkerRetention = NewNamespaceDurationSetting(
+		"worker.cleanedUpRetention",
+		24*time.Hour,
+		`How long the record of a CLEANED_UP worker is kept before it is deleted. While it is
+kept, DescribeWorker still answers and a heartbeat with the same WorkerInstanceKey is refused
+(restart with a new key); once deleted, the key is unknown and a heartbeat registers it anew.`,
+	)
 	StateGaugeInterval = NewGlobalDurationSetting(
 		"worker.stateGaugeInterval",
 		15*time.Second,

@@ -23,6 +23,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 	}{
 		{InactiveWorkerCleanupDelay, "matching.InactiveWorkerCleanupDelay", 60 * time.Minute},
 		{DefaultLeaseDuration, "worker.defaultLeaseDuration", 30 * time.Second},
+		{CleanedUpWorkerRetention, "worker.cleanedUpRetention", 24 * time.Hour},
 		{MinLeaseDuration, "worker.minLeaseDuration", time.Second},
 		{MaxLeaseDuration, "worker.maxLeaseDuration", 10 * time.Minute},
 		{MaxBindingsPerWorker, "worker.maxBindingsPerWorker", 100000},

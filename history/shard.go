@@ -229,9 +229,15 @@ func (s *Shard) write(
 		Lifecycle:            persistenceLifecycle(m.Lifecycle),
 		Indexed:              persistence.IndexedFields{Status: m.Indexed.Status, TaskQueue: m.Indexed.TaskQueue},
 	}
-	if m.Created {
+	switch {
+	case m.Deleted:
+		// The store removes the run with its collections and tasks, and the current row if
+		// it names this run.
+		w.Mode = persistence.WriteModeDelete
+		w.NextDBVersion, w.State = 0, nil
+	case m.Created:
 		w.Mode = persistence.WriteModeCreate
-	} else {
+	default:
 		prev := exec.Indexed()
 		w.PrevIndexed = &persistence.IndexedFields{Status: prev.Status, TaskQueue: prev.TaskQueue}
 		prevLifecycle := persistenceLifecycle(exec.Lifecycle())
@@ -287,6 +293,12 @@ func (s *Shard) write(
 	exec.Apply(m)
 	run.dbVersion = w.NextDBVersion
 	release()
+	if m.Deleted {
+		if entry != nil {
+			entry.current = nil // entry is only given for the current run, now gone
+		}
+		return nil
+	}
 	if len(w.TimerTasks) > 0 {
 		s.timerQueue.NotifyNewTimers(w.TimerTasks)
 	}

@@ -393,6 +393,18 @@ func (e *Engine) commit(exec *chasm.Execution, m *chasm.Mutation) {
 	e.t.Helper()
 	exec.Apply(m)
 	ref := exec.Ref()
+	if m.Deleted {
+		// The caller holds the slot's lock; the store would drop the run's tasks with it.
+		s := e.slot(ref)
+		delete(s.runs, ref.Key.RunID)
+		if s.current == ref.Key.RunID {
+			s.current = ""
+		}
+		e.mu.Lock()
+		e.pending = slices.DeleteFunc(e.pending, func(st *ScheduledTask) bool { return st.Ref == ref })
+		e.mu.Unlock()
+		return
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

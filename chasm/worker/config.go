@@ -17,6 +17,7 @@ type Config struct {
 	NumShards int32
 
 	CleanupDelay            func(namespace string) time.Duration
+	CleanedUpRetention      func(namespace string) time.Duration
 	DefaultLeaseDuration    func(namespace string) time.Duration
 	MinLeaseDuration        func(namespace string) time.Duration
 	MaxLeaseDuration        func(namespace string) time.Duration
@@ -30,6 +31,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 	return &Config{
 		NumShards:               numShards,
 		CleanupDelay:            dynamicconfig.InactiveWorkerCleanupDelay.Get(dc),
+		CleanedUpRetention:      dynamicconfig.CleanedUpWorkerRetention.Get(dc),
 		DefaultLeaseDuration:    dynamicconfig.DefaultLeaseDuration.Get(dc),
 		MinLeaseDuration:        dynamicconfig.MinLeaseDuration.Get(dc),
 		MaxLeaseDuration:        dynamicconfig.MaxLeaseDuration.Get(dc),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
@@ -153,6 +154,40 @@ matching.InactiveWorkerCleanupDelay:
 		cleaned := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP)
 		require.EqualValues(t, 1, cleaned.ResurrectionCount)
 		require.Len(t, b.receiver.received(), len(shards), "the second inactivation had nothing to reschedule")
+	})
+
+	t.Run("CleanedUpWorkerIsDeletedAfterItsRetention", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, `
+matching.InactiveWorkerCleanupDelay:
+  - value: 100ms
+worker.cleanedUpRetention:
+  - value: 300ms
+`)
+		first := b.beat("ns", "w1", withLease(time.Second))
+		b.shutdown("ns", "w1")
+		cleaned := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP)
+		require.Equal(t, 300*time.Millisecond, cleaned.DeleteTime.AsTime().Sub(cleaned.CleanupTime.AsTime()))
+
+		// A poller of the worker learns that it is gone.
+		ref, err := chasm.NewRef[*worker.Worker](b.host.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: "w1"})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = chasm.PollComponent(ctx, b.host.Engine, ref, func(chasm.Context, *worker.Worker) (struct{}, bool, error) {
+			return struct{}{}, false, nil
+		})
+		var notFound *serviceerror.NotFound
+		require.ErrorAs(t, err, &notFound)
+		_, err = b.handler.DescribeWorker(context.Background(), &workerpb.DescribeWorkerRequest{NamespaceId: "ns-id", WorkerInstanceKey: "w1"})
+		require.ErrorAs(t, err, &notFound)
+
+		// The key is free again: a heartbeat registers a new worker.
+		again := b.beat("ns", "w1", withLease(time.Second))
+		require.False(t, again.Resurrected)
+		state := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_ACTIVE)
+		require.Zero(t, state.ResurrectionCount)
+		require.True(t, state.FirstHeartbeatTime.AsTime().After(first.LeaseDeadline.AsTime().Add(-time.Second)))
 	})
 
 	t.Run("DynamicConfigFileEditChangesOneNamespacesCleanupDelayWithoutRestart", func(t *testing.T) {

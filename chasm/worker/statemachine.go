@@ -51,8 +51,12 @@ type EventShutdown struct {
 	Heartbeat *workerv1.WorkerHeartbeat
 }
 
-// EventCleanup is the cleanup delay passing while INACTIVE.
-type EventCleanup struct{}
+// EventCleanup is the cleanup delay passing while INACTIVE. Retention is how long the
+// CLEANED_UP record is then kept before it is deleted.
+type EventCleanup struct{ Retention time.Duration }
+
+// EventDeleted is the retention of a CLEANED_UP worker passing.
+type EventDeleted struct{}
 
 var (
 	// TransitionRegistered is a new worker's first heartbeat.
@@ -108,9 +112,20 @@ var (
 	// TransitionCleanedUp ends the worker for good.
 	TransitionCleanedUp = chasm.NewTransition(
 		[]workerpb.WorkerStatus{statusInactive}, statusCleanedUp,
-		func(w *Worker, ctx chasm.MutableContext, _ EventCleanup) error {
+		func(w *Worker, ctx chasm.MutableContext, ev EventCleanup) error {
 			w.CleanupTime = timestamppb.New(ctx.Now())
 			w.DrainRequested = false
+			deleteAt := ctx.Now().Add(ev.Retention)
+			w.DeleteTime = timestamppb.New(deleteAt)
+			ctx.AddTask(chasm.TaskAttributes{ScheduledTime: deleteAt}, &workerpb.WorkerDeleteTask{})
+			return nil
+		})
+
+	// TransitionDeleted removes a CLEANED_UP worker's record: its key is unknown from then on.
+	TransitionDeleted = chasm.NewTransition(
+		[]workerpb.WorkerStatus{statusCleanedUp}, statusCleanedUp,
+		func(_ *Worker, ctx chasm.MutableContext, _ EventDeleted) error {
+			ctx.DeleteExecution()
 			return nil
 		})
 )

@@ -49,6 +49,7 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 
 // WorkerCleanupTaskExecutor ends an INACTIVE worker once the cleanup delay has passed.
 type WorkerCleanupTaskExecutor struct {
+	config *Config
 	scope  tally.Scope
 	logger *zap.Logger
 }
@@ -61,11 +62,34 @@ func (e *WorkerCleanupTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs c
 
 // Execute cleans the worker up.
 func (e *WorkerCleanupTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, _ chasm.TaskAttributes, _ *workerpb.WorkerCleanupTask) error {
-	if err := TransitionCleanedUp.Apply(w, ctx, EventCleanup{}); err != nil {
+	if err := TransitionCleanedUp.Apply(w, ctx, EventCleanup{Retention: e.config.CleanedUpRetention(w.Namespace)}); err != nil {
 		return err
 	}
 	metrics.WorkerCleanups.With(e.scope).Inc(1)
 	e.logger.Info("worker cleaned up", tag.WorkerID(ctx.ExecutionKey().BusinessID), tag.Namespace(w.Namespace))
+	return nil
+}
+
+// WorkerDeleteTaskExecutor deletes a CLEANED_UP worker's record once its retention has passed,
+// so that a fleet that churns through instance keys does not grow the store forever.
+type WorkerDeleteTaskExecutor struct {
+	scope  tally.Scope
+	logger *zap.Logger
+}
+
+// Validate holds only while the worker is CLEANED_UP with the task's delete time; a deleted
+// worker takes its tasks with it.
+func (e *WorkerDeleteTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.WorkerDeleteTask) (bool, error) {
+	return w.Status == statusCleanedUp && w.DeleteTime != nil && w.DeleteTime.AsTime().Equal(attrs.ScheduledTime), nil
+}
+
+// Execute deletes the worker.
+func (e *WorkerDeleteTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, _ chasm.TaskAttributes, _ *workerpb.WorkerDeleteTask) error {
+	if err := TransitionDeleted.Apply(w, ctx, EventDeleted{}); err != nil {
+		return err
+	}
+	metrics.WorkerDeletions.With(e.scope).Inc(1)
+	e.logger.Debug("cleaned-up worker deleted", tag.WorkerID(ctx.ExecutionKey().BusinessID), tag.Namespace(w.Namespace))
 	return nil
 }
 

@@ -37,6 +37,32 @@ func TestLifecycle(t *testing.T) {
 		require.Equal(t, b.engine.Now(), rec.State.CleanupTime.AsTime())
 	})
 
+	t.Run("CleanedUpWorkerIsDeletedAfterItsRetention", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.CleanedUpWorkerRetention.Key(), testNamespace, "2h")
+		b.mustBeat("w1")
+		b.engine.AdvanceTime(30 * time.Second)
+		b.engine.AdvanceTime(60 * time.Minute)
+		rec := b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, rec.State.Status)
+		require.Equal(t, b.engine.Now().Add(2*time.Hour), rec.State.DeleteTime.AsTime())
+
+		b.engine.AdvanceTime(2*time.Hour - time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP, b.status("w1"))
+		b.engine.AdvanceTime(time.Second)
+		_, err := b.handler.DescribeWorker(b.ctx, &workerpb.DescribeWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "w1"})
+		var notFound *serviceerror.NotFound
+		require.ErrorAs(t, err, &notFound)
+		require.Empty(t, b.engine.PendingTimers(), "its tasks went with it")
+
+		r := b.mustBeat("w1")
+		require.False(t, r.Resurrected)
+		rec = b.describe("w1")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, rec.State.Status)
+		require.Equal(t, b.engine.Now(), rec.State.FirstHeartbeatTime.AsTime(), "a new worker")
+	})
+
 	t.Run("CleanedUpWorkerMustComeBackWithANewKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

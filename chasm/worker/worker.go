@@ -2,7 +2,8 @@
 // (identified by its WorkerInstanceKey), renewed by heartbeats. When the lease runs out the
 // worker becomes INACTIVE at once and the activities bound to it are rescheduled on their own
 // shards; a worker that comes back while INACTIVE is resurrected; after the namespace's
-// InactiveWorkerCleanupDelay it is CLEANED_UP for good. See README.md for the lifecycle.
+// InactiveWorkerCleanupDelay it is CLEANED_UP for good, and its record is deleted after
+// worker.cleanedUpRetention. See README.md for the lifecycle.
 package worker
 
 import (

@@ -14,6 +14,8 @@ var (
 	WorkerResurrections = NewCounterDef("worker_resurrections")
 	// WorkerCleanups counts INACTIVE workers cleaned up after the cleanup delay.
 	WorkerCleanups = NewCounterDef("worker_cleanups")
+	// WorkerDeletions counts CLEANED_UP worker records deleted after their retention.
+	WorkerDeletions = NewCounterDef("worker_deletions")
 	// WorkerShutdowns counts workers that announced their own shutdown.
 	WorkerShutdowns = NewCounterDef("worker_shutdowns")
 	// WorkersByState is the number of workers in each state, as a host total over its shards
@@ -88,7 +90,7 @@ var All = []interface {
 	Tags() []string
 }{
 	WorkerHeartbeats, WorkerHeartbeatLatency, WorkerLeaseExpiries, WorkerResurrections,
-	WorkerCleanups, WorkerShutdowns, WorkersByState,
+	WorkerCleanups, WorkerDeletions, WorkerShutdowns, WorkersByState,
 	ActivitiesRescheduled, ActivityRescheduleErrors,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,

@@ -168,8 +168,10 @@ type WorkerState struct {
 	// fires early, re-arms itself at the deadline then current. Unset for a worker stored before
 	// this field existed, whose timer fires at lease_deadline.
 	LeaseTimerTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_timer_time,json=leaseTimerTime,proto3" json:"lease_timer_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Once CLEANED_UP: when the record is deleted (worker.cleanedUpRetention after cleanup).
+	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -324,6 +326,13 @@ func (x *WorkerState) GetHeartbeatCount() int64 {
 func (x *WorkerState) GetLeaseTimerTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LeaseTimerTime
+	}
+	return nil
+}
+
+func (x *WorkerState) GetDeleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeleteTime
 	}
 	return nil
 }
@@ -552,6 +561,44 @@ func (*WorkerCleanupTask) Descriptor() ([]byte, []int) {
 	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
+// WorkerDeleteTask fires worker.cleanedUpRetention after the worker was CLEANED_UP and
+// deletes its record. Valid only while the worker is CLEANED_UP with the same delete time.
+type WorkerDeleteTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerDeleteTask) Reset() {
+	*x = WorkerDeleteTask{}
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerDeleteTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerDeleteTask) ProtoMessage() {}
+
+func (x *WorkerDeleteTask) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerDeleteTask.ProtoReflect.Descriptor instead.
+func (*WorkerDeleteTask) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{5}
+}
+
 // ActivityRescheduleTask carries one destination shard's share of a dead worker's activities.
 type ActivityRescheduleTask struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -567,7 +614,7 @@ type ActivityRescheduleTask struct {
 
 func (x *ActivityRescheduleTask) Reset() {
 	*x = ActivityRescheduleTask{}
-	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[5]
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +626,7 @@ func (x *ActivityRescheduleTask) String() string {
 func (*ActivityRescheduleTask) ProtoMessage() {}
 
 func (x *ActivityRescheduleTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[5]
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +639,7 @@ func (x *ActivityRescheduleTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityRescheduleTask.ProtoReflect.Descriptor instead.
 func (*ActivityRescheduleTask) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ActivityRescheduleTask) GetEpoch() int64 {
@@ -634,7 +681,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xb7\b\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xf4\b\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -654,7 +701,9 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0einactive_epoch\x18\x0f \x01(\x03R\rinactiveEpoch\x12S\n" +
 	"\x13pending_reschedules\x18\x10 \x03(\v2\".vigil.worker.v1.PendingRescheduleR\x12pendingReschedules\x12'\n" +
 	"\x0fheartbeat_count\x18\x11 \x01(\x03R\x0eheartbeatCount\x12D\n" +
-	"\x10lease_timer_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseTimerTime\"\xbb\x01\n" +
+	"\x10lease_timer_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseTimerTime\x12;\n" +
+	"\vdelete_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deleteTime\"\xbb\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -669,7 +718,8 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12%\n" +
 	"\x0eactivity_count\x18\x04 \x01(\x05R\ractivityCount\"\x11\n" +
 	"\x0fLeaseExpiryTask\"\x13\n" +
-	"\x11WorkerCleanupTask\"\xf2\x01\n" +
+	"\x11WorkerCleanupTask\"\x12\n" +
+	"\x10WorkerDeleteTask\"\xf2\x01\n" +
 	"\x16ActivityRescheduleTask\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12+\n" +
 	"\x11destination_shard\x18\x02 \x01(\x05R\x10destinationShard\x12\x14\n" +
@@ -701,7 +751,7 @@ func file_chasm_worker_proto_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_worker_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_chasm_worker_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_chasm_worker_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_chasm_worker_proto_v1_state_proto_goTypes = []any{
 	(WorkerStatus)(0),              // 0: vigil.worker.v1.WorkerStatus
 	(InactiveReason)(0),            // 1: vigil.worker.v1.InactiveReason
@@ -710,31 +760,33 @@ var file_chasm_worker_proto_v1_state_proto_goTypes = []any{
 	(*PendingReschedule)(nil),      // 4: vigil.worker.v1.PendingReschedule
 	(*LeaseExpiryTask)(nil),        // 5: vigil.worker.v1.LeaseExpiryTask
 	(*WorkerCleanupTask)(nil),      // 6: vigil.worker.v1.WorkerCleanupTask
-	(*ActivityRescheduleTask)(nil), // 7: vigil.worker.v1.ActivityRescheduleTask
-	(*v1.WorkerHeartbeat)(nil),     // 8: temporal.api.worker.v1.WorkerHeartbeat
-	(*timestamppb.Timestamp)(nil),  // 9: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 10: google.protobuf.Duration
+	(*WorkerDeleteTask)(nil),       // 7: vigil.worker.v1.WorkerDeleteTask
+	(*ActivityRescheduleTask)(nil), // 8: vigil.worker.v1.ActivityRescheduleTask
+	(*v1.WorkerHeartbeat)(nil),     // 9: temporal.api.worker.v1.WorkerHeartbeat
+	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 11: google.protobuf.Duration
 }
 var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.worker.v1.WorkerState.status:type_name -> vigil.worker.v1.WorkerStatus
-	8,  // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	9,  // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
-	10, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
-	9,  // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	9,  // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	9,  // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	10, // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
+	11, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
+	10, // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	10, // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: vigil.worker.v1.WorkerState.inactive_reason:type_name -> vigil.worker.v1.InactiveReason
-	9,  // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
-	9,  // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
+	10, // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
+	10, // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
 	4,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
-	9,  // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
-	9,  // 11: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	3,  // 12: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	9,  // 13: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
+	10, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
+	10, // 12: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	3,  // 13: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	10, // 14: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
@@ -748,7 +800,7 @@ func file_chasm_worker_proto_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_state_proto_rawDesc), len(file_chasm_worker_proto_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
