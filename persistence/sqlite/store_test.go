@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 	"github.com/vigilhq/vigil/persistence/persistencetest"
 )
 
@@ -233,4 +235,53 @@ func writeCounters(t testing.TB, s *Store, path string) counters {
 	require.NoError(t, err)
 	c.walBytes = fi.Size()
 	return c
+}
+
+// TestMigrationKeepsTheData: a database written by schema version 1 keeps its collection
+// entries and current-execution rows through migration 2, which rebuilds those tables.
+func TestMigrationKeepsTheData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	ms, err := sqlcommon.ReadMigrations(schemaFS)
+	require.NoError(t, err)
+	require.Equal(t, 1, ms[0].Version)
+
+	// A database as a binary that knew only version 1 left it.
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		ms[0].SQL,
+		`CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL)`,
+		`INSERT INTO schema_version (version, name) VALUES (1, 'initial')`,
+		`INSERT INTO shards (shard_id, range_id, owner) VALUES (1, 1, 'old-host')`,
+		`INSERT INTO executions (namespace_id, archetype_id, business_id, run_id, shard_id, db_version, lifecycle, state)
+			VALUES ('ns', 1, 'w', 'r', 1, 1, 0, x'73')`,
+		`INSERT INTO current_executions (namespace_id, archetype_id, business_id, shard_id, run_id, lifecycle)
+			VALUES ('ns', 1, 'w', 1, 'r', 0)`,
+		`INSERT INTO collection_entries (namespace_id, archetype_id, business_id, run_id, collection, entry_key, value)
+			VALUES ('ns', 1, 'w', 'r', 'bound', 'a1', x'01'), ('ns', 1, 'w', 'r', 'bound', 'a2', x'02')`,
+	} {
+		_, err := db.ExecContext(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+
+	s := openTestStore(t, path)
+	defer s.Close()
+	k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: "w", RunID: "r"}
+	rec, err := s.GetExecution(ctx, 1, k)
+	require.NoError(t, err)
+	require.Equal(t, []persistence.CollectionEntry{
+		{Collection: "bound", Key: "a1", Value: []byte{1}}, {Collection: "bound", Key: "a2", Value: []byte{2}},
+	}, rec.Collections)
+	current, err := s.GetCurrentExecution(ctx, 1, k.CurrentKey())
+	require.NoError(t, err)
+	require.Equal(t, "r", current.RunID)
+
+	var withoutRowID int
+	require.NoError(t, s.readDB.QueryRowContext(ctx,
+		`SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('collection_entries', 'current_executions') AND sql LIKE '%WITHOUT ROWID%'`).
+		Scan(&withoutRowID))
+	require.Equal(t, 2, withoutRowID)
 }
