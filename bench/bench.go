@@ -34,7 +34,9 @@ type runner struct {
 	lat     *latencyRecorder
 	bindLat *latencyRecorder // the subset of lat that carried activity bindings
 	cnt     counters
-	clients []*simClient
+	// measureFrom is the end of the warm-up: only heartbeats sent from then on are counted.
+	measureFrom time.Time
+	clients     []*simClient
 }
 
 // Run drives the server described by cfg until the load ends (and, with Kill, until the killed
@@ -68,6 +70,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	killRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), math.MaxUint32))
 	churnRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), math.MaxUint32-1))
 	start := time.Now()
+	r.measureFrom = start.Add(cfg.Warmup)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, c := range r.clients {
@@ -129,7 +132,7 @@ wait:
 	if cfg.ShutdownAtEnd && runErr == nil {
 		r.shutdownAll(ctx)
 	}
-	s := r.summary(start, end, killed)
+	s := r.summary(r.measureFrom, end, killed)
 	if procs != nil {
 		ps := procs.stop()
 		s.Server = &ps
@@ -167,6 +170,9 @@ func (r *runner) close() {
 		_ = conn.Close()
 	}
 }
+
+// measured says whether a heartbeat sent (or a slot due) at t counts: it is past the warm-up.
+func (r *runner) measured(t time.Time) bool { return !t.Before(r.measureFrom) }
 
 // churnLoop restarts Churn percent of the live clients every ChurnPeriod.
 func (r *runner) churnLoop(rng *rand.Rand, stop <-chan struct{}) {

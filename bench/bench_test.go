@@ -85,6 +85,31 @@ func TestRun(t *testing.T) {
 		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p99_ms", "errors", "detection_p99_ms")
 	})
 
+	t.Run("WarmupIsLeftOutOfTheFigures", func(t *testing.T) {
+		t.Parallel()
+		cluster := testcluster.New(t, testcluster.Options{})
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address:    cluster.Address(),
+			API:        bench.APILiveness,
+			Workers:    10,
+			Interval:   200 * time.Millisecond,
+			Duration:   2 * time.Second,
+			Warmup:     time.Second,
+			Activities: 3,
+			Seed:       3,
+		}, nil)
+		require.NoError(t, err)
+		logSummary(t, s)
+
+		requireHeartbeatsAccountedFor(t, s)
+		require.InDelta(t, 1.0, s.ElapsedS, 0.5, "figures cover the time after the warm-up")
+		require.Equal(t, 1.0, s.WarmupS)
+		// About 10 workers × 5 beats in the measured second, not the 100 of the whole run.
+		require.Positive(t, s.HeartbeatsOK)
+		require.Less(t, s.HeartbeatsOffered, int64(80))
+		require.Zero(t, s.BindCount, "the first heartbeats, which bind, fell in the warm-up")
+	})
+
 	t.Run("RefusesAddressesOffThisMachine", func(t *testing.T) {
 		t.Parallel()
 		_, err := bench.Run(context.Background(), bench.Config{Address: "10.1.2.3:7233"}, nil)
@@ -95,6 +120,12 @@ func TestRun(t *testing.T) {
 		t.Parallel()
 		err := bench.Config{API: bench.APIPublic, Activities: 10}.Validate()
 		require.ErrorContains(t, err, "--api liveness")
+	})
+
+	t.Run("WarmupMustBeShorterThanTheRun", func(t *testing.T) {
+		t.Parallel()
+		err := bench.Config{Duration: time.Second, Warmup: time.Second}.Validate()
+		require.ErrorContains(t, err, "warmup")
 	})
 }
 

@@ -118,13 +118,17 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 				return
 			default:
 			}
-			c.r.cnt.offered.Add(g)
+			if c.r.measured(time.Now()) {
+				c.r.cnt.offered.Add(g)
+			}
 			c.heartbeat(ctx)
 			now := time.Now()
 			due = due.Add(c.jittered())
 			for !due.Add(c.r.cfg.Interval).After(now) {
-				c.r.cnt.offered.Add(g)
-				c.r.cnt.missed.Add(g)
+				if c.r.measured(due) {
+					c.r.cnt.offered.Add(g)
+					c.r.cnt.missed.Add(g)
+				}
 				due = due.Add(c.jittered())
 			}
 			timer.Reset(max(0, due.Sub(now)))
@@ -140,7 +144,9 @@ func (c *simClient) restart(ctx context.Context) {
 		c.r.shutdownWorker(ctx, c, w)
 		c.workers[i] = c.newWorker(i)
 	}
-	c.r.cnt.offered.Add(int64(len(c.workers)))
+	if c.r.measured(time.Now()) {
+		c.r.cnt.offered.Add(int64(len(c.workers)))
+	}
 	c.heartbeat(ctx)
 }
 
@@ -149,8 +155,11 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	defer cancel()
 	now := time.Now()
 	g := int64(len(c.workers))
-	c.r.cnt.sent.Add(g)
-	c.r.cnt.rpcs.Add(1)
+	measured := c.r.measured(now)
+	if measured {
+		c.r.cnt.sent.Add(g)
+		c.r.cnt.rpcs.Add(1)
+	}
 	var err error
 	binding := false
 	switch c.r.cfg.API {
@@ -186,13 +195,16 @@ func (c *simClient) heartbeat(ctx context.Context) {
 		}
 	}
 	took := time.Since(now)
-	c.r.lat.record(took)
-	if binding {
-		c.r.bindLat.record(took)
-	}
 	for _, w := range c.workers {
 		w.lastSent = now
 		w.lastFailed = err != nil
+	}
+	if !measured {
+		return
+	}
+	c.r.lat.record(took)
+	if binding {
+		c.r.bindLat.record(took)
 	}
 	if err != nil {
 		c.r.cnt.failed.Add(g)

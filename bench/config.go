@@ -62,6 +62,10 @@ type Config struct {
 	// Duration of the load. With Kill, the load goes on after Duration until the killed
 	// workers are detected and their activities handed back (or RecoveryTimeout passes).
 	Duration time.Duration
+	// Warmup is excluded from the figures: heartbeats sent (and slots due) before it has
+	// passed are not counted, so a fleet's first registrations do not weigh on its steady
+	// state. Churn, kill and shutdown behave the same either way.
+	Warmup time.Duration
 	// Activities bound per worker on its first heartbeat (liveness API only).
 	Activities int
 	// Churn is the percentage of workers that shut down (ShutdownWorker) and are replaced by
@@ -157,6 +161,8 @@ func (c Config) Validate() error {
 		return errors.New("jitter must lie in [0, 1)")
 	case c.Duration <= 0:
 		return errors.New("duration must be positive")
+	case c.Warmup < 0 || c.Warmup >= c.Duration:
+		return errors.New("warmup must be at least 0 and shorter than the duration")
 	case c.Activities < 0:
 		return errors.New("activities must not be negative")
 	case c.Activities > frontend.MaxBindingsPerHeartbeat:

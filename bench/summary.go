@@ -24,10 +24,12 @@ type Summary struct {
 	Activities       int     `json:"activities"`
 	IntervalS        float64 `json:"interval_s"`
 	DurationS        float64 `json:"duration_s"`
-	ChurnPct         float64 `json:"churn_pct"`
-	ChurnPeriodS     float64 `json:"churn_period_s"`
-	LeaseS           float64 `json:"lease_s"`
-	Connections      int     `json:"connections"`
+	// WarmupS is the start of the load left out of every figure (--warmup).
+	WarmupS      float64 `json:"warmup_s,omitempty"`
+	ChurnPct     float64 `json:"churn_pct"`
+	ChurnPeriodS float64 `json:"churn_period_s"`
+	LeaseS       float64 `json:"lease_s"`
+	Connections  int     `json:"connections"`
 	// ElapsedS is how long the load ran: Duration, or longer while killed workers were watched.
 	ElapsedS float64 `json:"elapsed_s"`
 
@@ -115,6 +117,7 @@ func (r *runner) summary(start, end time.Time, k *killWatch) Summary {
 		Activities:        cfg.Activities,
 		IntervalS:         cfg.Interval.Seconds(),
 		DurationS:         cfg.Duration.Seconds(),
+		WarmupS:           cfg.Warmup.Seconds(),
 		ChurnPct:          cfg.Churn,
 		ChurnPeriodS:      cfg.ChurnPeriod.Seconds(),
 		LeaseS:            cfg.Lease.Seconds(),
@@ -240,7 +243,11 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("api", "%s (%d workers, %d per client, %d connections)", s.API, s.Workers, s.WorkersPerClient, s.Connections)
 	row("load", "heartbeat every %gs ±10%%, %d activities/worker, churn %g%% per %gs, lease %s",
 		s.IntervalS, s.Activities, s.ChurnPct, s.ChurnPeriodS, leaseText(s.LeaseS))
-	row("elapsed", "%.1f s (duration %g s)", s.ElapsedS, s.DurationS)
+	if s.WarmupS > 0 {
+		row("elapsed", "%.1f s measured after a %g s warm-up (duration %g s)", s.ElapsedS, s.WarmupS, s.DurationS)
+	} else {
+		row("elapsed", "%.1f s (duration %g s)", s.ElapsedS, s.DurationS)
+	}
 	row("offered", "%.1f heartbeats/s (%d due, %d missed while the previous RPC was out)", s.OfferedPerS, s.HeartbeatsOffered, s.HeartbeatsMissed)
 	row("throughput", "%.1f heartbeats/s ok (%d ok of %d sent, %.1f RPC/s)", s.ThroughputPerS, s.HeartbeatsOK, s.HeartbeatsSent, s.RPCsPerS)
 	row("latency ms", "p50 %.2f  p90 %.2f  p95 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  mean %.2f",

@@ -24,6 +24,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Workers, "workers", bench.WorkersDefault, "simulated workers alive at any time")
 	fs.DurationVar(&cfg.Interval, "interval", bench.IntervalDefault, "heartbeat interval of each worker (jittered ±10%)")
 	fs.DurationVar(&cfg.Duration, "duration", bench.DurationDefault, "how long the load runs (longer with --kill, until the killed workers are handed back)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "leave the first part of --duration out of the figures (e.g. one --interval, so the fleet's registrations are not counted)")
 	fs.IntVar(&cfg.Activities, "activities", 0, "synthetic activities each worker binds on its first heartbeat (needs --api liveness)")
 	fs.Float64Var(&cfg.Churn, "churn", 0, "percent of workers that shut down and are replaced by fresh ones every --churn-period")
 	fs.DurationVar(&cfg.ChurnPeriod, "churn-period", 0, "period of --churn (default: --interval)")
