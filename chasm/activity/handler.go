@@ -556,7 +556,8 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 	for _, o := range outcomes {
 		counts[o]++
 	}
-	h.logger.Info("attempts of a lost worker taken back", tag.NamespaceID(req.GetNamespaceId()),
+	// Debug, like the worker side's line for the same batch: one per destination shard.
+	h.logger.Debug("attempts of a lost worker taken back", tag.NamespaceID(req.GetNamespaceId()),
 		tag.WorkerID(req.GetWorkerInstanceKey()), zap.Int("batch", len(entries)),
 		zap.Int("rescheduled", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED]),
 		zap.Int("failed", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED]),

@@ -135,7 +135,9 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		}
 	}
 	metrics.ActivitiesRescheduled.With(e.scope).Inc(int64(rescheduled))
-	e.logger.Info("activities of inactive worker handed back",
+	// Debug: a worker's activities go out in a batch per destination shard, so a restart of
+	// many workers would log thousands of these; its INACTIVE line carries the total.
+	e.logger.Debug("activities of inactive worker handed back",
 		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Int("rescheduled", rescheduled),
 		zap.Int("not-found", notFound), zap.Int("stale", stale), zap.Int("failed", failed))
 
