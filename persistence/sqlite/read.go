@@ -168,13 +168,8 @@ func (s *Store) CompleteTimerTasks(ctx context.Context, shardID int32, keys []pe
 	if len(keys) == 0 {
 		return nil
 	}
-	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx,
-			`DELETE FROM timer_tasks WHERE shard_id = ? AND visibility_time = ? AND task_id = ?`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
+	err := s.taskDeletes.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteTimerTask])
 		for _, key := range keys {
 			vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
 			if err != nil {
@@ -221,12 +216,8 @@ func (s *Store) CompleteOutboundTasks(ctx context.Context, shardID int32, taskID
 	if len(taskIDs) == 0 {
 		return nil
 	}
-	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `DELETE FROM outbound_tasks WHERE shard_id = ? AND task_id = ?`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
+	err := s.taskDeletes.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteOutboundTask])
 		for _, id := range taskIDs {
 			if _, err := stmt.ExecContext(ctx, shardID, id); err != nil {
 				return err

@@ -59,6 +59,8 @@ type Store struct {
 	writeStmts map[string]*sql.Stmt
 	// readDB is a pool of query_only connections.
 	readDB *sql.DB
+	// taskDeletes shares transactions between the task queues' deletes of executed tasks.
+	taskDeletes taskDeleteCombiner
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -84,6 +86,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 
 	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path))}
+	s.taskDeletes.store = s
 
 	var err error
 	s.writeDB, err = sql.Open("sqlite", writeDSN(cfg))

@@ -66,6 +66,8 @@ var (
 	qInsertTimerTask = writeQuery(`INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
 		business_id, run_id, task_type_id, singleton, payload)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qDeleteTimerTask    = writeQuery(`DELETE FROM timer_tasks WHERE shard_id = ? AND visibility_time = ? AND task_id = ?`)
+	qDeleteOutboundTask = writeQuery(`DELETE FROM outbound_tasks WHERE shard_id = ? AND task_id = ?`)
 	qInsertOutboundTask = writeQuery(`INSERT INTO outbound_tasks (shard_id, task_id, destination, namespace_id, archetype_id,
 		business_id, run_id, task_type_id, payload, created_time)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
