@@ -61,6 +61,7 @@ var suiteCases = []struct {
 	{"CompletedTasksAreGone", testCompletedTasksAreGone},
 	{"CollectionsUntouchedByStateWrite", testCollectionsUntouchedByStateWrite},
 	{"CollectionPutsAndDeletes", testCollectionPutsAndDeletes},
+	{"ManyCollectionChangesInOneWrite", testManyCollectionChangesInOneWrite},
 	{"DeleteRemovesEverything", testDeleteRemovesEverything},
 	{"DeleteKeepsNewerCurrentRun", testDeleteKeepsNewerCurrentRun},
 	{"DeleteWithStaleVersionIsRefused", testDeleteWithStaleVersionIsRefused},
@@ -755,6 +756,47 @@ func testCollectionPutsAndDeletes(t *testing.T, b *bundle) {
 		{Collection: "bound", Key: "c", Value: []byte("1")},
 		{Collection: "unbound", Key: "a", Value: []byte("1")},
 	}, b.get(k).Collections)
+}
+
+// testManyCollectionChangesInOneWrite: a write that binds or drops hundreds of entries, across
+// collections (a backend may send them in multi-row statements), changes exactly those.
+func testManyCollectionChangesInOneWrite(t *testing.T, b *bundle) {
+	k := key("worker-1", "run-1")
+	want := map[string]string{}
+	entry := func(collection string, i int, value string) persistence.CollectionEntry {
+		want[collection+"/"+fmt.Sprint(i)] = value
+		return persistence.CollectionEntry{Collection: collection, Key: fmt.Sprint(i), Value: []byte(value)}
+	}
+	w := b.create(k)
+	for i := range 150 {
+		w.CollectionPuts = append(w.CollectionPuts, entry("bound", i, "v1"))
+	}
+	for i := range 20 {
+		w.CollectionPuts = append(w.CollectionPuts, entry("other", i, "v1"))
+	}
+	b.mustWrite(w)
+
+	u := b.update(k, 1)
+	for i := 100; i < 230; i++ { // 50 replaced, 80 new
+		u.CollectionPuts = append(u.CollectionPuts, entry("bound", i, "v2"))
+	}
+	drop := func(collection string, from, to int) {
+		for i := from; i < to; i++ {
+			u.CollectionDeletes = append(u.CollectionDeletes, persistence.CollectionEntryKey{Collection: collection, Key: fmt.Sprint(i)})
+			delete(want, collection+"/"+fmt.Sprint(i))
+		}
+	}
+	drop("bound", 0, 70)
+	drop("other", 0, 5)
+	drop("bound", 70, 90)
+	drop("other", 1000, 1070) // not there: not an error
+	b.mustWrite(u)
+
+	got := map[string]string{}
+	for _, e := range b.get(k).Collections {
+		got[e.Collection+"/"+e.Key] = string(e.Value)
+	}
+	require.Equal(t, want, got)
 }
 
 func testDeleteRemovesEverything(t *testing.T, b *bundle) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
@@ -60,7 +61,11 @@ var (
 	qDeleteCollectionEntry = writeQuery(`DELETE FROM collection_entries
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
 		AND collection = ? AND entry_key = ?`)
-	qDeleteSingletonTimer = writeQuery(`DELETE FROM timer_tasks
+	// Chunks of collectionChunk entries go in one statement each, the rest one by one: binding a
+	// worker's activities, or dropping them, is then a few statements instead of one per entry.
+	qPutCollectionEntries    = writeQuery(putCollectionEntriesSQL(collectionChunk))
+	qDeleteCollectionEntries = writeQuery(deleteCollectionEntriesSQL(collectionChunk))
+	qDeleteSingletonTimer    = writeQuery(`DELETE FROM timer_tasks
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
 		AND task_type_id = ? AND singleton = 1`)
 	qInsertTimerTask = writeQuery(`INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
@@ -361,19 +366,67 @@ func (b *batch) checkConditionalChange(res sql.Result, w *persistence.ExecutionW
 	return &persistence.ConditionFailedError{Key: k, ExpectedVersion: w.PrevDBVersion, ActualVersion: actual}, nil
 }
 
+// collectionChunk is how many collection entries one multi-row statement writes. 64 rows of
+// 7 values stay far below SQLite's limit of 32,766 bound parameters.
+const collectionChunk = 64
+
+func putCollectionEntriesSQL(n int) string {
+	return `INSERT INTO collection_entries (namespace_id, archetype_id, business_id, run_id, collection, entry_key, value)
+		VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", n), ", ") + `
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id, collection, entry_key)
+		DO UPDATE SET value = excluded.value`
+}
+
+func deleteCollectionEntriesSQL(n int) string {
+	return `DELETE FROM collection_entries
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+		AND collection = ? AND entry_key IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+}
+
 func (b *batch) writeCollections(w *persistence.ExecutionWrite) error {
 	k := w.Key
-	for _, e := range w.CollectionPuts {
+	puts := w.CollectionPuts
+	for len(puts) >= collectionChunk {
+		args := make([]any, 0, 7*collectionChunk)
+		for _, e := range puts[:collectionChunk] {
+			args = append(args, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, sqlcommon.NonNil(e.Value))
+		}
+		if _, err := b.exec(qPutCollectionEntries, args...); err != nil {
+			return fmt.Errorf("put collection entries %s/%s…: %w", puts[0].Collection, puts[0].Key, err)
+		}
+		puts = puts[collectionChunk:]
+	}
+	for _, e := range puts {
 		if _, err := b.exec(qPutCollectionEntry,
 			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, e.Collection, e.Key, sqlcommon.NonNil(e.Value)); err != nil {
 			return fmt.Errorf("put collection entry %s/%s: %w", e.Collection, e.Key, err)
 		}
 	}
-	for _, d := range w.CollectionDeletes {
-		if _, err := b.exec(qDeleteCollectionEntry,
-			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, d.Collection, d.Key); err != nil {
-			return fmt.Errorf("delete collection entry %s/%s: %w", d.Collection, d.Key, err)
+
+	// Deletes go by runs of one collection (a write usually touches one).
+	deletes := w.CollectionDeletes
+	for len(deletes) > 0 {
+		run := 1
+		for run < len(deletes) && run < collectionChunk && deletes[run].Collection == deletes[0].Collection {
+			run++
 		}
+		if run == collectionChunk {
+			args := []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, deletes[0].Collection}
+			for _, d := range deletes[:run] {
+				args = append(args, d.Key)
+			}
+			if _, err := b.exec(qDeleteCollectionEntries, args...); err != nil {
+				return fmt.Errorf("delete collection entries %s/%s…: %w", deletes[0].Collection, deletes[0].Key, err)
+			}
+		} else {
+			for _, d := range deletes[:run] {
+				if _, err := b.exec(qDeleteCollectionEntry,
+					k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, d.Collection, d.Key); err != nil {
+					return fmt.Errorf("delete collection entry %s/%s: %w", d.Collection, d.Key, err)
+				}
+			}
+		}
+		deletes = deletes[run:]
 	}
 	return nil
 }
