@@ -37,6 +37,7 @@ type hostBundle struct {
 	dcFile   string
 	dcClient *dynamicconfig.FileClient
 	writes   *writeRecorder
+	config   *worker.Config
 }
 
 const hostNumShards = 4
@@ -75,7 +76,7 @@ func startHost(t *testing.T, dcYAML string) *hostBundle {
 		},
 	})
 	membership.SetAddress(host.Server.Address())
-	return &hostBundle{t: t, host: host, handler: handler, receiver: receiver, dcFile: dcFile, dcClient: dcClient, writes: writes}
+	return &hostBundle{t: t, host: host, handler: handler, receiver: receiver, dcFile: dcFile, dcClient: dcClient, writes: writes, config: config}
 }
 
 func (b *hostBundle) beat(namespace, key string, opts ...hbOption) *workerpb.HeartbeatResult {
@@ -154,6 +155,39 @@ matching.InactiveWorkerCleanupDelay:
 		cleaned := b.waitStatus("ns", "w1", workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP)
 		require.EqualValues(t, 1, cleaned.ResurrectionCount)
 		require.Len(t, b.receiver.received(), len(shards), "the second inactivation had nothing to reschedule")
+	})
+
+	t.Run("AWorkersRescheduleBatchesAreAcknowledgedSeveralToAWrite", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, "")
+		b.config.RescheduleChunkSize = 10
+		var bindings []*workerpb.ActivityBinding
+		for i := range 400 {
+			bindings = append(bindings, binding(fmt.Sprintf("activity-%03d", i), 1))
+		}
+		b.beat("ns", "w1", withBound(bindings...), withLease(time.Minute))
+
+		b.writes.reset()
+		b.shutdown("ns", "w1")
+		ref, err := chasm.NewRef[*worker.Worker](b.host.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: "w1"})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = chasm.PollComponent(ctx, b.host.Engine, ref, func(_ chasm.Context, w *worker.Worker) (struct{}, bool, error) {
+			return struct{}{}, w.Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE && len(w.PendingReschedules) == 0, nil
+		})
+		require.NoError(t, err, "every batch acknowledged")
+
+		delivered := 0
+		for _, req := range b.receiver.received() {
+			delivered += len(req.Activities)
+		}
+		require.Equal(t, 400, delivered)
+		// 40 batches to 4 shards, delivered concurrently: one write per acknowledgement would
+		// be 41 writes of the worker with the shutdown's own.
+		writes := b.writes.writesFor("w1")
+		require.Less(t, writes, 21, "acknowledgements that arrive together are written together")
+		t.Logf("shutdown and 40 acknowledgements: %d writes", writes)
 	})
 
 	t.Run("CleanedUpWorkerIsDeletedAfterItsRetention", func(t *testing.T) {
@@ -243,10 +277,11 @@ matching.InactiveWorkerCleanupDelay:
 	})
 }
 
-// writeRecorder counts the bytes each execution write carries to the store.
+// writeRecorder counts the writes of each execution and the bytes they carry to the store.
 type writeRecorder struct {
-	mu    sync.Mutex
-	bytes map[string]int
+	mu     sync.Mutex
+	bytes  map[string]int
+	writes map[string]int
 }
 
 func (r *writeRecorder) wrap(s persistence.Store) persistence.Store {
@@ -257,6 +292,13 @@ func (r *writeRecorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bytes = map[string]int{}
+	r.writes = map[string]int{}
+}
+
+func (r *writeRecorder) writesFor(businessID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes[businessID]
 }
 
 func (r *writeRecorder) bytesFor(businessID string) int {
@@ -274,6 +316,7 @@ func (s *recordingStore) WriteBatch(ctx context.Context, writes []*persistence.E
 	s.r.mu.Lock()
 	if s.r.bytes == nil {
 		s.r.bytes = map[string]int{}
+		s.r.writes = map[string]int{}
 	}
 	for _, w := range writes {
 		n := len(w.State)
@@ -290,6 +333,7 @@ func (s *recordingStore) WriteBatch(ctx context.Context, writes []*persistence.E
 			n += len(task.Payload) + len(task.Destination) + 8
 		}
 		s.r.bytes[w.Key.BusinessID] += n
+		s.r.writes[w.Key.BusinessID]++
 	}
 	s.r.mu.Unlock()
 	return s.Store.WriteBatch(ctx, writes)

@@ -97,6 +97,7 @@ func (e *WorkerDeleteTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, 
 // that owns them, retried (by the outbound queue) until that shard answers.
 type ActivityRescheduleTaskExecutor struct {
 	rescheduler ActivityRescheduler
+	acks        rescheduleAcks
 	scope       tally.Scope
 	logger      *zap.Logger
 }
@@ -141,13 +142,7 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Int("rescheduled", rescheduled),
 		zap.Int("not-found", notFound), zap.Int("stale", stale), zap.Int("failed", failed))
 
-	_, err = chasm.UpdateComponent(ctx, chasm.EngineFromContext(ctx), ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
-		if i := pendingIndex(w, task); i >= 0 {
-			w.PendingReschedules = slices.Delete(w.PendingReschedules, i, i+1)
-		}
-		return struct{}{}, nil
-	})
-	return err
+	return e.acks.ack(ctx, ref, task)
 }
 
 func pendingIndex(w *Worker, task *workerpb.ActivityRescheduleTask) int {
