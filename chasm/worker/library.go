@@ -53,6 +53,6 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 			&WorkerDeleteTaskExecutor{scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer()),
 		chasm.NewRegistrableSideEffectTask("activityReschedule",
-			&ActivityRescheduleTaskExecutor{rescheduler: l.rescheduler, scope: l.scope, logger: l.logger}),
+			&ActivityRescheduleTaskExecutor{rescheduler: l.rescheduler, acks: newRescheduleAcks(), scope: l.scope, logger: l.logger}),
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/combine"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
 )
@@ -97,7 +98,7 @@ func (e *WorkerDeleteTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, 
 // that owns them, retried (by the outbound queue) until that shard answers.
 type ActivityRescheduleTaskExecutor struct {
 	rescheduler ActivityRescheduler
-	acks        rescheduleAcks
+	acks        *combine.Combiner[chasm.ComponentRef, *workerpb.ActivityRescheduleTask]
 	scope       tally.Scope
 	logger      *zap.Logger
 }
@@ -142,7 +143,7 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Int("rescheduled", rescheduled),
 		zap.Int("not-found", notFound), zap.Int("stale", stale), zap.Int("failed", failed))
 
-	return e.acks.ack(ctx, ref, task)
+	return e.acks.Do(ctx, ref, task)
 }
 
 func pendingIndex(w *Worker, task *workerpb.ActivityRescheduleTask) int {

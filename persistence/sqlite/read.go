@@ -168,7 +168,7 @@ func (s *Store) CompleteTimerTasks(ctx context.Context, shardID int32, keys []pe
 	if len(keys) == 0 {
 		return nil
 	}
-	err := s.taskDeletes.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.taskDeletes.Do(ctx, struct{}{}, func(ctx context.Context, tx *sql.Tx) error {
 		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteTimerTask])
 		for _, key := range keys {
 			vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
@@ -216,7 +216,7 @@ func (s *Store) CompleteOutboundTasks(ctx context.Context, shardID int32, taskID
 	if len(taskIDs) == 0 {
 		return nil
 	}
-	err := s.taskDeletes.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.taskDeletes.Do(ctx, struct{}{}, func(ctx context.Context, tx *sql.Tx) error {
 		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteOutboundTask])
 		for _, id := range taskIDs {
 			if _, err := stmt.ExecContext(ctx, shardID, id); err != nil {

@@ -19,11 +19,13 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/vigilhq/vigil/common/combine"
 	"github.com/vigilhq/vigil/persistence"
 )
 
@@ -59,8 +61,10 @@ type Store struct {
 	writeStmts map[string]*sql.Stmt
 	// readDB is a pool of query_only connections.
 	readDB *sql.DB
-	// taskDeletes shares transactions between the task queues' deletes of executed tasks.
-	taskDeletes taskDeleteCombiner
+	// taskDeletes shares transactions between the task queues' deletes of executed tasks
+	// (flushTaskDeletes); taskDeleteRounds counts those transactions, for tests.
+	taskDeletes      *combine.Combiner[struct{}, taskDeleteFn]
+	taskDeleteRounds atomic.Int64
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -86,7 +90,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 
 	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path))}
-	s.taskDeletes.store = s
+	s.taskDeletes = combine.New(s.flushTaskDeletes)
 
 	var err error
 	s.writeDB, err = sql.Open("sqlite", writeDSN(cfg))

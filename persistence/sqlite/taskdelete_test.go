@@ -59,9 +59,7 @@ func TestTaskDeletesShareTransactions(t *testing.T) {
 		})
 	}
 	require.Eventually(t, func() bool {
-		s.taskDeletes.mu.Lock()
-		defer s.taskDeletes.mu.Unlock()
-		return len(s.taskDeletes.queued) >= shards-1 // the leader's own call waits for the connection
+		return s.taskDeletes.Pending(struct{}{}) >= shards-1 // the leader's own call waits for the connection
 	}, 10*time.Second, time.Millisecond)
 	require.NoError(t, busy.Rollback())
 	wg.Wait()
@@ -70,7 +68,7 @@ func TestTaskDeletesShareTransactions(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	require.Less(t, s.taskDeletes.rounds.Load(), int64(shards), "32 calls; deletes that queued together committed together")
+	require.Less(t, s.taskDeleteRounds.Load(), int64(shards), "32 calls; deletes that queued together committed together")
 	for shard := int32(1); shard <= shards; shard++ {
 		timers, err := s.GetTimerTasks(ctx, persistence.GetTimerTasksRequest{ShardID: shard, Before: at.Add(time.Hour), PageSize: 100})
 		require.NoError(t, err)
