@@ -1,0 +1,53 @@
+package membership
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func hosts(n int) []Host {
+	out := make([]Host, n)
+	for i := range out {
+		out[i] = Host{ID: fmt.Sprintf("vigil-%d", i+1)}
+	}
+	return out
+}
+
+func TestOwner(t *testing.T) {
+	t.Run("NoHosts", func(t *testing.T) {
+		_, ok := Owner("k", nil)
+		require.False(t, ok)
+	})
+
+	t.Run("SameAnswerWhateverTheOrder", func(t *testing.T) {
+		hs := hosts(5)
+		reversed := []Host{hs[4], hs[3], hs[2], hs[1], hs[0]}
+		for i := range 1000 {
+			key := TaskQueueKey("ns", fmt.Sprint("queue-", i))
+			a, _ := Owner(key, hs)
+			b, _ := Owner(key, reversed)
+			require.Equal(t, a.ID, b.ID)
+		}
+	})
+
+	t.Run("LeaveMovesOnlyTheLeaversKeys", func(t *testing.T) {
+		hs := hosts(4)
+		survivors := append([]Host{}, hs[:2]...)
+		survivors = append(survivors, hs[3])
+		moved := 0
+		for i := range 4000 {
+			key := TaskQueueKey("ns", fmt.Sprint("queue-", i))
+			before, _ := Owner(key, hs)
+			after, _ := Owner(key, survivors)
+			if before.ID != hs[2].ID {
+				require.Equal(t, before.ID, after.ID, "key %q moved although its owner stayed", key)
+				continue
+			}
+			moved++
+		}
+		// About a quarter of the keys were the leaver's.
+		require.InDelta(t, 1000, moved, 200)
+	})
+}
