@@ -51,3 +51,27 @@ func TestOwner(t *testing.T) {
 		require.InDelta(t, 1000, moved, 200)
 	})
 }
+
+func TestAssignShards(t *testing.T) {
+	t.Run("EveryShardOnceWithinOneOfEven", func(t *testing.T) {
+		for _, numShards := range []int32{1, 4, 16, 64} {
+			for n := 1; n <= 8; n++ {
+				a := AssignShards(numShards, hosts(n))
+				require.Len(t, a, int(numShards))
+				counts := map[string]int{}
+				for _, id := range a {
+					counts[id]++
+				}
+				lo, hi := int(numShards)/n, (int(numShards)+n-1)/n
+				for _, h := range hosts(n) {
+					require.GreaterOrEqual(t, counts[h.ID], lo, "%d shards over %d hosts: %v", numShards, n, counts)
+					require.LessOrEqual(t, counts[h.ID], hi, "%d shards over %d hosts: %v", numShards, n, counts)
+				}
+			}
+		}
+	})
+
+	t.Run("NoHosts", func(t *testing.T) {
+		require.Empty(t, AssignShards(16, nil))
+	})
+}
