@@ -48,16 +48,23 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 //     a worker is declared dead after missing that many beats whatever interval it chose;
 //   - otherwise (an SDK worker's first beat) the namespace default, within the bounds.
 func (c *Config) LeaseFor(namespace string, requested, reportedInterval time.Duration) time.Duration {
+	lo, hi := c.MinLeaseDuration(namespace), c.MaxLeaseDuration(namespace)
+	if hi < lo {
+		hi = lo
+	}
 	lease := c.DefaultLeaseDuration(namespace)
 	switch {
 	case requested > 0:
 		lease = requested
 	case reportedInterval > 0:
-		lease = time.Duration(float64(reportedInterval) * c.LeaseIntervalMultiplier(namespace))
-	}
-	lo, hi := c.MinLeaseDuration(namespace), c.MaxLeaseDuration(namespace)
-	if hi < lo {
-		hi = lo
+		// In float64 and clamped before converting back: a reported interval near the largest
+		// Duration times the multiplier does not fit in an int64, and the conversion of an
+		// out-of-range float would wrap to a tiny (or negative) lease.
+		scaled := float64(reportedInterval) * c.LeaseIntervalMultiplier(namespace)
+		if scaled >= float64(hi) {
+			return hi
+		}
+		lease = time.Duration(scaled)
 	}
 	return min(max(lease, lo), hi)
 }

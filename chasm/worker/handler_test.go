@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -256,6 +257,10 @@ func TestConfigLeaseFor(t *testing.T) {
 		{"AdaptiveFromInterval", 0, 5 * time.Second, 15 * time.Second},
 		{"ClampedToMin", 0, 10 * time.Millisecond, time.Second},
 		{"ClampedToMax", time.Hour, 0, 10 * time.Minute},
+		// 315,576,000,000 s (the largest Duration a client can send) saturates AsDuration; three
+		// times it used to wrap around to the minimum lease.
+		{"HugeIntervalClampedToMax", 0, time.Duration(math.MaxInt64), 10 * time.Minute},
+		{"IntervalJustOverMax", 0, 4 * time.Minute, 10 * time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
