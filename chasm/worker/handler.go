@@ -204,18 +204,25 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
-	key := chasm.ExecutionKey{NamespaceID: req.GetNamespaceId(), BusinessID: req.GetWorkerInstanceKey()}
-	rescheduled, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
-		func(chasm.MutableContext) (*Worker, error) { return NewWorker(req.GetNamespace()), nil },
-		func(mctx chasm.MutableContext, w *Worker) (int32, error) {
-			if !TransitionShutdown.Possible(w) {
-				return 0, nil
-			}
-			bound := int32(w.BoundActivityCount)
-			return bound, TransitionShutdown.Apply(w, mctx, EventShutdown{
-				Inactivation: h.config.inactivation(w.Namespace), Heartbeat: req.GetHeartbeat(),
-			})
+	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
+	if err != nil {
+		return nil, err
+	}
+	// A shutdown of a key the server has never seen answers OK and creates nothing: a record
+	// per unknown key would let any client grow the store (and this host's memory) at will.
+	rescheduled, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (int32, error) {
+		if !TransitionShutdown.Possible(w) {
+			return 0, nil
+		}
+		bound := int32(w.BoundActivityCount)
+		return bound, TransitionShutdown.Apply(w, mctx, EventShutdown{
+			Inactivation: h.config.inactivation(w.Namespace), Heartbeat: req.GetHeartbeat(),
 		})
+	})
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return &workerpb.ShutdownWorkerResponse{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

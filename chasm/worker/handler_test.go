@@ -235,11 +235,15 @@ func TestShutdown(t *testing.T) {
 		require.Len(t, b.engine.SideEffectTasks(), 1)
 	})
 
-	t.Run("OfAnUnknownWorkerRecordsItInactive", func(t *testing.T) {
+	t.Run("OfAnUnknownWorkerAnswersOKAndCreatesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.shutdown("never-heartbeated")
-		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("never-heartbeated"))
+		require.Zero(t, b.shutdown("never-heartbeated").RescheduledActivities)
+		_, err := b.handler.DescribeWorker(b.ctx, &workerpb.DescribeWorkerRequest{
+			NamespaceId: testNamespaceID, WorkerInstanceKey: "never-heartbeated",
+		})
+		var notFound *serviceerror.NotFound
+		require.ErrorAs(t, err, &notFound)
 	})
 }
 
