@@ -9,6 +9,8 @@ import (
 
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
 // Defaults for GroupCommitOptions left nil (or returning a non-positive size).
@@ -20,11 +22,11 @@ const (
 	GroupCommitMaxWaitDefault = time.Millisecond
 )
 
-// Metric names. Plain strings until common/metrics definitions are wired in.
-const (
-	metricGroupCommitBatchSize = "group_commit_batch_size"
-	metricGroupCommitLatency   = "group_commit_latency"
-	metricPersistenceErrors    = "persistence_errors"
+// Metric names, as common/metrics declares them.
+var (
+	metricGroupCommitBatchSize = metrics.GroupCommitBatchSize.Name()
+	metricGroupCommitLatency   = metrics.GroupCommitLatency.Name()
+	metricPersistenceErrors    = metrics.PersistenceErrors.Name()
 )
 
 var (
@@ -106,14 +108,13 @@ func NewGroupCommitter(store Store, opts GroupCommitOptions, logger *zap.Logger,
 		scope = tally.NoopScope
 	}
 	return &GroupCommitter{
-		store:  store,
-		opts:   opts,
-		logger: logger,
-		batchSize: scope.Histogram(metricGroupCommitBatchSize,
-			tally.MustMakeExponentialValueBuckets(1, 2, 13)),
-		latency:     scope.Timer(metricGroupCommitLatency),
-		batchErrors: scope.Tagged(map[string]string{"operation": "GroupCommitBatch"}).Counter(metricPersistenceErrors),
-		writeErrors: scope.Tagged(map[string]string{"operation": "GroupCommitWrite"}).Counter(metricPersistenceErrors),
+		store:       store,
+		opts:        opts,
+		logger:      logger,
+		batchSize:   metrics.GroupCommitBatchSize.With(scope),
+		latency:     metrics.GroupCommitLatency.With(scope),
+		batchErrors: metrics.PersistenceErrors.With(scope, metrics.OperationTag("GroupCommitBatch")),
+		writeErrors: metrics.PersistenceErrors.With(scope, metrics.OperationTag("GroupCommitWrite")),
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),

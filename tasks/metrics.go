@@ -3,27 +3,30 @@ package tasks
 import (
 	"go.uber.org/zap"
 
+	"github.com/vigilhq/vigil/common/metrics"
+
 	"github.com/vigilhq/vigil/persistence"
 )
 
-// Metric names. Plain strings until common/metrics declares them; every scope is tagged with
-// queue=timer or queue=outbound (no per-shard tag: shard counts make it high-cardinality).
-const (
-	MetricTimerTasksFired      = "timer_tasks_fired"
-	MetricTimerTaskLag         = "timer_task_lag"
-	MetricTaskErrors           = "task_errors"
-	MetricTasksParked          = "tasks_parked"
-	MetricTimerTasksSuperseded = "timer_tasks_superseded"
-	MetricTimerQueueInMemory   = "timer_queue_in_memory"
-	MetricTimerTasksStuck      = "timer_tasks_stuck"
-	MetricOutboundTaskAttempts = "outbound_task_attempts"
-	MetricOutboundTaskFailures = "outbound_task_failures"
-	MetricOutboundTaskBacklog  = "outbound_task_backlog"
-	MetricOutboundTasksStuck   = "outbound_tasks_stuck"
-	MetricTaskReadErrors       = "task_read_errors"
-
-	metricTagQueue = "queue"
+// Metric names, declared in common/metrics (one place for every name, so two packages cannot
+// export one name with different labels). Every scope is tagged with queue=timer or
+// queue=outbound, and gauges with the shard as well.
+var (
+	MetricTimerTasksFired      = metrics.TimerTasksFired.Name()
+	MetricTimerTaskLag         = metrics.TimerTaskLag.Name()
+	MetricTimerTaskFailures    = metrics.TimerTaskFailures.Name()
+	MetricTasksParked          = metrics.TasksParked.Name()
+	MetricTimerTasksSuperseded = metrics.TimerTasksSuperseded.Name()
+	MetricTimerQueueInMemory   = metrics.TimerQueueInMemory.Name()
+	MetricTimerTasksStuck      = metrics.TimerTasksStuck.Name()
+	MetricOutboundTaskAttempts = metrics.OutboundTaskAttempts.Name()
+	MetricOutboundTaskFailures = metrics.OutboundTaskFailures.Name()
+	MetricOutboundTaskBacklog  = metrics.OutboundTaskBacklog.Name()
+	MetricOutboundTasksStuck   = metrics.OutboundTasksStuck.Name()
+	MetricTaskReadErrors       = metrics.TaskReadErrors.Name()
 )
+
+const metricTagQueue = metrics.TagQueue
 
 func executionFields(k persistence.ExecutionKey) []zap.Field {
 	return []zap.Field{

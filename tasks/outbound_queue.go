@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/persistence"
 )
 
@@ -123,12 +124,12 @@ func NewOutboundQueue(
 		ts:             ts,
 		cfg:            cfg,
 		logger:         logger.With(zap.Int32("shard-id", shardID), zap.String("queue", "outbound")),
-		attemptCounter: scope.Counter(MetricOutboundTaskAttempts),
-		failureCounter: scope.Counter(MetricOutboundTaskFailures),
-		parkedCounter:  scope.Counter(MetricTasksParked),
-		readErrors:     scope.Counter(MetricTaskReadErrors),
-		backlogGauge:   shardScope.Gauge(MetricOutboundTaskBacklog),
-		stuckGauge:     shardScope.Gauge(MetricOutboundTasksStuck),
+		attemptCounter: metrics.OutboundTaskAttempts.With(scope),
+		failureCounter: metrics.OutboundTaskFailures.With(scope),
+		parkedCounter:  metrics.TasksParked.With(scope),
+		readErrors:     metrics.TaskReadErrors.With(scope),
+		backlogGauge:   metrics.OutboundTaskBacklog.With(shardScope),
+		stuckGauge:     metrics.OutboundTasksStuck.With(shardScope),
 		ctx:            ctx,
 		cancel:         cancel,
 		stopCh:         make(chan struct{}),

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/persistence"
 )
 
@@ -150,14 +151,14 @@ func NewTimerQueue(
 		ts:                ts,
 		cfg:               cfg,
 		logger:            logger.With(zap.Int32("shard-id", shardID), zap.String("queue", "timer")),
-		firedCounter:      scope.Counter(MetricTimerTasksFired),
-		lagTimer:          scope.Timer(MetricTimerTaskLag),
-		errorCounter:      scope.Counter(MetricTaskErrors),
-		parkedCounter:     scope.Counter(MetricTasksParked),
-		supersededCounter: scope.Counter(MetricTimerTasksSuperseded),
-		readErrors:        scope.Counter(MetricTaskReadErrors),
-		inMemoryGauge:     shardScope.Gauge(MetricTimerQueueInMemory),
-		stuckGauge:        shardScope.Gauge(MetricTimerTasksStuck),
+		firedCounter:      metrics.TimerTasksFired.With(scope),
+		lagTimer:          metrics.TimerTaskLag.With(scope),
+		errorCounter:      metrics.TimerTaskFailures.With(scope),
+		parkedCounter:     metrics.TasksParked.With(scope),
+		supersededCounter: metrics.TimerTasksSuperseded.With(scope),
+		readErrors:        metrics.TaskReadErrors.With(scope),
+		inMemoryGauge:     metrics.TimerQueueInMemory.With(shardScope),
+		stuckGauge:        metrics.TimerTasksStuck.With(shardScope),
 		ctx:               ctx,
 		cancel:            cancel,
 		stopCh:            make(chan struct{}),

@@ -236,7 +236,7 @@ func TestTimerQueue(t *testing.T) {
 		require.Equal(t, failures+1, waitEvent(t, b.fired, "final attempt").attempt)
 		waitEvent(t, b.completed, "completion")
 		require.Zero(t, b.store.TimerTaskCount())
-		require.Equal(t, int64(failures), counterValue(b.scope, MetricTaskErrors))
+		require.Equal(t, int64(failures), counterValue(b.scope, MetricTimerTaskFailures))
 		require.Zero(t, gaugeValue(b.scope, MetricTimerTasksStuck))
 
 		alerts := b.logs.FilterMessage("timer task keeps failing; still retrying").All()

@@ -47,22 +47,38 @@ var (
 	CorruptExecutions = NewCounterDef("corrupt_executions")
 )
 
-// Task queues.
+// Task queues. Each queue's scope is tagged queue=timer or queue=outbound; its gauges are per
+// shard as well (a handful of shards: a host total would need one writer per host).
 var (
-	// TimerTaskLag times how late a timer task fires: fire time minus scheduled time.
-	TimerTaskLag = NewTimerDef("timer_task_lag", TagTaskType)
 	// TimerTasksFired counts timer tasks handed to their executor.
-	TimerTasksFired = NewCounterDef("timer_tasks_fired", TagTaskType)
+	TimerTasksFired = NewCounterDef("timer_tasks_fired", TagQueue)
+	// TimerTaskLag times how late a timer task fires: fire time minus scheduled time.
+	TimerTaskLag = NewTimerDef("timer_task_lag", TagQueue)
+	// TimerTaskFailures counts failed executions of timer tasks (each will be retried). History
+	// counts the same failures by task type as task_errors.
+	TimerTaskFailures = NewCounterDef("timer_task_failures", TagQueue)
+	// TimerTasksSuperseded counts timer tasks skipped because a later one replaced them.
+	TimerTasksSuperseded = NewCounterDef("timer_tasks_superseded", TagQueue)
+	// TimerQueueInMemory is the number of timer tasks a shard holds in memory.
+	TimerQueueInMemory = NewGaugeDef("timer_queue_in_memory", TagQueue, TagShard)
+	// TimerTasksStuck is the number of a shard's timer tasks that keep failing.
+	TimerTasksStuck = NewGaugeDef("timer_tasks_stuck", TagQueue, TagShard)
+	// TasksParked counts tasks set aside (unknown type, corrupt execution) until a restart.
+	TasksParked = NewCounterDef("tasks_parked", TagQueue)
+	// TaskReadErrors counts failed reads of a task queue from the store.
+	TaskReadErrors = NewCounterDef("task_read_errors", TagQueue)
+	// OutboundTaskAttempts counts attempts to execute outbound (side-effect) tasks.
+	OutboundTaskAttempts = NewCounterDef("outbound_task_attempts", TagQueue)
+	// OutboundTaskFailures counts failed attempts of outbound tasks (each will be retried).
+	OutboundTaskFailures = NewCounterDef("outbound_task_failures", TagQueue)
+	// OutboundTaskBacklog is the number of a shard's outbound tasks waiting.
+	OutboundTaskBacklog = NewGaugeDef("outbound_task_backlog", TagQueue, TagShard)
+	// OutboundTasksStuck is the number of a shard's outbound tasks that keep failing.
+	OutboundTasksStuck = NewGaugeDef("outbound_tasks_stuck", TagQueue, TagShard)
 	// StaleTasksPruned counts tasks dropped because their validator found them obsolete.
 	StaleTasksPruned = NewCounterDef("stale_tasks_pruned", TagTaskType)
-	// TaskErrors counts task executions that returned an error.
+	// TaskErrors counts task executions that returned an error, by task type.
 	TaskErrors = NewCounterDef("task_errors", TagTaskType)
-	// OutboundTaskAttempts counts attempts to execute outbound (side-effect) tasks.
-	OutboundTaskAttempts = NewCounterDef("outbound_task_attempts", TagTaskType)
-	// OutboundTaskFailures counts failed attempts of outbound tasks (each will be retried).
-	OutboundTaskFailures = NewCounterDef("outbound_task_failures", TagTaskType)
-	// OutboundTaskBacklog is the number of outbound tasks waiting, as a host total.
-	OutboundTaskBacklog = NewGaugeDef("outbound_task_backlog")
 )
 
 // Configuration.
@@ -94,8 +110,9 @@ var All = []interface {
 	ActivitiesRescheduled, ActivityRescheduleErrors,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
-	TimerTaskLag, TimerTasksFired, StaleTasksPruned, TaskErrors,
-	OutboundTaskAttempts, OutboundTaskFailures, OutboundTaskBacklog,
+	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksSuperseded, TimerQueueInMemory,
+	TimerTasksStuck, TasksParked, TaskReadErrors, OutboundTaskAttempts, OutboundTaskFailures,
+	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
 }

@@ -35,6 +35,8 @@ const (
 	TagShard = "shard"
 	// TagCode is a gRPC status code name.
 	TagCode = "code"
+	// TagQueue names a shard's task queue: timer or outbound.
+	TagQueue = "queue"
 )
 
 // NoopScope discards everything recorded on it.

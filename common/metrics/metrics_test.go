@@ -4,11 +4,14 @@ import (
 	"io"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestDefinitionsRecordUnderDeclaredNameAndTags(t *testing.T) {
@@ -75,7 +78,7 @@ func TestDefinitionsRecordUnderDeclaredNameAndTags(t *testing.T) {
 func TestDefinitionsAreUniqueAndUseKnownTags(t *testing.T) {
 	t.Parallel()
 
-	known := []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode}
+	known := []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue}
 	seen := map[string]bool{}
 	for _, d := range All {
 		require.False(t, seen[d.Name()], "duplicate metric name %q", d.Name())
@@ -119,4 +122,43 @@ func TestNoopScopeAcceptsEverything(t *testing.T) {
 
 	WorkerHeartbeats.With(NoopScope).Inc(1)
 	GroupCommitLatency.With(NoopScope).Record(time.Millisecond)
+}
+
+// TestEveryDefinitionIsExportedOnce records every declared metric, with every declared tag, on
+// one Prometheus scope, as a server does, and reads /metrics back: each name is exported once,
+// and the reporter never refuses one (it does when a name comes with two label sets).
+func TestEveryDefinitionIsExportedOnce(t *testing.T) {
+	t.Parallel()
+
+	core, logs := observer.New(zap.ErrorLevel)
+	scope, handler, closer := NewPrometheusScope("vigil", WithReportInterval(time.Hour), WithLogger(zap.New(core)))
+	for _, d := range All {
+		tags := make([]Tag, 0, len(d.Tags()))
+		for _, k := range d.Tags() {
+			tags = append(tags, Tag{Key: k, Value: "x"})
+		}
+		switch d := d.(type) {
+		case CounterDef:
+			d.With(scope, tags...).Inc(1)
+		case GaugeDef:
+			d.With(scope, tags...).Update(1)
+		case TimerDef:
+			d.With(scope, tags...).Record(time.Millisecond)
+		case HistogramDef:
+			d.With(scope, tags...).RecordValue(1)
+		default:
+			t.Fatalf("metric %q has an unknown definition type %T", d.Name(), d)
+		}
+	}
+	require.NoError(t, closer.Close())
+	require.Zero(t, logs.Len(), "the reporter refused metrics: %v", logs.All())
+
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, err := io.ReadAll(rec.Result().Body)
+	require.NoError(t, err)
+	for _, d := range All {
+		require.Equal(t, 1, strings.Count(string(body), "# TYPE vigil_"+d.Name()+" "),
+			"metric %q is not exported exactly once", d.Name())
+	}
 }
