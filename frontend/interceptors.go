@@ -34,9 +34,12 @@ const logKeyMethod = "rpc-method"
 //     final status of every call;
 //  2. errors: every error leaves as serviceerror.ToStatus(err).Err(); context errors become
 //     DeadlineExceeded/Canceled; anything else unexpected becomes Internal and is logged;
-//  3. panic guard: a panic becomes Internal and is logged with its stack;
-//  4. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
-//  5. validation: limits and required fields, before any handler runs.
+//  3. malformed requests: a request the codec could not decode for the client's fault (a string
+//     that is not UTF-8) is InvalidArgument (see codec.go);
+//  4. panic guard: a panic becomes Internal and is logged with its stack;
+//  5. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  6. validation: well-formed values (durations, timestamps, enums, sizes) everywhere in the
+//     request, then limits and required fields, before any handler runs.
 func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 	deps = deps.withDefaults()
 	limiter := newNamespaceRateLimiter(deps.Namespaces, dynamicconfig.NamespaceRPS.Get(deps.DynamicConfig), deps.TimeSource)
@@ -44,6 +47,7 @@ func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 	return []grpc.UnaryServerInterceptor{
 		metricsInterceptor(deps.MetricsScope, deps.TimeSource),
 		errorInterceptor(deps.Logger),
+		malformedInterceptor,
 		panicInterceptor(deps.Logger),
 		limiter.intercept,
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -58,7 +58,9 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
 	}
 	s := grpc.NewServer(
+		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.ChainUnaryInterceptor(Interceptors(deps)...),
+		grpc.ChainStreamInterceptor(malformedStreamInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),

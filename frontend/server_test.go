@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/errordetails/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -22,8 +24,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -38,6 +46,7 @@ type serverEnv struct {
 	scope    tally.TestScope
 	workflow workflowservice.WorkflowServiceClient
 	liveness livenesspb.WorkerLivenessServiceClient
+	conn     *grpc.ClientConn
 }
 
 func startServer(t *testing.T, configure func(*testEnv)) *serverEnv {
@@ -67,6 +76,7 @@ func startServer(t *testing.T, configure func(*testEnv)) *serverEnv {
 		scope:    scope,
 		workflow: workflowservice.NewWorkflowServiceClient(conn),
 		liveness: livenesspb.NewWorkerLivenessServiceClient(conn),
+		conn:     conn,
 	}
 }
 
@@ -249,7 +259,53 @@ func TestValidation(t *testing.T) {
 		{"UnknownState", func() error {
 			_, err := env.liveness.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{Namespace: testNamespace, State: 42})
 			return err
-		}, "state 42 is not a LivenessState"},
+		}, "state: 42 is not a LivenessState"},
+		{"DurationWithMixedSigns", func() error {
+			hb := heartbeatOf("w-1")
+			hb.ElapsedSinceLastHeartbeat = &durationpb.Duration{Seconds: 1, Nanos: -5}
+			_, err := env.workflow.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{
+				Namespace: testNamespace, WorkerHeartbeat: []*workerapipb.WorkerHeartbeat{hb},
+			})
+			return err
+		}, "worker_heartbeat[0].elapsed_since_last_heartbeat is not a valid duration (1 s, -5 ns)"},
+		{"TimestampBeyondYear9999", func() error {
+			hb := heartbeatOf("w-1")
+			hb.HeartbeatTime = &timestamppb.Timestamp{Seconds: 1 << 62}
+			_, err := env.workflow.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{
+				Namespace: testNamespace, WorkerHeartbeat: []*workerapipb.WorkerHeartbeat{hb},
+			})
+			return err
+		}, "worker_heartbeat[0].heartbeat_time is not a valid timestamp"},
+		{"UnknownWorkerStatus", func() error {
+			hb := heartbeatOf("w-1")
+			hb.Status = 99
+			_, err := env.workflow.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{
+				Namespace: testNamespace, WorkerHeartbeat: []*workerapipb.WorkerHeartbeat{hb},
+			})
+			return err
+		}, "worker_heartbeat[0].status: 99 is not a WorkerStatus"},
+		{"UnknownIDReusePolicy", func() error {
+			_, err := env.workflow.StartActivityExecution(ctx, startActivityRequest(func(r *workflowservice.StartActivityExecutionRequest) {
+				r.IdReusePolicy = 77
+			}))
+			return err
+		}, "id_reuse_policy: 77 is not a ActivityIdReusePolicy"},
+		{"StartToCloseOfOneNanosecond", func() error {
+			_, err := env.workflow.StartActivityExecution(ctx, startActivityRequest(func(r *workflowservice.StartActivityExecutionRequest) {
+				r.StartToCloseTimeout = durationpb.New(time.Nanosecond)
+			}))
+			return err
+		}, "start_to_close_timeout 1ns is shorter than the minimum of 1ms"},
+		{"StartDelayOfTenThousandYears", func() error {
+			_, err := env.workflow.StartActivityExecution(ctx, startActivityRequest(func(r *workflowservice.StartActivityExecutionRequest) {
+				r.StartDelay = &durationpb.Duration{Seconds: 315_576_000_000}
+			}))
+			return err
+		}, "start_delay 2562047h47m16.854775807s is longer than the maximum"},
+		{"StringNotUTF8", func() error {
+			return invokeRaw(ctx, env, "/temporal.api.workflowservice.v1.WorkflowService/DescribeWorker",
+				&workflowservice.DescribeWorkerRequest{}, map[string]string{"namespace": testNamespace, "worker_instance_key": "w-\xff"})
+		}, "malformed request: worker_instance_key is not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
@@ -267,6 +323,14 @@ func TestValidation(t *testing.T) {
 			Namespace: testNamespace, WorkerHeartbeat: heartbeatOf("w-1"), LeaseDuration: durationpb.New(30 * time.Second),
 		})
 		require.NoError(t, err)
+	})
+
+	t.Run("TimeoutBeyondTheMaximumIsClamped", func(t *testing.T) {
+		req := startActivityRequest(func(r *workflowservice.StartActivityExecutionRequest) {
+			r.StartToCloseTimeout = &durationpb.Duration{Seconds: 315_576_000_000} // 10,000 years
+		})
+		require.NoError(t, newValidator(env.deps).validate(req))
+		require.Equal(t, MaxActivityDuration, req.GetStartToCloseTimeout().AsDuration())
 	})
 
 	t.Run("PollsAreNeverInvalidArgument", func(t *testing.T) {
@@ -427,3 +491,44 @@ func TestHTTPServerPprof(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "goroutine profile:")
 }
+
+func startActivityRequest(edit func(*workflowservice.StartActivityExecutionRequest)) *workflowservice.StartActivityExecutionRequest {
+	r := &workflowservice.StartActivityExecutionRequest{
+		Namespace: testNamespace, ActivityId: "a-1", ActivityType: &commonpb.ActivityType{Name: "Do"},
+		TaskQueue: &taskqueuepb.TaskQueue{Name: "q"}, StartToCloseTimeout: durationpb.New(time.Minute),
+	}
+	edit(r)
+	return r
+}
+
+// invokeRaw sends a request whose string fields are given as raw bytes (Go's protobuf refuses
+// to encode a string that is not UTF-8, so the test encodes it by hand).
+func invokeRaw(ctx context.Context, env *serverEnv, method string, shape proto.Message, fields map[string]string) error {
+	var raw []byte
+	desc := shape.ProtoReflect().Descriptor()
+	for name, value := range fields {
+		fd := desc.Fields().ByName(protoreflect.Name(name))
+		raw = protowire.AppendTag(raw, fd.Number(), protowire.BytesType)
+		raw = protowire.AppendBytes(raw, []byte(value))
+	}
+	return env.conn.Invoke(ctx, method, rawMessage(raw), new(emptypb.Empty), grpc.ForceCodecV2(rawCodec{}))
+}
+
+type rawMessage []byte
+
+// rawCodec sends rawMessage as is and decodes answers as protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(rawMessage); ok {
+		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
+	}
+	b, err := proto.Marshal(v.(proto.Message))
+	return mem.BufferSlice{mem.SliceBuffer(b)}, err
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+func (rawCodec) Name() string { return "proto" }

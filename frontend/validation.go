@@ -32,6 +32,12 @@ const (
 	MaxActivityIDLength = 1000
 	// MaxRunIDLength bounds activity run IDs.
 	MaxRunIDLength = 256
+	// MinActivityDuration is the shortest activity timeout or start delay: a timer the
+	// server cannot honour to the nanosecond is a mistake, not a request.
+	MinActivityDuration = time.Millisecond
+	// MaxActivityDuration is the longest activity timeout (longer ones are clamped to it) or
+	// start delay (longer ones are refused): 100 years.
+	MaxActivityDuration = 100 * 365 * 24 * time.Hour
 	// MaxHeartbeatRequestBytes bounds the encoded size of heartbeat and shutdown requests.
 	// The server accepts 128 MiB messages for activity payloads; liveness traffic is small,
 	// and a huge heartbeat would be stored on every renewal.
@@ -59,6 +65,11 @@ func invalid(format string, args ...any) error {
 }
 
 func (v *validator) validate(req any) error {
+	if m, ok := req.(proto.Message); ok {
+		if err := wellFormed(m.ProtoReflect()); err != nil {
+			return err
+		}
+	}
 	switch r := req.(type) {
 	case *workflowservice.DescribeNamespaceRequest:
 		if r.GetNamespace() == "" && r.GetId() == "" {
@@ -270,23 +281,35 @@ func startActivityExecution(r *workflowservice.StartActivityExecutionRequest) er
 		return err
 	}
 	for _, d := range []struct {
-		field string
-		value *durationpb.Duration
+		field   string
+		value   **durationpb.Duration
+		timeout bool
 	}{
-		{"schedule_to_close_timeout", r.GetScheduleToCloseTimeout()},
-		{"schedule_to_start_timeout", r.GetScheduleToStartTimeout()},
-		{"start_to_close_timeout", r.GetStartToCloseTimeout()},
-		{"heartbeat_timeout", r.GetHeartbeatTimeout()},
-		{"start_delay", r.GetStartDelay()},
+		{"schedule_to_close_timeout", &r.ScheduleToCloseTimeout, true},
+		{"schedule_to_start_timeout", &r.ScheduleToStartTimeout, true},
+		{"start_to_close_timeout", &r.StartToCloseTimeout, true},
+		{"heartbeat_timeout", &r.HeartbeatTimeout, true},
+		{"start_delay", &r.StartDelay, false},
 	} {
-		if d.value == nil {
+		value := *d.value
+		if value == nil {
 			continue
 		}
-		if err := d.value.CheckValid(); err != nil {
+		if err := value.CheckValid(); err != nil {
 			return invalid("%s is not a valid duration: %v", d.field, err)
 		}
-		if d.value.AsDuration() < 0 {
-			return invalid("%s %v is negative", d.field, d.value.AsDuration())
+		switch v := value.AsDuration(); {
+		case v < 0:
+			return invalid("%s %v is negative", d.field, v)
+		case v > 0 && v < MinActivityDuration:
+			return invalid("%s %v is shorter than the minimum of %v", d.field, v, MinActivityDuration)
+		case v > MaxActivityDuration && d.timeout:
+			// A timeout means "at most": a longer one than the server can keep is as good as
+			// the longest it can keep. (Beyond about 292 years it would not even fit in a
+			// time.Duration.)
+			*d.value = durationpb.New(MaxActivityDuration)
+		case v > MaxActivityDuration:
+			return invalid("%s %v is longer than the maximum of %v", d.field, v, MaxActivityDuration)
 		}
 	}
 	if r.GetScheduleToCloseTimeout().AsDuration() <= 0 && r.GetStartToCloseTimeout().AsDuration() <= 0 {
