@@ -260,13 +260,16 @@ matching.InactiveWorkerCleanupDelay:
 		for i := range 10_000 {
 			bindings = append(bindings, binding(fmt.Sprintf("activity-%05d", i), 1))
 		}
-		b.beat("ns", "w-zero")
-		b.beat("ns", "w-many", withBound(bindings...))
+		// The longest lease: building 10,000 bindings under -race on a loaded box can take longer
+		// than the default lease, and an expiry would reschedule (and so delete) the bindings.
+		long := withLease(10 * time.Minute)
+		b.beat("ns", "w-zero", long)
+		b.beat("ns", "w-many", long, withBound(bindings...))
 
 		b.writes.reset()
-		b.beat("ns", "w-zero")
+		b.beat("ns", "w-zero", long)
 		empty := b.writes.bytesFor("w-zero")
-		b.beat("ns", "w-many")
+		b.beat("ns", "w-many", long)
 		loaded := b.writes.bytesFor("w-many")
 		require.Positive(t, empty)
 		// The states differ only in the bound_activity_count varint (0 vs 10000: 2 bytes more)
