@@ -110,6 +110,19 @@ var (
 		10000,
 		`Requests per second the frontend accepts for one namespace.`,
 	)
+	BlobSizeLimitWarn = NewNamespaceIntSetting(
+		"limit.blobSize.warn",
+		512*1024,
+		`Bytes of one payload (activity input, result, failure, heartbeat details) above which
+the frontend logs a warning.`,
+	)
+	BlobSizeLimitError = NewNamespaceIntSetting(
+		"limit.blobSize.error",
+		2*1024*1024,
+		`Bytes of one payload above which the frontend refuses it: a start is InvalidArgument; an
+oversize result or heartbeat fails the activity, as Temporal does; an oversize failure is
+replaced by a ServerFailure saying so.`,
+	)
 	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
 		"frontend.namespaceRegistrationRPS",
 		1000,

@@ -31,6 +31,9 @@ func (h *WorkflowHandler) StartActivityExecution(ctx context.Context, req *workf
 	if err != nil {
 		return nil, err
 	}
+	if err := h.blobs.check(ns, "input", req.GetInput()); err != nil {
+		return nil, err
+	}
 	resp, err := h.deps.History.StartActivity(ctx, &activitypb.StartActivityRequest{
 		NamespaceId:            ns.ID,
 		Namespace:              ns.Name,
@@ -257,6 +260,9 @@ func (h *WorkflowHandler) respondCompleted(ctx context.Context, ns *namespace.Na
 	completedRequest
 	identityRequest
 }) error {
+	if err := h.blobs.check(ns, "result", req.GetResult()); err != nil {
+		return h.failOversize(ctx, ns, token, req.GetIdentity(), failureResultExceedsLimit, err)
+	}
 	_, err := h.deps.History.RespondActivityTaskCompleted(ctx, &activitypb.RespondActivityTaskCompletedRequest{
 		NamespaceId: ns.ID, TaskToken: token, Result: req.GetResult(), Identity: req.GetIdentity(),
 	})
@@ -267,9 +273,16 @@ func (h *WorkflowHandler) respondFailed(ctx context.Context, ns *namespace.Names
 	failedRequest
 	identityRequest
 }) error {
+	failure, details := req.GetFailure(), req.GetLastHeartbeatDetails()
+	if err := h.blobs.check(ns, "failure", failure); err != nil {
+		failure = serverFailure(failureFailureExceedsLimit)
+	}
+	if err := h.blobs.check(ns, "last_heartbeat_details", details); err != nil {
+		details = nil // the failure is what matters; the details would be refused on their own
+	}
 	_, err := h.deps.History.RespondActivityTaskFailed(ctx, &activitypb.RespondActivityTaskFailedRequest{
-		NamespaceId: ns.ID, TaskToken: token, Failure: req.GetFailure(),
-		LastHeartbeatDetails: req.GetLastHeartbeatDetails(), Identity: req.GetIdentity(),
+		NamespaceId: ns.ID, TaskToken: token, Failure: failure,
+		LastHeartbeatDetails: details, Identity: req.GetIdentity(),
 	})
 	return err
 }
@@ -278,6 +291,9 @@ func (h *WorkflowHandler) respondCanceled(ctx context.Context, ns *namespace.Nam
 	detailsRequest
 	identityRequest
 }) error {
+	if err := h.blobs.check(ns, "details", req.GetDetails()); err != nil {
+		return h.failOversize(ctx, ns, token, req.GetIdentity(), failureCancelDetailsExceedsLimit, err)
+	}
 	_, err := h.deps.History.RespondActivityTaskCanceled(ctx, &activitypb.RespondActivityTaskCanceledRequest{
 		NamespaceId: ns.ID, TaskToken: token, Details: req.GetDetails(), Identity: req.GetIdentity(),
 	})
@@ -288,6 +304,9 @@ func (h *WorkflowHandler) heartbeat(ctx context.Context, ns *namespace.Namespace
 	detailsRequest
 	identityRequest
 }) (bool, error) {
+	if err := h.blobs.check(ns, "details", req.GetDetails()); err != nil {
+		return false, h.failOversize(ctx, ns, token, req.GetIdentity(), failureHeartbeatDetailsExceed, err)
+	}
 	resp, err := h.deps.History.RecordActivityTaskHeartbeat(ctx, &activitypb.RecordActivityTaskHeartbeatRequest{
 		NamespaceId: ns.ID, TaskToken: token, Details: req.GetDetails(), Identity: req.GetIdentity(),
 	})

@@ -51,6 +51,7 @@ type WorkflowHandler struct {
 	longPollMargin         time.Duration
 
 	polls    *pollRegistry
+	blobs    blobLimits
 	stopOnce sync.Once
 	stopping chan struct{}
 }
@@ -95,6 +96,7 @@ func NewWorkflowHandler(deps Deps, opts ...WorkflowHandlerOption) *WorkflowHandl
 		longPollTimeout:        LongPollTimeoutDefault,
 		longPollMargin:         LongPollMarginDefault,
 		polls:                  newPollRegistry(deps.TimeSource),
+		blobs:                  newBlobLimits(deps),
 		stopping:               make(chan struct{}),
 	}
 	for _, opt := range opts {

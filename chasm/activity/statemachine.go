@@ -484,6 +484,9 @@ func retryDelay(a *Activity, now time.Time, failure *failurepb.Failure) (time.Du
 			return 0, false
 		}
 	}
+	if failure.GetServerFailureInfo().GetNonRetryable() {
+		return 0, false // the server's own verdict, e.g. a result over limit.blobSize.error
+	}
 	initial := policy.GetInitialInterval().AsDuration()
 	maxInterval := policy.GetMaximumInterval().AsDuration()
 	backoff := float64(initial) * math.Pow(policy.GetBackoffCoefficient(), float64(a.Attempt-1))
