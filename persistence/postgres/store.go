@@ -51,8 +51,13 @@ type Store struct {
 
 // testHooks let tests stop a write transaction at a chosen point. They are nil outside tests.
 type testHooks struct {
-	// afterFence runs inside WriteBatch once a shard's row is locked and its range_id read.
+	// afterFence runs inside WriteBatch once a shard's row is locked and its range_id read,
+	// while the transaction holding the lock is still open: on the pipelined path after the
+	// pipeline's answer and before COMMIT, on the write-by-write path before the shard's
+	// first write.
 	afterFence func(shardID int32)
+	// fellBack runs when a pipelined attempt was rolled back to run the batch write by write.
+	fellBack func()
 }
 
 var _ persistence.Store = (*Store)(nil)

@@ -102,6 +102,9 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 		if !errors.Is(err, errFallBack) {
 			return err
 		}
+		if s.testHooks.fellBack != nil {
+			s.testHooks.fellBack()
+		}
 		clear(results)
 		return s.writeBatchBySavepoints(ctx, conn, writes, results)
 	})
