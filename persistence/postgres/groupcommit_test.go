@@ -40,3 +40,18 @@ func BenchmarkGroupCommit64Writers(b *testing.B) {
 func BenchmarkStateOnlyWrite(b *testing.B) {
 	persistencetest.RunStateOnlyWriteBenchmark(b, openBenchStore)
 }
+
+func BenchmarkDurableBatch(b *testing.B) {
+	b.Run("pipelined", func(b *testing.B) {
+		persistencetest.RunDurableBatchBenchmark(b, openBenchStore)
+	})
+	// The path every batch took before the pipelined one, and that a batch with a failed
+	// check still takes: one round trip per write.
+	b.Run("write-by-write", func(b *testing.B) {
+		persistencetest.RunDurableBatchBenchmark(b, func(b *testing.B) persistence.Store {
+			s := openBenchStore(b).(*Store)
+			s.testHooks.writeByWrite = true
+			return s
+		})
+	})
+}

@@ -58,6 +58,8 @@ type testHooks struct {
 	afterFence func(shardID int32)
 	// fellBack runs when a pipelined attempt was rolled back to run the batch write by write.
 	fellBack func()
+	// writeByWrite skips the pipelined attempt: benchmarks compare the two paths.
+	writeByWrite bool
 }
 
 var _ persistence.Store = (*Store)(nil)

@@ -98,11 +98,14 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 		return results, nil
 	}
 	err := s.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		err := s.writeBatchPipelined(ctx, conn, writes, results)
+		err := errFallBack
+		if !s.testHooks.writeByWrite {
+			err = s.writeBatchPipelined(ctx, conn, writes, results)
+		}
 		if !errors.Is(err, errFallBack) {
 			return err
 		}
-		if s.testHooks.fellBack != nil {
+		if s.testHooks.fellBack != nil && !s.testHooks.writeByWrite {
 			s.testHooks.fellBack()
 		}
 		clear(results)
