@@ -22,6 +22,26 @@ const (
 	// rows are only ever locked FOR SHARE by writers, so the order does not matter for
 	// deadlocks; ORDER BY keeps it stable anyway.
 	qLockShards = `SELECT shard_id, range_id FROM shards WHERE shard_id = ANY($1) ORDER BY shard_id FOR SHARE`
+	// qUpdateExecutions is qUpdateExecution for many executions at once, one array element
+	// per write. Its row count is the number of writes whose db_version check passed.
+	qUpdateExecutions = `UPDATE executions AS e
+		SET db_version = u.next_version, lifecycle = u.lifecycle, state = u.state,
+			idx_status = u.idx_status, idx_task_queue = u.idx_task_queue
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::bigint[], $7::bigint[],
+			$8::integer[], $9::bytea[], $10::text[], $11::text[])
+			AS u(namespace_id, archetype_id, business_id, run_id, shard_id, prev_version, next_version,
+				lifecycle, state, idx_status, idx_task_queue)
+		WHERE e.namespace_id = u.namespace_id AND e.archetype_id = u.archetype_id AND e.business_id = u.business_id
+		AND e.run_id = u.run_id AND e.shard_id = u.shard_id AND e.db_version = u.prev_version`
+	// qInsertTimerTasks is qInsertTimerTask and qUpsertSingletonTimerTask for many tasks at
+	// once. A row that is not a singleton is outside the arbiter index, so it only inserts.
+	qInsertTimerTasks = `INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
+		business_id, run_id, task_type_id, singleton, payload)
+		SELECT * FROM unnest($1::integer[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::text[],
+			$7::text[], $8::bigint[], $9::boolean[], $10::bytea[])
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id, task_type_id) WHERE singleton
+		DO UPDATE SET shard_id = excluded.shard_id, visibility_time = excluded.visibility_time,
+			task_id = excluded.task_id, payload = excluded.payload`
 )
 
 // errFallBack says the pipelined attempt found a check that failed, or a statement that a
@@ -70,11 +90,25 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 		return err
 	})
 	p.changed = make([]int64, len(writes))
+	if setBased(writes, results) {
+		p.updates, p.timers = &updateArrays{}, &timerArrays{}
+	}
 	for i, w := range writes {
 		if results[i] != nil {
 			continue
 		}
 		p.queue(pb, i, w)
+	}
+	updated := int64(-1)
+	if p.updates != nil && len(p.updates.namespaceIDs) > 0 {
+		u := p.updates
+		pb.Queue(qUpdateExecutions, u.namespaceIDs, u.archetypeIDs, u.businessIDs, u.runIDs, u.shardIDs,
+			u.prevVersions, u.nextVersions, u.lifecycles, u.states, u.statuses, u.taskQueues).Exec(rowsAffected(&updated))
+	}
+	if p.timers != nil && len(p.timers.shardIDs) > 0 {
+		t := p.timers
+		pb.Queue(qInsertTimerTasks, t.shardIDs, t.visibilityTimes, t.taskIDs, t.namespaceIDs, t.archetypeIDs,
+			t.businessIDs, t.runIDs, t.taskTypeIDs, t.singletons, t.payloads)
 	}
 
 	err := conn.SendBatch(ctx, pb).Close()
@@ -87,6 +121,9 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 		// A statement failed the way a single write can make it fail (bad data, a constraint,
 		// a lost race): the transaction is aborted, and write by write finds out which.
 		return s.rollBack(ctx, conn)
+	}
+	if p.updates != nil && updated != int64(len(p.updates.namespaceIDs)) && len(p.updates.namespaceIDs) > 0 {
+		return s.rollBack(ctx, conn) // some update's db_version check failed
 	}
 	for i, w := range writes {
 		if results[i] != nil {
@@ -129,8 +166,103 @@ type pipeline struct {
 	results []error
 	// changed[i] is the row count of write i's conditional statement: the claim of the
 	// business ID for a create, the UPDATE or DELETE conditional on db_version otherwise. It
-	// must be 1.
+	// must be 1. An update gathered into updates has its check in that statement's row count
+	// instead, and changed[i] = 1.
 	changed []int64
+	// updates and timers, when not nil, gather every update's UPDATE and every timer task
+	// into one statement each (see setBased).
+	updates *updateArrays
+	timers  *timerArrays
+}
+
+// setBased reports whether the batch's updates and timer tasks may run as one statement
+// each, after the writes' other statements. That reorders statements across writes, and
+// changes no outcome as long as no two writes touch the same business ID: each write's rows
+// (its execution, current row, collection entries and tasks) are then its own, and a check
+// that fails (a version, a key collision) fails the attempt whatever the order. Within one
+// statement a singleton timer may not be upserted twice, so each write's singleton types must
+// be distinct too.
+func setBased(writes []*persistence.ExecutionWrite, results []error) bool {
+	seen := make(map[persistence.CurrentExecutionKey]struct{}, len(writes))
+	for i, w := range writes {
+		if results[i] != nil {
+			continue
+		}
+		k := w.Key.CurrentKey()
+		if _, dup := seen[k]; dup {
+			return false
+		}
+		seen[k] = struct{}{}
+		singletons := 0
+		for _, t := range w.TimerTasks {
+			if t.Singleton {
+				singletons++
+			}
+		}
+		if singletons > 1 {
+			types := make(map[uint32]struct{}, singletons)
+			for _, t := range w.TimerTasks {
+				if !t.Singleton {
+					continue
+				}
+				if _, dup := types[t.TaskTypeID]; dup {
+					return false
+				}
+				types[t.TaskTypeID] = struct{}{}
+			}
+		}
+	}
+	return true
+}
+
+// updateArrays are qUpdateExecutions' parameters.
+type updateArrays struct {
+	namespaceIDs, businessIDs, runIDs, statuses, taskQueues []string
+	archetypeIDs, prevVersions, nextVersions                []int64
+	shardIDs, lifecycles                                    []int32
+	states                                                  [][]byte
+}
+
+func (u *updateArrays) add(w *persistence.ExecutionWrite) {
+	k := w.Key
+	u.namespaceIDs = append(u.namespaceIDs, k.NamespaceID)
+	u.archetypeIDs = append(u.archetypeIDs, int64(k.ArchetypeID))
+	u.businessIDs = append(u.businessIDs, k.BusinessID)
+	u.runIDs = append(u.runIDs, k.RunID)
+	u.shardIDs = append(u.shardIDs, w.ShardID)
+	u.prevVersions = append(u.prevVersions, w.PrevDBVersion)
+	u.nextVersions = append(u.nextVersions, w.NextDBVersion)
+	u.lifecycles = append(u.lifecycles, int32(w.Lifecycle))
+	u.states = append(u.states, sqlcommon.NonNil(w.State))
+	u.statuses = append(u.statuses, w.Indexed.Status)
+	u.taskQueues = append(u.taskQueues, w.Indexed.TaskQueue)
+}
+
+// timerArrays are qInsertTimerTasks' parameters.
+type timerArrays struct {
+	shardIDs                               []int32
+	visibilityTimes, taskIDs, archetypeIDs []int64
+	taskTypeIDs                            []int64
+	namespaceIDs, businessIDs, runIDs      []string
+	singletons                             []bool
+	payloads                               [][]byte
+}
+
+func (a *timerArrays) add(w *persistence.ExecutionWrite) {
+	for _, t := range w.TimerTasks {
+		e := t.Execution
+		vis, _ := sqlcommon.TimeToNanos(t.VisibilityTime) // range checked by ValidateWrite
+		a.shardIDs = append(a.shardIDs, w.ShardID)
+		a.visibilityTimes = append(a.visibilityTimes, vis)
+		a.taskIDs = append(a.taskIDs, t.TaskID)
+		a.namespaceIDs = append(a.namespaceIDs, e.NamespaceID)
+		a.archetypeIDs = append(a.archetypeIDs, int64(e.ArchetypeID))
+		a.businessIDs = append(a.businessIDs, e.BusinessID)
+		a.runIDs = append(a.runIDs, e.RunID)
+		a.taskTypeIDs = append(a.taskTypeIDs, int64(t.TaskTypeID))
+		a.singletons = append(a.singletons, t.Singleton)
+		a.payloads = append(a.payloads, sqlcommon.NonNil(t.Payload))
+	}
 }
 
 // queue appends write i's statements: the same as the write-by-write path's, without the
@@ -152,10 +284,15 @@ func (p *pipeline) queue(pb *pgx.Batch, i int, w *persistence.ExecutionWrite) {
 		pb.Queue(qInsertExecution, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
 			w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue)
 	case persistence.WriteModeUpdate:
-		pb.Queue(qUpdateExecution,
-			w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
-			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion).
-			Exec(rowsAffected(changed))
+		if p.updates != nil {
+			p.updates.add(w)
+			*changed = 1
+		} else {
+			pb.Queue(qUpdateExecution,
+				w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue,
+				k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion).
+				Exec(rowsAffected(changed))
+		}
 		// A writer that says the lifecycle did not change saves keeping the current row in step.
 		if w.PrevLifecycle == nil || *w.PrevLifecycle != w.Lifecycle {
 			pb.Queue(qUpdateCurrentLifecycle, w.Lifecycle, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID)
@@ -165,5 +302,10 @@ func (p *pipeline) queue(pb *pgx.Batch, i int, w *persistence.ExecutionWrite) {
 		return
 	}
 	queueCollections(pb, w)
+	if p.timers != nil {
+		p.timers.add(w)
+		queueOutboundTasks(pb, w)
+		return
+	}
 	queueTasks(pb, w)
 }

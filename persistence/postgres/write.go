@@ -429,6 +429,10 @@ func queueTasks(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 		}
 		pb.Queue(q, w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID, sqlcommon.NonNil(t.Payload))
 	}
+	queueOutboundTasks(pb, w)
+}
+
+func queueOutboundTasks(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 	for _, t := range w.OutboundTasks {
 		e := t.Execution
 		var created *int64
