@@ -49,6 +49,12 @@ const (
 // write.
 var errFallBack = errors.New("a write failed a check; running the batch write by write")
 
+// errFenced says the pipelined attempt found writes to a shard another owner has acquired
+// since. Their results are set; the attempt was rolled back, and another pipelined attempt
+// without them may commit the rest. A handoff then costs the old owner's batches one more
+// round trip, not one per write.
+var errFenced = errors.New("writes to a shard owned by another host; running the batch again without them")
+
 // writeBatchPipelined tries the whole batch in one round trip: BEGIN, the shard locks and
 // every write's statements go in one pipeline, without savepoints, and the checks are made on
 // the answers. If all pass, a second round trip commits. If any fails, the transaction is
@@ -65,6 +71,9 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 	p := pipeline{writes: writes, results: results}
 	shards := make([]int32, 0, 1)
 	for i, w := range writes {
+		if results[i] != nil {
+			continue // failed by an earlier attempt (fenced)
+		}
 		if err := sqlcommon.ValidateWrite("postgres", w, storableText); err != nil {
 			results[i] = err
 			continue
@@ -120,20 +129,36 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 		}
 		// A statement failed the way a single write can make it fail (bad data, a constraint,
 		// a lost race): the transaction is aborted, and write by write finds out which.
-		return s.rollBack(ctx, conn)
+		return s.rollBack(ctx, conn, errFallBack)
 	}
-	if p.updates != nil && updated != int64(len(p.updates.namespaceIDs)) && len(p.updates.namespaceIDs) > 0 {
-		return s.rollBack(ctx, conn) // some update's db_version check failed
-	}
+	// Some update's db_version check failed.
+	failed := p.updates != nil && len(p.updates.namespaceIDs) > 0 && updated != int64(len(p.updates.namespaceIDs))
+	var fenced []int
 	for i, w := range writes {
 		if results[i] != nil {
 			continue
 		}
 		// A shard without a row was never acquired: no range_id can match it (a missing key
 		// reads as 0, as on the write-by-write path).
-		if stored[w.ShardID] != w.RangeID || p.changed[i] == 0 {
-			return s.rollBack(ctx, conn)
+		switch st := stored[w.ShardID]; {
+		case st > w.RangeID:
+			fenced = append(fenced, i)
+		case st != w.RangeID, p.changed[i] == 0:
+			failed = true
 		}
+	}
+	if len(fenced) > 0 {
+		// The shard was acquired by another owner since: range_id only grows, so these
+		// writes are refused for good, and the others' checks are worth nothing while the
+		// fenced writes ran among them.
+		for _, i := range fenced {
+			w := writes[i]
+			results[i] = &persistence.ShardOwnershipLostError{ShardID: w.ShardID, RangeID: w.RangeID, StoredRangeID: stored[w.ShardID]}
+		}
+		return s.rollBack(ctx, conn, errFenced)
+	}
+	if failed {
+		return s.rollBack(ctx, conn, errFallBack)
 	}
 	if s.testHooks.afterFence != nil {
 		for _, shardID := range shards {
@@ -151,13 +176,14 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 	return nil
 }
 
-// rollBack ends a pipelined attempt whose check failed and asks for the write-by-write path.
-func (s *Store) rollBack(ctx context.Context, conn *pgxpool.Conn) error {
+// rollBack ends a pipelined attempt whose check failed and returns next, which says what to
+// try next.
+func (s *Store) rollBack(ctx context.Context, conn *pgxpool.Conn, next error) error {
 	// Without arguments, Exec uses the simple protocol, which an aborted transaction accepts.
 	if _, err := conn.Exec(ctx, qRollback); err != nil {
 		return fmt.Errorf("roll back pipelined attempt: %w", err)
 	}
-	return errFallBack
+	return next
 }
 
 // pipeline is the state of one pipelined attempt.

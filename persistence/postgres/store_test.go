@@ -515,3 +515,52 @@ func TestWriteRefusesTextPostgresCannotStore(t *testing.T) {
 	var nf *persistence.NotFoundError
 	require.ErrorAs(t, err, &nf)
 }
+
+// A shard taken by another host costs the old owner's batch no write-by-write run: its writes
+// are refused, and the batch's other writes commit pipelined.
+func TestFencedWritesLeaveTheRestPipelined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newTwoHosts(t)
+	kept, err := h.a.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+	lostShard, err := h.a.AcquireShard(ctx, 2, "host-a")
+	require.NoError(t, err)
+	results, err := h.a.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(kept, "worker-1"), createWrite(lostShard, "worker-2")})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil}, results)
+	taken, err := h.b.AcquireShard(ctx, 2, "host-b")
+	require.NoError(t, err)
+
+	fallBacks := 0
+	h.a.testHooks.fellBack = func() { fallBacks++ }
+	update := func(shard persistence.ShardInfo, businessID string) *persistence.ExecutionWrite {
+		w := createWrite(shard, businessID)
+		w.Mode, w.PrevDBVersion, w.NextDBVersion = persistence.WriteModeUpdate, 1, 2
+		return w
+	}
+	results, err = h.a.WriteBatch(ctx, []*persistence.ExecutionWrite{
+		update(lostShard, "worker-2"), update(kept, "worker-1"), createWrite(lostShard, "worker-3"), createWrite(kept, "worker-4"),
+	})
+	require.NoError(t, err)
+	require.Zero(t, fallBacks)
+	var lost *persistence.ShardOwnershipLostError
+	for _, i := range []int{0, 2} {
+		require.ErrorAs(t, results[i], &lost, "write %d", i)
+		require.Equal(t, persistence.ShardOwnershipLostError{ShardID: 2, RangeID: lostShard.RangeID, StoredRangeID: taken.RangeID}, *lost)
+	}
+	require.NoError(t, results[1])
+	require.NoError(t, results[3])
+
+	rec, err := h.b.GetExecution(ctx, 2, update(lostShard, "worker-2").Key)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rec.DBVersion)
+	_, err = h.b.GetExecution(ctx, 2, createWrite(lostShard, "worker-3").Key)
+	var nf *persistence.NotFoundError
+	require.ErrorAs(t, err, &nf)
+	rec, err = h.b.GetExecution(ctx, 1, update(kept, "worker-1").Key)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.DBVersion)
+	_, err = h.b.GetExecution(ctx, 1, createWrite(kept, "worker-4").Key)
+	require.NoError(t, err)
+}

@@ -87,11 +87,12 @@ const (
 // transaction, and the batch fails as a whole.
 //
 // A batch first runs pipelined (writeBatchPipelined): every statement of every write is sent
-// in one round trip, without savepoints, and a second round trip commits. Only if a check
-// fails there is the transaction rolled back and the batch run again write by write
-// (writeBatchBySavepoints), where each write has its own SAVEPOINT and a failure is undone
-// alone. Checks fail rarely (a lost race, a fenced shard), so a batch usually costs two round
-// trips whatever its size.
+// in one round trip, without savepoints, and a second round trip commits. If a write's shard
+// turns out to be owned by another host, that write is refused and the rest tried pipelined
+// once more. If any other check fails, the transaction is rolled back and the batch run again
+// write by write (writeBatchBySavepoints), where each write has its own SAVEPOINT and a
+// failure is undone alone. Checks fail rarely (a lost race, a duplicate), so a batch usually
+// costs two round trips whatever its size.
 func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
 	results := make([]error, len(writes))
 	if len(writes) == 0 {
@@ -101,6 +102,12 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 		err := errFallBack
 		if !s.testHooks.writeByWrite {
 			err = s.writeBatchPipelined(ctx, conn, writes, results)
+			if errors.Is(err, errFenced) {
+				err = s.writeBatchPipelined(ctx, conn, writes, results)
+			}
+			if errors.Is(err, errFenced) {
+				err = errFallBack // another acquisition in between: no more tries
+			}
 		}
 		if !errors.Is(err, errFallBack) {
 			return err
