@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -50,8 +51,6 @@ func BenchmarkDurableBatch(b *testing.B) {
 	open := func(writeByWrite bool) func(b *testing.B) persistence.Store {
 		return func(b *testing.B) persistence.Store {
 			dsn, schema := newTestSchema(b)
-			// One connection, so that one server process does all the work and its CPU
-			// time can be read.
 			s, err := Open(context.Background(), Config{DSN: dsn, Schema: schema, MaxConns: 1}, zap.NewNop())
 			require.NoError(b, err)
 			s.testHooks.writeByWrite = writeByWrite
@@ -68,17 +67,39 @@ func BenchmarkDurableBatch(b *testing.B) {
 	})
 }
 
-// measureServerCPU reports the CPU time the PostgreSQL server process behind the store's only
-// connection spent per write ("server-µs/write"). Wall-clock figures on a busy machine mostly
-// measure the other load; CPU time does not. It reports nothing if the server runs elsewhere
-// (no /proc entry for its pid).
+// measureServerCPU reports the CPU time the PostgreSQL server processes behind the store's
+// write connections spent per write ("server-µs/write"). Wall-clock figures on a busy machine
+// mostly measure the other load; CPU time does not. It reports nothing if the server runs
+// elsewhere (no /proc entry for its pids).
 func measureServerCPU(b *testing.B, s persistence.Store) func(writes int) {
 	ctx := context.Background()
-	var pid int
-	require.NoError(b, s.(*Store).pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-	before, ok := processCPU(pid)
+	var pids []int
+	var conns []*pgxpool.Conn
+	for range writeConns {
+		conn, err := s.(*Store).writePool.Acquire(ctx)
+		require.NoError(b, err)
+		conns = append(conns, conn)
+		var pid int
+		require.NoError(b, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		pids = append(pids, pid)
+	}
+	for _, conn := range conns {
+		conn.Release()
+	}
+	total := func() (time.Duration, bool) {
+		var sum time.Duration
+		for _, pid := range pids {
+			cpu, ok := processCPU(pid)
+			if !ok {
+				return 0, false
+			}
+			sum += cpu
+		}
+		return sum, true
+	}
+	before, ok := total()
 	return func(writes int) {
-		after, ok2 := processCPU(pid)
+		after, ok2 := total()
 		if ok && ok2 && writes > 0 {
 			b.ReportMetric(float64((after-before).Microseconds())/float64(writes), "server-µs/write")
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
@@ -563,4 +564,31 @@ func TestFencedWritesLeaveTheRestPipelined(t *testing.T) {
 	require.Equal(t, int64(2), rec.DBVersion)
 	_, err = h.b.GetExecution(ctx, 1, createWrite(kept, "worker-4").Key)
 	require.NoError(t, err)
+}
+
+// Reads that hold every connection of the pool do not hold up writes: group commit has
+// connections of its own, so heartbeats still commit during a burst of reads.
+func TestWritesAreNotQueuedBehindReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := newTestSchema(t)
+	s := openTestStore(t, dsn, schema)
+	defer s.Close()
+	shard, err := s.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+
+	var held []*pgxpool.Conn
+	for range s.pool.Config().MaxConns {
+		conn, err := s.pool.Acquire(ctx)
+		require.NoError(t, err)
+		held = append(held, conn)
+	}
+	defer func() {
+		for _, conn := range held {
+			conn.Release()
+		}
+	}()
+	results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(shard, "worker-1")})
+	require.NoError(t, err)
+	require.NoError(t, results[0])
 }

@@ -98,7 +98,7 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 	if len(writes) == 0 {
 		return results, nil
 	}
-	err := s.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+	err := s.writePool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
 		err := errFallBack
 		if !s.testHooks.writeByWrite {
 			err = s.writeBatchPipelined(ctx, conn, writes, results)
