@@ -33,6 +33,27 @@ const (
 				lifecycle, state, idx_status, idx_task_queue)
 		WHERE e.namespace_id = u.namespace_id AND e.archetype_id = u.archetype_id AND e.business_id = u.business_id
 		AND e.run_id = u.run_id AND e.shard_id = u.shard_id AND e.db_version = u.prev_version`
+	// qClaimFreeCurrents is qClaimFreeCurrent for many business IDs at once. Its row count is
+	// the number of claims that found the business ID free.
+	qClaimFreeCurrents = `INSERT INTO current_executions (namespace_id, archetype_id, business_id, shard_id, run_id, lifecycle)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::text[], $6::integer[])
+		ON CONFLICT (namespace_id, archetype_id, business_id) DO NOTHING`
+	// qInsertExecutions is qInsertExecution for many runs at once.
+	qInsertExecutions = `INSERT INTO executions (namespace_id, archetype_id, business_id, run_id, shard_id,
+		db_version, lifecycle, state, idx_status, idx_task_queue)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::bigint[],
+			$7::integer[], $8::bytea[], $9::text[], $10::text[])`
+	// qPutCollectionEntries and qDeleteCollectionEntries are qPutCollectionEntry and
+	// qDeleteCollectionEntry for many entries at once: still one row per entry.
+	qPutCollectionEntries = `INSERT INTO collection_entries (namespace_id, archetype_id, business_id, run_id, collection, entry_key, value)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[])
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id, collection, entry_key)
+		DO UPDATE SET value = excluded.value`
+	qDeleteCollectionEntries = `DELETE FROM collection_entries AS c
+		USING unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+			AS d(namespace_id, archetype_id, business_id, run_id, collection, entry_key)
+		WHERE c.namespace_id = d.namespace_id AND c.archetype_id = d.archetype_id AND c.business_id = d.business_id
+		AND c.run_id = d.run_id AND c.collection = d.collection AND c.entry_key = d.entry_key`
 	// qInsertTimerTasks is qInsertTimerTask and qUpsertSingletonTimerTask for many tasks at
 	// once. A row that is not a singleton is outside the arbiter index, so it only inserts.
 	qInsertTimerTasks = `INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
@@ -101,12 +122,26 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 	p.changed = make([]int64, len(writes))
 	if setBased(writes, results) {
 		p.updates, p.timers = &updateArrays{}, &timerArrays{}
+		p.creates, p.puts, p.deletes = &createArrays{}, &collectionArrays{}, &collectionArrays{}
 	}
 	for i, w := range writes {
 		if results[i] != nil {
 			continue
 		}
 		p.queue(pb, i, w)
+	}
+	claimed := int64(-1)
+	if c := p.creates; c != nil && len(c.namespaceIDs) > 0 {
+		pb.Queue(qClaimFreeCurrents, c.namespaceIDs, c.archetypeIDs, c.businessIDs, c.shardIDs, c.runIDs, c.lifecycles).
+			Exec(rowsAffected(&claimed))
+		pb.Queue(qInsertExecutions, c.namespaceIDs, c.archetypeIDs, c.businessIDs, c.runIDs, c.shardIDs,
+			c.versions, c.lifecycles, c.states, c.statuses, c.taskQueues)
+	}
+	if d := p.deletes; d != nil && len(d.namespaceIDs) > 0 {
+		pb.Queue(qDeleteCollectionEntries, d.namespaceIDs, d.archetypeIDs, d.businessIDs, d.runIDs, d.collections, d.keys)
+	}
+	if c := p.puts; c != nil && len(c.namespaceIDs) > 0 {
+		pb.Queue(qPutCollectionEntries, c.namespaceIDs, c.archetypeIDs, c.businessIDs, c.runIDs, c.collections, c.keys, c.values)
 	}
 	updated := int64(-1)
 	if p.updates != nil && len(p.updates.namespaceIDs) > 0 {
@@ -131,8 +166,9 @@ func (s *Store) writeBatchPipelined(ctx context.Context, conn *pgxpool.Conn, wri
 		// a lost race): the transaction is aborted, and write by write finds out which.
 		return s.rollBack(ctx, conn, errFallBack)
 	}
-	// Some update's db_version check failed.
-	failed := p.updates != nil && len(p.updates.namespaceIDs) > 0 && updated != int64(len(p.updates.namespaceIDs))
+	// Some update's db_version check failed, or some create found its business ID taken.
+	failed := p.updates != nil && len(p.updates.namespaceIDs) > 0 && updated != int64(len(p.updates.namespaceIDs)) ||
+		p.creates != nil && len(p.creates.namespaceIDs) > 0 && claimed != int64(len(p.creates.namespaceIDs))
 	var fenced []int
 	for i, w := range writes {
 		if results[i] != nil {
@@ -195,10 +231,14 @@ type pipeline struct {
 	// must be 1. An update gathered into updates has its check in that statement's row count
 	// instead, and changed[i] = 1.
 	changed []int64
-	// updates and timers, when not nil, gather every update's UPDATE and every timer task
-	// into one statement each (see setBased).
-	updates *updateArrays
-	timers  *timerArrays
+	// updates, timers, creates, puts and deletes, when not nil, gather every update's UPDATE,
+	// every timer task, every create that expects a free business ID (its claim and its
+	// insert), and every collection entry put or deleted, into one statement each (see
+	// setBased).
+	updates       *updateArrays
+	timers        *timerArrays
+	creates       *createArrays
+	puts, deletes *collectionArrays
 }
 
 // setBased reports whether the batch's updates and timer tasks may run as one statement
@@ -206,8 +246,8 @@ type pipeline struct {
 // changes no outcome as long as no two writes touch the same business ID: each write's rows
 // (its execution, current row, collection entries and tasks) are then its own, and a check
 // that fails (a version, a key collision) fails the attempt whatever the order. Within one
-// statement a singleton timer may not be upserted twice, so each write's singleton types must
-// be distinct too.
+// statement a row may not be upserted twice, so each write's singleton timer types, and its
+// collection entries put, must be distinct too.
 func setBased(writes []*persistence.ExecutionWrite, results []error) bool {
 	seen := make(map[persistence.CurrentExecutionKey]struct{}, len(writes))
 	for i, w := range writes {
@@ -219,6 +259,16 @@ func setBased(writes []*persistence.ExecutionWrite, results []error) bool {
 			return false
 		}
 		seen[k] = struct{}{}
+		if len(w.CollectionPuts) > 1 {
+			keys := make(map[persistence.CollectionEntryKey]struct{}, len(w.CollectionPuts))
+			for _, e := range w.CollectionPuts {
+				ek := persistence.CollectionEntryKey{Collection: e.Collection, Key: e.Key}
+				if _, dup := keys[ek]; dup {
+					return false
+				}
+				keys[ek] = struct{}{}
+			}
+		}
 		singletons := 0
 		for _, t := range w.TimerTasks {
 			if t.Singleton {
@@ -264,6 +314,45 @@ func (u *updateArrays) add(w *persistence.ExecutionWrite) {
 	u.taskQueues = append(u.taskQueues, w.Indexed.TaskQueue)
 }
 
+// createArrays are qClaimFreeCurrents' and qInsertExecutions' parameters.
+type createArrays struct {
+	namespaceIDs, businessIDs, runIDs, statuses, taskQueues []string
+	archetypeIDs, versions                                  []int64
+	shardIDs, lifecycles                                    []int32
+	states                                                  [][]byte
+}
+
+func (c *createArrays) add(w *persistence.ExecutionWrite) {
+	k := w.Key
+	c.namespaceIDs = append(c.namespaceIDs, k.NamespaceID)
+	c.archetypeIDs = append(c.archetypeIDs, int64(k.ArchetypeID))
+	c.businessIDs = append(c.businessIDs, k.BusinessID)
+	c.runIDs = append(c.runIDs, k.RunID)
+	c.shardIDs = append(c.shardIDs, w.ShardID)
+	c.versions = append(c.versions, w.NextDBVersion)
+	c.lifecycles = append(c.lifecycles, int32(w.Lifecycle))
+	c.states = append(c.states, sqlcommon.NonNil(w.State))
+	c.statuses = append(c.statuses, w.Indexed.Status)
+	c.taskQueues = append(c.taskQueues, w.Indexed.TaskQueue)
+}
+
+// collectionArrays are qPutCollectionEntries' parameters, or qDeleteCollectionEntries' (no
+// values).
+type collectionArrays struct {
+	namespaceIDs, businessIDs, runIDs, collections, keys []string
+	archetypeIDs                                         []int64
+	values                                               [][]byte
+}
+
+func (c *collectionArrays) add(k persistence.ExecutionKey, collection, key string) {
+	c.namespaceIDs = append(c.namespaceIDs, k.NamespaceID)
+	c.archetypeIDs = append(c.archetypeIDs, int64(k.ArchetypeID))
+	c.businessIDs = append(c.businessIDs, k.BusinessID)
+	c.runIDs = append(c.runIDs, k.RunID)
+	c.collections = append(c.collections, collection)
+	c.keys = append(c.keys, key)
+}
+
 // timerArrays are qInsertTimerTasks' parameters.
 type timerArrays struct {
 	shardIDs                               []int32
@@ -300,6 +389,11 @@ func (p *pipeline) queue(pb *pgx.Batch, i int, w *persistence.ExecutionWrite) {
 	case persistence.WriteModeCreate:
 		// A run that exists already fails the insert (its primary key); a business ID held by
 		// another run than the expected one fails the claim.
+		if w.ExpectedCurrentRunID == "" && p.creates != nil {
+			p.creates.add(w)
+			*changed = 1 // checked by the row count of qClaimFreeCurrents
+			break
+		}
 		if w.ExpectedCurrentRunID == "" {
 			pb.Queue(qClaimFreeCurrent, k.NamespaceID, k.ArchetypeID, k.BusinessID, w.ShardID, k.RunID, w.Lifecycle).
 				Exec(rowsAffected(changed))
@@ -327,11 +421,18 @@ func (p *pipeline) queue(pb *pgx.Batch, i int, w *persistence.ExecutionWrite) {
 		queueDelete(pb, w, changed)
 		return
 	}
-	queueCollections(pb, w)
-	if p.timers != nil {
-		p.timers.add(w)
-		queueOutboundTasks(pb, w)
+	if p.timers == nil {
+		queueCollections(pb, w)
+		queueTasks(pb, w)
 		return
 	}
-	queueTasks(pb, w)
+	for _, e := range w.CollectionPuts {
+		p.puts.add(k, e.Collection, e.Key)
+		p.puts.values = append(p.puts.values, sqlcommon.NonNil(e.Value))
+	}
+	for _, d := range w.CollectionDeletes {
+		p.deletes.add(k, d.Collection, d.Key)
+	}
+	p.timers.add(w)
+	queueOutboundTasks(pb, w)
 }
