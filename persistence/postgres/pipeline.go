@@ -79,8 +79,10 @@ var errFenced = errors.New("writes to a shard owned by another host; running the
 // writeBatchPipelined tries the whole batch in one round trip: BEGIN, the shard locks and
 // every write's statements go in one pipeline, without savepoints, and the checks are made on
 // the answers. If all pass, a second round trip commits. If any fails, the transaction is
-// rolled back and errFallBack returned, with nothing applied: the caller then runs the batch
-// write by write, which gives each failure its precise error and keeps the other writes.
+// rolled back, nothing applied, and the caller told what to try next: errFenced if writes to a
+// shard another host acquired since were among them (their results are set; the rest may go
+// pipelined again), otherwise errFallBack: run the batch write by write, which gives each
+// failure its precise error and keeps the other writes.
 //
 // Malformed writes get their error in results and are left out of the pipeline.
 //
