@@ -222,3 +222,46 @@ func RunStateOnlyWriteBenchmark(b *testing.B, open func(b *testing.B) persistenc
 		})
 	}
 }
+
+// RunDurableBatchBenchmark: one writer committing batches of heartbeats (sub-benchmarks
+// batch=64 and batch=256, one worker per write), each batch one WriteBatch call and one
+// commit: what a group-commit batch costs the store under load.
+//
+// measure, if not nil, is called just before the timed loop; the function it returns is
+// called just after, with the number of writes, to report the backend's own metrics.
+func RunDurableBatchBenchmark(b *testing.B, open func(b *testing.B) persistence.Store,
+	measure func(b *testing.B, s persistence.Store) func(writes int),
+) {
+	for _, size := range []int{64, 256} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			f := NewHeartbeatFixture(b, open(b), size)
+			defer f.Store.Close()
+			batch := make([]*persistence.ExecutionWrite, size)
+			done := func(int) {}
+			if measure != nil {
+				done = measure(b, f.Store)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				for j, k := range f.Workers {
+					batch[j] = f.Heartbeat(k, int64(i+1))
+				}
+				results, err := f.Store.WriteBatch(ctx, batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, err := range results {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			elapsed := time.Since(start)
+			done(b.N * size)
+			b.ReportMetric(float64(b.N*size)/elapsed.Seconds(), "writes/s")
+			b.ReportMetric(elapsed.Seconds()*1000/float64(b.N), "ms/batch")
+		})
+	}
+}

@@ -72,6 +72,10 @@ var suiteCases = []struct {
 	{"ConcurrentBatchesAreSerializable", testConcurrentBatchesAreSerializable},
 	{"TimePrecisionRoundTrips", testTimePrecisionRoundTrips},
 	{"RespectsContextCancellation", testRespectsContextCancellation},
+	{"FenceFailsOnlyItsShardsWrites", testFenceFailsOnlyItsShardsWrites},
+	{"DeleteThenCreateInOneBatch", testDeleteThenCreateInOneBatch},
+	{"EveryKindOfFailureInOneBatch", testEveryKindOfFailureInOneBatch},
+	{"LargeBatchWithOneFailure", testLargeBatchWithOneFailure},
 }
 
 const (
@@ -1206,4 +1210,168 @@ func testRespectsContextCancellation(t *testing.T, b *bundle) {
 	info, err := b.store.GetShard(b.ctx, b.shardID)
 	require.NoError(t, err)
 	require.Equal(t, b.rangeID, info.RangeID)
+}
+
+// testFenceFailsOnlyItsShardsWrites: in a batch over two shards, one of which another host
+// took, only the taken shard's writes are fenced.
+func testFenceFailsOnlyItsShardsWrites(t *testing.T, b *bundle) {
+	otherShard := b.shardID + 1
+	other, err := b.store.AcquireShard(b.ctx, otherShard, "host-a")
+	require.NoError(t, err)
+	onOther := func(w *persistence.ExecutionWrite) *persistence.ExecutionWrite {
+		w.ShardID, w.RangeID = otherShard, other.RangeID
+		for _, task := range w.TimerTasks {
+			task.ShardID = otherShard
+		}
+		return w
+	}
+	taken := key("worker-taken", "run-1")
+	kept := key("worker-kept", "run-1")
+	b.mustWrite(b.create(taken), onOther(b.create(kept)))
+
+	stolen, err := b.store.AcquireShard(b.ctx, b.shardID, "host-b")
+	require.NoError(t, err)
+
+	keptUpdate := b.update(kept, 1)
+	keptUpdate.TimerTasks = []*persistence.TimerTask{b.timer(kept, 1, baseTime, 1, false)}
+	keptUpdate = onOther(keptUpdate)
+	takenUpdate := b.update(taken, 1)
+	takenUpdate.CollectionPuts = []persistence.CollectionEntry{{Collection: "c", Key: "k", Value: []byte("v")}}
+	results := b.write(takenUpdate, keptUpdate, b.create(key("worker-new", "run-1")), onOther(b.create(key("worker-new-2", "run-1"))))
+	var lost *persistence.ShardOwnershipLostError
+	require.ErrorAs(t, results[0], &lost)
+	require.Equal(t, persistence.ShardOwnershipLostError{ShardID: b.shardID, RangeID: b.rangeID, StoredRangeID: stolen.RangeID}, *lost)
+	require.NoError(t, results[1])
+	require.ErrorAs(t, results[2], &lost)
+	require.NoError(t, results[3])
+
+	rec := b.get(taken)
+	require.Equal(t, int64(1), rec.DBVersion)
+	require.Empty(t, rec.Collections)
+	b.requireNotFound(key("worker-new", "run-1"))
+	rec, err = b.store.GetExecution(b.ctx, otherShard, kept)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.DBVersion)
+	timers, err := b.store.GetTimerTasks(b.ctx, persistence.GetTimerTasksRequest{
+		ShardID: otherShard, Before: baseTime.Add(time.Hour), PageSize: 10,
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, timerIDs(timers))
+	_, err = b.store.GetExecution(b.ctx, otherShard, key("worker-new-2", "run-1"))
+	require.NoError(t, err)
+}
+
+// testDeleteThenCreateInOneBatch: a later write sees an earlier one's delete, including the
+// freed business ID.
+func testDeleteThenCreateInOneBatch(t *testing.T, b *bundle) {
+	run1 := key("worker-1", "run-1")
+	run2 := key("worker-1", "run-2")
+	w := b.create(run1)
+	w.CollectionPuts = []persistence.CollectionEntry{{Collection: "c", Key: "k", Value: []byte("v")}}
+	w.TimerTasks = []*persistence.TimerTask{b.timer(run1, 1, baseTime, 1, true)}
+	b.mustWrite(w)
+
+	create := b.create(run2)
+	create.TimerTasks = []*persistence.TimerTask{b.timer(run2, 2, baseTime, 1, true)}
+	b.mustWrite(b.del(run1, 1), create, b.update(run2, 1))
+
+	b.requireNotFound(run1)
+	rec := b.get(run2)
+	require.Equal(t, int64(2), rec.DBVersion)
+	require.Empty(t, rec.Collections)
+	require.Equal(t, "run-2", b.current(run1.CurrentKey()).RunID)
+	require.Equal(t, []int64{2}, timerIDs(b.allTimers()))
+}
+
+// testEveryKindOfFailureInOneBatch: each check a write can fail, in one batch between writes
+// that succeed, fails only its own write, with its own error.
+func testEveryKindOfFailureInOneBatch(t *testing.T, b *bundle) {
+	existing := key("existing", "run-1")
+	b.mustWrite(b.create(existing))
+
+	fenced := b.create(key("fenced", "run-1"))
+	fenced.RangeID = b.rangeID + 1
+	conflict := b.create(key("existing", "run-2"))
+	again := b.create(existing)
+	again.ExpectedCurrentRunID = "run-1"
+	stale := b.update(existing, 5)
+	missing := b.update(key("ghost", "run-1"), 1)
+	staleDelete := b.del(existing, 5)
+	malformed := b.update(existing, 1)
+	malformed.NextDBVersion = 1
+
+	var ok []*persistence.ExecutionWrite
+	for i := range 6 {
+		w := b.create(key(fmt.Sprintf("ok-%d", i), "run-1"))
+		w.CollectionPuts = []persistence.CollectionEntry{{Collection: "c", Key: "k", Value: []byte("v")}}
+		w.OutboundTasks = []*persistence.OutboundTask{b.outbound(w.Key, int64(i+1), "d")}
+		ok = append(ok, w)
+	}
+	update := b.update(existing, 1)
+	update.TimerTasks = []*persistence.TimerTask{b.timer(existing, 1, baseTime, 1, false)}
+
+	results := b.write(ok[0], fenced, ok[1], conflict, ok[2], again, update, stale, ok[3], missing, ok[4], staleDelete, ok[5], malformed)
+	for _, i := range []int{0, 2, 4, 6, 8, 10, 12} {
+		require.NoError(t, results[i], "write %d", i)
+	}
+	var lost *persistence.ShardOwnershipLostError
+	require.ErrorAs(t, results[1], &lost)
+	var ce *persistence.CurrentExecutionConflictError
+	require.ErrorAs(t, results[3], &ce)
+	require.Equal(t, "run-1", ce.CurrentRunID)
+	var exists *persistence.ExecutionAlreadyExistsError
+	require.ErrorAs(t, results[5], &exists)
+	var cf *persistence.ConditionFailedError
+	require.ErrorAs(t, results[7], &cf)
+	require.Equal(t, int64(2), cf.ActualVersion, "the update before it in the batch moved the version")
+	var nf *persistence.NotFoundError
+	require.ErrorAs(t, results[9], &nf)
+	require.ErrorAs(t, results[11], &cf)
+	require.Error(t, results[13])
+
+	require.Equal(t, int64(2), b.get(existing).DBVersion)
+	require.Equal(t, "run-1", b.current(existing.CurrentKey()).RunID)
+	b.requireNotFound(key("fenced", "run-1"))
+	b.requireNotFound(key("existing", "run-2"))
+	for _, w := range ok {
+		require.Len(t, b.get(w.Key).Collections, 1)
+	}
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, outboundIDs(b.allOutbound()))
+	require.Equal(t, []int64{1}, timerIDs(b.allTimers()))
+}
+
+// testLargeBatchWithOneFailure: a batch of the group committer's default size, one write of
+// which fails late in the batch; the rest commit, each with its collection entry and task.
+func testLargeBatchWithOneFailure(t *testing.T, b *bundle) {
+	const n = 256
+	keys := make([]persistence.ExecutionKey, n)
+	creates := make([]*persistence.ExecutionWrite, n)
+	for i := range keys {
+		keys[i] = key(fmt.Sprintf("worker-%03d", i), "run-1")
+		creates[i] = b.create(keys[i])
+	}
+	b.mustWrite(creates...)
+
+	updates := make([]*persistence.ExecutionWrite, n)
+	for i, k := range keys {
+		updates[i] = b.update(k, 1)
+		updates[i].CollectionPuts = []persistence.CollectionEntry{{Collection: "c", Key: "k", Value: []byte("v")}}
+		updates[i].TimerTasks = []*persistence.TimerTask{b.timer(k, int64(i+1), baseTime, 1, true)}
+	}
+	const failing = n - 3
+	updates[failing].PrevDBVersion, updates[failing].NextDBVersion = 7, 8
+	results := b.write(updates...)
+	for i, err := range results {
+		if i == failing {
+			var cf *persistence.ConditionFailedError
+			require.ErrorAs(t, err, &cf)
+			continue
+		}
+		require.NoError(t, err, "write %d", i)
+	}
+	require.Len(t, b.allTimers(), n-1)
+	require.Empty(t, b.get(keys[failing]).Collections)
+	require.Equal(t, int64(1), b.get(keys[failing]).DBVersion)
+	require.Equal(t, int64(2), b.get(keys[0]).DBVersion)
+	require.Len(t, b.get(keys[n-1]).Collections, 1)
 }

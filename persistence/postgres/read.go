@@ -8,13 +8,15 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 // GetExecution implements persistence.ExecutionStore. The run and its collection entries are
-// read in one REPEATABLE READ transaction, so they come from the same snapshot.
+// read in one REPEATABLE READ transaction, so they come from the same snapshot. BEGIN, the two
+// reads and COMMIT go in one pipeline: one round trip.
 func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence.ExecutionKey) (*persistence.ExecutionRecord, error) {
 	notFound := &persistence.NotFoundError{Msg: fmt.Sprintf("execution %s not found in shard %d", sqlcommon.KeyString(key), shardID)}
 	if !storableText(key.NamespaceID, key.BusinessID, key.RunID) {
@@ -25,8 +27,9 @@ func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence
 	}
 	rec := &persistence.ExecutionRecord{Key: key}
 	found := false
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := s.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
 		pb := &pgx.Batch{}
+		pb.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
 		pb.Queue(`SELECT db_version, lifecycle, state, idx_status, idx_task_queue FROM executions
 			WHERE namespace_id = $1 AND archetype_id = $2 AND business_id = $3 AND run_id = $4 AND shard_id = $5`,
 			key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID, shardID).QueryRow(func(row pgx.Row) error {
@@ -45,7 +48,14 @@ func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence
 			rec.Collections, err = sqlcommon.ScanCollectionEntries(rows)
 			return err
 		})
-		return tx.SendBatch(ctx, pb).Close()
+		pb.Queue(`COMMIT`)
+		err := conn.SendBatch(ctx, pb).Close()
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			// A failed statement skipped the COMMIT. (If this fails too, the pool discards a
+			// connection left in a transaction.)
+			_, _ = conn.Exec(ctx, `ROLLBACK`)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get execution %s in shard %d: %w", sqlcommon.KeyString(key), shardID, err)

@@ -24,8 +24,8 @@ import (
 	"github.com/vigilhq/vigil/persistence"
 )
 
-// MaxConnsDefault caps the pool when Config.MaxConns is zero. A host needs few: the group
-// committer sends one write transaction at a time, and reads are short.
+// MaxConnsDefault caps the pool when Config.MaxConns is zero. A host needs few: reads are
+// short, and WriteBatch has connections of its own (writeConns).
 const MaxConnsDefault = 8
 
 // Config selects the database and schema.
@@ -34,7 +34,8 @@ type Config struct {
 	// postgres://vigil@db:5432/vigil?sslmode=verify-full. Session settings such as
 	// statement_timeout may be added as parameters.
 	DSN string
-	// MaxConns defaults to MaxConnsDefault.
+	// MaxConns caps the connections for everything but WriteBatch, which has writeConns (2)
+	// more of its own. It defaults to MaxConnsDefault.
 	MaxConns int32
 	// Schema holds vigil's tables; it is created if missing and becomes every connection's
 	// search_path. Empty means the DSN's search_path (usually public).
@@ -43,16 +44,26 @@ type Config struct {
 
 // Store implements persistence.Store on PostgreSQL.
 type Store struct {
-	pool   *pgxpool.Pool
-	logger *zap.Logger
+	pool *pgxpool.Pool
+	// writePool serves WriteBatch alone, so that group commit never queues for a connection
+	// behind reads: when reads pile up (a burst of cache misses), heartbeats still commit.
+	writePool *pgxpool.Pool
+	logger    *zap.Logger
 
 	testHooks testHooks
 }
 
 // testHooks let tests stop a write transaction at a chosen point. They are nil outside tests.
 type testHooks struct {
-	// afterFence runs inside WriteBatch once a shard's row is locked and its range_id read.
+	// afterFence runs inside WriteBatch once a shard's row is locked and its range_id read,
+	// while the transaction holding the lock is still open: on the pipelined path after the
+	// pipeline's answer and before COMMIT, on the write-by-write path before the shard's
+	// first write.
 	afterFence func(shardID int32)
+	// fellBack runs when a pipelined attempt was rolled back to run the batch write by write.
+	fellBack func()
+	// writeByWrite skips the pipelined attempt: benchmarks compare the two paths.
+	writeByWrite bool
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -99,11 +110,24 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", where, err)
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	writeCfg := poolCfg.Copy()
+	writeCfg.MaxConns = writeConns
+	writeCfg.MinConns = 0
+	writePool, err := pgxpool.NewWithConfig(ctx, writeCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open %s: %w", where, err)
+	}
+	return &Store{pool: pool, writePool: writePool, logger: logger}, nil
 }
 
-// Close closes the pool, waiting for connections in use to be returned.
+// writeConns is the size of the pool that serves WriteBatch. The group committer sends one
+// batch at a time; the second connection serves another caller without a wait.
+const writeConns = 2
+
+// Close closes the pools, waiting for connections in use to be returned.
 func (s *Store) Close() error {
+	s.writePool.Close()
 	s.pool.Close()
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
@@ -308,52 +309,78 @@ func TestFencingAcrossHosts(t *testing.T) {
 
 	// An acquisition that arrives while a batch of the old owner is in flight waits for it:
 	// the batch's writes land under the old range_id, and none of the old owner's later
-	// writes do.
-	t.Run("AcquireWaitsForInFlightBatch", func(t *testing.T) {
-		t.Parallel()
-		dsn, schema := newTestSchema(t)
-		a := openTestStore(t, dsn, schema)
-		defer a.Close()
-		appName := "vigil-test-host-b-" + schema
-		b, err := Open(ctx, Config{DSN: withParam(dsn, "application_name", appName), Schema: schema, MaxConns: 2}, zaptest.NewLogger(t))
-		require.NoError(t, err)
-		defer b.Close()
+	// writes do. Both write paths hold the fence: the pipelined one (every check passes) and
+	// the write-by-write one (a write in the batch fails its check).
+	for _, tc := range []struct {
+		name         string
+		failingWrite bool
+	}{
+		{"AcquireWaitsForInFlightBatch", false},
+		{"AcquireWaitsForInFlightBatchWriteByWrite", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn, schema := newTestSchema(t)
+			a := openTestStore(t, dsn, schema)
+			defer a.Close()
+			appName := "vigil-test-host-b-" + schema
+			b, err := Open(ctx, Config{DSN: withParam(dsn, "application_name", appName), Schema: schema, MaxConns: 2}, zaptest.NewLogger(t))
+			require.NoError(t, err)
+			defer b.Close()
 
-		ownedByA, err := a.AcquireShard(ctx, shardID, "host-a")
-		require.NoError(t, err)
+			ownedByA, err := a.AcquireShard(ctx, shardID, "host-a")
+			require.NoError(t, err)
 
-		acquired := make(chan persistence.ShardInfo, 1)
-		acquireErr := make(chan error, 1)
-		a.testHooks.afterFence = func(int32) {
-			// host-a's batch holds the shard row; host-b tries to take the shard now.
-			go func() {
-				info, err := b.AcquireShard(ctx, shardID, "host-b")
-				acquireErr <- err
-				acquired <- info
-			}()
-			waitForLockWait(t, a, appName)
-			select {
-			case <-acquired:
-				t.Error("AcquireShard completed while a write under the old range_id was in flight")
-			default:
+			acquired := make(chan persistence.ShardInfo, 1)
+			acquireErr := make(chan error, 1)
+			hookRuns, fallBacks := 0, 0
+			a.testHooks.afterFence = func(int32) {
+				hookRuns++
+				// host-a's batch holds the shard row; host-b tries to take the shard now.
+				go func() {
+					info, err := b.AcquireShard(ctx, shardID, "host-b")
+					acquireErr <- err
+					acquired <- info
+				}()
+				waitForLockWait(t, a, appName)
+				select {
+				case <-acquired:
+					t.Error("AcquireShard completed while a write under the old range_id was in flight")
+				default:
+				}
 			}
-		}
-		results, err := a.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(ownedByA, "worker-1")})
-		require.NoError(t, err)
-		require.NoError(t, results[0], "the in-flight write kept its fence")
-		a.testHooks.afterFence = nil
+			a.testHooks.fellBack = func() { fallBacks++ }
+			writes := []*persistence.ExecutionWrite{createWrite(ownedByA, "worker-1")}
+			if tc.failingWrite {
+				ghost := createWrite(ownedByA, "ghost")
+				ghost.Mode, ghost.PrevDBVersion, ghost.NextDBVersion = persistence.WriteModeUpdate, 1, 2
+				writes = append(writes, ghost)
+			}
+			results, err := a.WriteBatch(ctx, writes)
+			require.NoError(t, err)
+			a.testHooks.afterFence, a.testHooks.fellBack = nil, nil
+			require.NoError(t, results[0], "the in-flight write kept its fence")
+			require.Equal(t, 1, hookRuns, "the shard was locked once, by the attempt that committed")
+			if tc.failingWrite {
+				var nf *persistence.NotFoundError
+				require.ErrorAs(t, results[1], &nf)
+				require.Equal(t, 1, fallBacks)
+			} else {
+				require.Zero(t, fallBacks, "a batch whose checks pass commits pipelined")
+			}
 
-		require.NoError(t, <-acquireErr)
-		ownedByB := <-acquired
-		require.Greater(t, ownedByB.RangeID, ownedByA.RangeID)
+			require.NoError(t, <-acquireErr)
+			ownedByB := <-acquired
+			require.Greater(t, ownedByB.RangeID, ownedByA.RangeID)
 
-		results, err = a.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(ownedByA, "worker-2")})
-		require.NoError(t, err)
-		var lost *persistence.ShardOwnershipLostError
-		require.ErrorAs(t, results[0], &lost)
-		_, err = b.GetExecution(ctx, shardID, createWrite(ownedByA, "worker-1").Key)
-		require.NoError(t, err)
-	})
+			results, err = a.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(ownedByA, "worker-2")})
+			require.NoError(t, err)
+			var lost *persistence.ShardOwnershipLostError
+			require.ErrorAs(t, results[0], &lost)
+			_, err = b.GetExecution(ctx, shardID, createWrite(ownedByA, "worker-1").Key)
+			require.NoError(t, err)
+		})
+	}
 
 	t.Run("ConcurrentAcquiresGetDistinctRangeIDs", func(t *testing.T) {
 		t.Parallel()
@@ -488,4 +515,80 @@ func TestWriteRefusesTextPostgresCannotStore(t *testing.T) {
 	_, err = s.GetExecution(ctx, 1, nul.Key)
 	var nf *persistence.NotFoundError
 	require.ErrorAs(t, err, &nf)
+}
+
+// A shard taken by another host costs the old owner's batch no write-by-write run: its writes
+// are refused, and the batch's other writes commit pipelined.
+func TestFencedWritesLeaveTheRestPipelined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newTwoHosts(t)
+	kept, err := h.a.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+	lostShard, err := h.a.AcquireShard(ctx, 2, "host-a")
+	require.NoError(t, err)
+	results, err := h.a.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(kept, "worker-1"), createWrite(lostShard, "worker-2")})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil}, results)
+	taken, err := h.b.AcquireShard(ctx, 2, "host-b")
+	require.NoError(t, err)
+
+	fallBacks := 0
+	h.a.testHooks.fellBack = func() { fallBacks++ }
+	update := func(shard persistence.ShardInfo, businessID string) *persistence.ExecutionWrite {
+		w := createWrite(shard, businessID)
+		w.Mode, w.PrevDBVersion, w.NextDBVersion = persistence.WriteModeUpdate, 1, 2
+		return w
+	}
+	results, err = h.a.WriteBatch(ctx, []*persistence.ExecutionWrite{
+		update(lostShard, "worker-2"), update(kept, "worker-1"), createWrite(lostShard, "worker-3"), createWrite(kept, "worker-4"),
+	})
+	require.NoError(t, err)
+	require.Zero(t, fallBacks)
+	var lost *persistence.ShardOwnershipLostError
+	for _, i := range []int{0, 2} {
+		require.ErrorAs(t, results[i], &lost, "write %d", i)
+		require.Equal(t, persistence.ShardOwnershipLostError{ShardID: 2, RangeID: lostShard.RangeID, StoredRangeID: taken.RangeID}, *lost)
+	}
+	require.NoError(t, results[1])
+	require.NoError(t, results[3])
+
+	rec, err := h.b.GetExecution(ctx, 2, update(lostShard, "worker-2").Key)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rec.DBVersion)
+	_, err = h.b.GetExecution(ctx, 2, createWrite(lostShard, "worker-3").Key)
+	var nf *persistence.NotFoundError
+	require.ErrorAs(t, err, &nf)
+	rec, err = h.b.GetExecution(ctx, 1, update(kept, "worker-1").Key)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.DBVersion)
+	_, err = h.b.GetExecution(ctx, 1, createWrite(kept, "worker-4").Key)
+	require.NoError(t, err)
+}
+
+// Reads that hold every connection of the pool do not hold up writes: group commit has
+// connections of its own, so heartbeats still commit during a burst of reads.
+func TestWritesAreNotQueuedBehindReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := newTestSchema(t)
+	s := openTestStore(t, dsn, schema)
+	defer s.Close()
+	shard, err := s.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+
+	var held []*pgxpool.Conn
+	for range s.pool.Config().MaxConns {
+		conn, err := s.pool.Acquire(ctx)
+		require.NoError(t, err)
+		held = append(held, conn)
+	}
+	defer func() {
+		for _, conn := range held {
+			conn.Release()
+		}
+	}()
+	results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(shard, "worker-1")})
+	require.NoError(t, err)
+	require.NoError(t, results[0])
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
@@ -79,31 +80,64 @@ const (
 
 // WriteBatch implements persistence.ExecutionStore.
 //
-// All writes share one transaction, so one commit and one WAL flush. Each write runs inside
-// its own SAVEPOINT: a write that fails a check (range_id fence, db version, existing run,
-// current run), violates a constraint, carries data PostgreSQL refuses, or loses a deadlock is
-// rolled back to its savepoint, which undoes exactly its own statements, and its error goes to
-// results[i]. Any other error (a lost connection, ctx cancellation, a timeout) aborts the
+// All writes share one transaction, so one commit and one WAL flush. A write that fails a check
+// (range_id fence, db version, existing run, current run), violates a constraint, carries data
+// PostgreSQL refuses, or loses a deadlock leaves no trace and its error goes to results[i]; the
+// others commit. Any other error (a lost connection, ctx cancellation, a timeout) aborts the
 // transaction, and the batch fails as a whole.
 //
-// Round trips: a write's statements are pipelined (sent together, answered together) and its
-// checks are made on the answers, so a write costs one round trip when it succeeds and two
-// when it fails. Statements after a failed check have run by then; rolling back to the
-// savepoint undoes them.
+// A batch first runs pipelined (writeBatchPipelined): every statement of every write is sent
+// in one round trip, without savepoints, and a second round trip commits. If a write's shard
+// turns out to be owned by another host, that write is refused and the rest tried pipelined
+// once more. If any other check fails, the transaction is rolled back and the batch run again
+// write by write (writeBatchBySavepoints), where each write has its own SAVEPOINT and a
+// failure is undone alone. Checks fail rarely (a lost race, a duplicate), so a batch usually
+// costs two round trips whatever its size.
 func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
 	results := make([]error, len(writes))
 	if len(writes) == 0 {
 		return results, nil
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := batch{ctx: ctx, tx: tx, hooks: &s.testHooks, rangeIDs: make(map[int32]int64, 1)}
-		// COMMIT releases the last write's savepoint.
-		return sqlcommon.ApplyWrites(writes, results, b.apply)
+	err := s.writePool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		err := errFallBack
+		if !s.testHooks.writeByWrite {
+			err = s.writeBatchPipelined(ctx, conn, writes, results)
+			if errors.Is(err, errFenced) {
+				err = s.writeBatchPipelined(ctx, conn, writes, results)
+			}
+			if errors.Is(err, errFenced) {
+				err = errFallBack // another acquisition in between: no more tries
+			}
+		}
+		if !errors.Is(err, errFallBack) {
+			return err
+		}
+		if s.testHooks.fellBack != nil && !s.testHooks.writeByWrite {
+			s.testHooks.fellBack()
+		}
+		clear(results)
+		return s.writeBatchBySavepoints(ctx, conn, writes, results)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: write batch: %w", err)
 	}
 	return results, nil
+}
+
+// writeBatchBySavepoints runs a batch write by write, each write inside its own SAVEPOINT: a
+// write that fails is rolled back to its savepoint, which undoes exactly its own statements,
+// and its error goes to results[i].
+//
+// Round trips: a write's statements are pipelined (sent together, answered together) and its
+// checks are made on the answers, so a write costs one round trip when it succeeds and two
+// when it fails. Statements after a failed check have run by then; rolling back to the
+// savepoint undoes them.
+func (s *Store) writeBatchBySavepoints(ctx context.Context, conn *pgxpool.Conn, writes []*persistence.ExecutionWrite, results []error) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		b := batch{ctx: ctx, tx: tx, hooks: &s.testHooks, rangeIDs: make(map[int32]int64, 1)}
+		// COMMIT releases the last write's savepoint.
+		return sqlcommon.ApplyWrites(writes, results, b.apply)
+	})
 }
 
 // batch is the state of one WriteBatch transaction.
@@ -307,17 +341,23 @@ func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 }
 
 func (b *batch) delete(w *persistence.ExecutionWrite) (writeErr, err error) {
-	k := w.Key
 	pb := b.openWrite()
 	deleted := int64(-1)
+	queueDelete(pb, w, &deleted)
+	return b.finishConditionalWrite(w, pb, &deleted)
+}
+
+// queueDelete queues a delete's statements; *deleted gets the row count of the first, the
+// DELETE conditional on db_version.
+func queueDelete(pb *pgx.Batch, w *persistence.ExecutionWrite, deleted *int64) {
+	k := w.Key
 	pb.Queue(qDeleteExecution, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID, w.PrevDBVersion).
-		Exec(rowsAffected(&deleted))
+		Exec(rowsAffected(deleted))
 	pb.Queue(qDeleteExecutionCollections, keyArgs(k)...)
 	pb.Queue(qDeleteExecutionTimers, keyArgs(k)...)
 	pb.Queue(qDeleteExecutionOutbound, keyArgs(k)...)
 	// Only if it still points at this run: a newer run of the business ID keeps its row.
 	pb.Queue(qDeleteCurrentOfRun, keyArgs(k)...)
-	return b.finishConditionalWrite(w, pb, &deleted)
 }
 
 // finishConditionalWrite sends an update's or delete's pipeline, whose first statement after
@@ -396,6 +436,10 @@ func queueTasks(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 		}
 		pb.Queue(q, w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID, sqlcommon.NonNil(t.Payload))
 	}
+	queueOutboundTasks(pb, w)
+}
+
+func queueOutboundTasks(pb *pgx.Batch, w *persistence.ExecutionWrite) {
 	for _, t := range w.OutboundTasks {
 		e := t.Execution
 		var created *int64
