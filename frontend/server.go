@@ -81,10 +81,19 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 // errNotReady answers calls that arrive while the server starts (or stops).
 var errNotReady = serviceerror.NewUnavailable("vigil is starting or stopping: retry")
 
-// readinessInterceptor answers Unavailable until Start. It runs before the metrics interceptor
-// so that the start-up's refusals are not counted as the handlers' errors.
-func (s *Server) readinessInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !s.ready.Load() {
+// answeredWhileStarting are the calls the frontend answers alone, from its configuration:
+// served before Start, so that client.Dial (GetSystemInfo, not retried by the SDK) and
+// Worker.Start (DescribeNamespace) work against a server that is still starting.
+var answeredWhileStarting = map[string]bool{
+	"GetSystemInfo":     true,
+	"DescribeNamespace": true,
+}
+
+// readinessInterceptor answers Unavailable until Start, except answeredWhileStarting. It runs
+// before the metrics interceptor so that the start-up's refusals are not counted as the
+// handlers' errors.
+func (s *Server) readinessInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.ready.Load() && !answeredWhileStarting[operation(info.FullMethod)] {
 		return nil, serviceerror.ToStatus(errNotReady).Err()
 	}
 	return handler(ctx, req)

@@ -452,8 +452,10 @@ func TestServerStartingAnswersUnavailable(t *testing.T) {
 	_, err = client.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default"})
 	require.Equal(t, codes.Unavailable, status.Code(err), "starting: %v", err)
 	require.NoError(t, ctx.Err(), "answered, not held until the deadline")
+	_, err = client.GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
+	require.NoError(t, err, "answered from configuration alone: client.Dial works while the server starts")
 
 	server.Start()
-	_, err = client.GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
-	require.NoError(t, err)
+	_, err = client.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default"})
+	require.NotEqual(t, codes.Unavailable, status.Code(err), "ready: the handler answers (%v)", err)
 }

@@ -202,6 +202,7 @@ func (h *Handler) applyBindings(ctx chasm.MutableContext, w *Worker, namespaceID
 		}
 		if ok && (b.GetStamp() == 0 || existing.Stamp == b.GetStamp()) {
 			BoundActivities.Delete(ctx, key)
+			w.OrphanUnbinds++
 		}
 	}
 	for _, b := range entry.GetBound() {

@@ -17,6 +17,9 @@ const (
 	// OrphanReasonUnseen: bound after the last heartbeat whose slot count covered every bound
 	// attempt, so the worker has never been seen running it (typically a lost poll response).
 	OrphanReasonUnseen = "unseen_dispatch"
+	// OrphanReasonUnheard: seen running, and the worker has since finished more tasks than the
+	// server heard end (typically a completion the SDK gave up on).
+	OrphanReasonUnheard = "unheard_completion"
 	// OrphanReasonRestart: bound within the grace of this host's start, when a server restart
 	// may have dropped the poll response or the completion.
 	OrphanReasonRestart = "dispatched_near_restart"
@@ -74,9 +77,11 @@ type OrphanEvidence struct {
 //     a completion committed just before (whose unbind is still on its way) would otherwise
 //     count as an orphan and hide one.
 //   - k = min(excess then, excess now among those attempts). The slot count says how many,
-//     not which, so the k picked are, in order: attempts never seen (bound after the last
-//     heartbeat whose count covered every eligible attempt), attempts bound within the grace
-//     of this host's start, then the most recently bound.
+//     not which. Attempts never seen (bound after the last heartbeat whose count covered every
+//     eligible attempt) are picked first, a lost poll response; but if the worker has since
+//     finished more tasks (total_processed_tasks) than the server heard end (unbinds), a
+//     completion was lost, and the attempts seen running are picked first. Then attempts
+//     bound within the grace of this host's start; the most recently bound first in each.
 //
 // The picked attempts leave the worker's bindings and go to their shards as an orphan batch
 // (ActivityRescheduleTask with orphan set), applied as a dead worker's: only if still STARTED
@@ -106,6 +111,13 @@ func reconcileOrphans(w *Worker, ctx chasm.MutableContext, slots *workerv1.Worke
 		// Every eligible attempt is accounted for: they are "seen" from here on.
 		clearOrphanSuspicion(w)
 		w.OrphanSeenCutoff = timestamppb.New(cutoff)
+		if len(bindings) <= used {
+			// Every binding is, too: the baseline of tasks finished against ends heard. (Not
+			// while some are not: a task running that is not yet eligible can hide a lost
+			// completion, and the baseline would absorb it.)
+			w.OrphanSeenProcessed = slots.GetTotalProcessedTasks()
+			w.OrphanSeenUnbinds = w.OrphanUnbinds
+		}
 		return nil, ev, nil
 	}
 	if w.OrphanSuspectSince == nil {
@@ -128,20 +140,31 @@ func reconcileOrphans(w *Worker, ctx chasm.MutableContext, slots *workerv1.Worke
 	}
 
 	seen := time.Time{}
+	// Tasks the worker finished since the last consistent heartbeat that the server did not
+	// hear end: completions lost (or still on their way, which the grace covers).
+	var unheard int64
 	if w.OrphanSeenCutoff != nil {
 		seen = w.OrphanSeenCutoff.AsTime()
+		unheard = int64(slots.GetTotalProcessedTasks()-w.OrphanSeenProcessed) - (w.OrphanUnbinds - w.OrphanSeenUnbinds)
 	}
 	reason := func(b *workerpb.BoundActivity) string {
 		bound := b.GetBoundTime().AsTime()
 		switch {
 		case bound.After(seen):
 			return OrphanReasonUnseen
+		case unheard > 0:
+			return OrphanReasonUnheard
 		case bound.Sub(p.HostStart).Abs() <= p.Grace:
 			return OrphanReasonRestart
 		}
 		return OrphanReasonSlots
 	}
-	rank := map[string]int{OrphanReasonUnseen: 0, OrphanReasonRestart: 1, OrphanReasonSlots: 2}
+	// A lost completion is among the attempts seen running: the new ones are the worker's
+	// current work. Otherwise a lost poll response is among the attempts never seen.
+	rank := map[string]int{OrphanReasonUnseen: 0, OrphanReasonUnheard: 1, OrphanReasonRestart: 2, OrphanReasonSlots: 3}
+	if unheard > 0 {
+		rank = map[string]int{OrphanReasonUnheard: 0, OrphanReasonRestart: 1, OrphanReasonSlots: 2, OrphanReasonUnseen: 3}
+	}
 	slices.SortStableFunc(candidates, func(a, b keyedBinding) int {
 		if ra, rb := rank[reason(a.b)], rank[reason(b.b)]; ra != rb {
 			return ra - rb

@@ -20,6 +20,11 @@ func withSlots(usedSlots int32) hbOption {
 	}
 }
 
+// withProcessed adds the SDK's count of activity tasks the worker finished.
+func withProcessed(total int32) hbOption {
+	return func(e *workerpb.HeartbeatEntry) { e.Heartbeat.ActivityTaskSlotsInfo.TotalProcessedTasks = total }
+}
+
 // bindAt binds attempts the way the server does when it dispatches them (no lease renewal).
 func (b *bundle) bindAt(key string, bs ...*workerpb.ActivityBinding) {
 	b.t.Helper()
@@ -148,6 +153,39 @@ func TestOrphanReconciliation(t *testing.T) {
 		beats(b, 12, 2) // one more bound, the count did not rise: one orphan
 		require.Equal(t, []string{"a-unseen"}, orphanIDs(b.orphanBatches()))
 		require.Len(t, b.describe(key).BoundActivities, 2)
+	})
+
+	t.Run("LostCompletionPrefersTheAttemptSeenRunning", func(t *testing.T) {
+		t.Parallel()
+		b := started(t)
+		b.bindAt(key, binding("a-finished", 1))
+		beats(b, 10, 1) // seen running
+		// It finishes, its completion is lost (no unbind), and a new attempt runs meanwhile.
+		b.bindAt(key, binding("a-new", 1))
+		for range 12 {
+			b.engine.AdvanceTime(interval)
+			b.mustBeat(key, withSlots(1), withProcessed(1), withElapsed(interval))
+		}
+		batches := b.orphanBatches()
+		require.Equal(t, []string{"a-finished"}, orphanIDs(batches), "the worker finished a task the server never heard end")
+		require.Equal(t, worker.OrphanReasonUnheard, batches[0].Activities[0].OrphanReason)
+	})
+
+	t.Run("CompletionHeardIsNotCountedAsLost", func(t *testing.T) {
+		t.Parallel()
+		b := started(t)
+		b.bindAt(key, binding("a-done", 1), binding("a-old", 1))
+		beats(b, 10, 2)
+		_, err := b.handler.UpdateBindings(b.ctx, &workerpb.UpdateBindingsRequest{
+			NamespaceId: testNamespaceID, WorkerInstanceKey: key, Unbound: []*workerpb.ActivityBinding{binding("a-done", 1)},
+		})
+		require.NoError(t, err)
+		b.bindAt(key, binding("a-unseen", 1)) // its poll response is lost
+		for range 12 {
+			b.engine.AdvanceTime(interval)
+			b.mustBeat(key, withSlots(1), withProcessed(1), withElapsed(interval))
+		}
+		require.Equal(t, []string{"a-unseen"}, orphanIDs(b.orphanBatches()))
 	})
 
 	t.Run("NoSlotInfoNoDecision", func(t *testing.T) {

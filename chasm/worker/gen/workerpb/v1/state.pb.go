@@ -184,8 +184,15 @@ type WorkerState struct {
 	// The cutoff of the last heartbeat whose used slots covered every attempt bound by then:
 	// attempts bound later have never been seen running (picked first).
 	OrphanSeenCutoff *timestamppb.Timestamp `protobuf:"bytes,35,opt,name=orphan_seen_cutoff,json=orphanSeenCutoff,proto3" json:"orphan_seen_cutoff,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Bindings removed by unbinds (the server heard the attempt end) over the worker's life, and
+	// at that heartbeat the worker's total_processed_tasks and this count: a worker that since
+	// finished more tasks than the server heard of lost a completion, so attempts it was seen
+	// running are picked first.
+	OrphanUnbinds       int64 `protobuf:"varint,36,opt,name=orphan_unbinds,json=orphanUnbinds,proto3" json:"orphan_unbinds,omitempty"`
+	OrphanSeenProcessed int32 `protobuf:"varint,37,opt,name=orphan_seen_processed,json=orphanSeenProcessed,proto3" json:"orphan_seen_processed,omitempty"`
+	OrphanSeenUnbinds   int64 `protobuf:"varint,38,opt,name=orphan_seen_unbinds,json=orphanSeenUnbinds,proto3" json:"orphan_seen_unbinds,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -391,6 +398,27 @@ func (x *WorkerState) GetOrphanSeenCutoff() *timestamppb.Timestamp {
 		return x.OrphanSeenCutoff
 	}
 	return nil
+}
+
+func (x *WorkerState) GetOrphanUnbinds() int64 {
+	if x != nil {
+		return x.OrphanUnbinds
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSeenProcessed() int32 {
+	if x != nil {
+		return x.OrphanSeenProcessed
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSeenUnbinds() int64 {
+	if x != nil {
+		return x.OrphanSeenUnbinds
+	}
+	return 0
 }
 
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
@@ -774,7 +802,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xd6\v\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xe1\f\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -802,7 +830,10 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x15orphan_suspect_cutoff\x18  \x01(\v2\x1a.google.protobuf.TimestampR\x13orphanSuspectCutoff\x12!\n" +
 	"\forphan_epoch\x18! \x01(\x03R\vorphanEpoch\x12#\n" +
 	"\rorphans_found\x18\" \x01(\x03R\forphansFound\x12H\n" +
-	"\x12orphan_seen_cutoff\x18# \x01(\v2\x1a.google.protobuf.TimestampR\x10orphanSeenCutoff\"\xe0\x01\n" +
+	"\x12orphan_seen_cutoff\x18# \x01(\v2\x1a.google.protobuf.TimestampR\x10orphanSeenCutoff\x12%\n" +
+	"\x0eorphan_unbinds\x18$ \x01(\x03R\rorphanUnbinds\x122\n" +
+	"\x15orphan_seen_processed\x18% \x01(\x05R\x13orphanSeenProcessed\x12.\n" +
+	"\x13orphan_seen_unbinds\x18& \x01(\x03R\x11orphanSeenUnbinds\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
