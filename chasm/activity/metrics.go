@@ -25,7 +25,7 @@ var (
 	ActivityReschedules = metrics.NewCounterDef("activity_reschedules", metrics.TagKind, metrics.TagState)
 	// ActivityOrphansRescheduled counts a live worker's orphaned attempts (its heartbeats showed
 	// it does not run them) taken back on their shard, by why the worker side picked each
-	// (unseen_dispatch, dispatched_near_restart, slot_mismatch) and what became of it
+	// (unseen_dispatch, unheard_completion, dispatched_near_restart, slot_mismatch) and what became of it
 	// (rescheduled, failed, canceled, or alive: it recorded an activity heartbeat since the
 	// suspicion, so it was left running and bound again). Also in activity_reschedules under
 	// kind "orphaned".
