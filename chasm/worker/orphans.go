@@ -99,11 +99,21 @@ func reconcileOrphans(w *Worker, ctx chasm.MutableContext, slots *workerv1.Worke
 	if g := now.Add(-p.Grace); g.Before(cutoff) {
 		cutoff = g
 	}
+	used := int(slots.GetCurrentUsedSlots())
+	if w.BoundActivityCount <= int64(used) {
+		// The usual heartbeat of a healthy worker: every binding is accounted for, without
+		// reading the bindings (a worker may have thousands).
+		clearOrphanSuspicion(w)
+		w.OrphanSeenCutoff = timestamppb.New(cutoff)
+		w.OrphanSeenProcessed = slots.GetTotalProcessedTasks()
+		w.OrphanSeenUnbinds = w.OrphanUnbinds
+		ev.Eligible = int32(w.BoundActivityCount)
+		return nil, ev, nil
+	}
 	bindings, err := boundActivities(ctx)
 	if err != nil {
 		return nil, ev, err
 	}
-	used := int(slots.GetCurrentUsedSlots())
 	eligible := boundBefore(bindings, cutoff)
 	ev.Eligible = int32(len(eligible))
 	excess := len(eligible) - used
