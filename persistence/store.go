@@ -82,6 +82,9 @@ type ShardInfo struct {
 	ShardID int32
 	RangeID int64
 	Owner   string
+	// PreviouslyReleased, returned by AcquireShard, says the previous owner released the shard
+	// cleanly (MembershipStore.ReleaseShard) rather than crashing or being fenced off.
+	PreviouslyReleased bool
 }
 
 // ExecutionKey identifies one run of an execution. BusinessIDs are unique per namespace and
