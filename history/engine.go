@@ -16,6 +16,7 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
@@ -50,6 +51,9 @@ type EngineParams struct {
 	DynamicConfig *dynamicconfig.Collection
 	Logger        *zap.Logger
 	MetricsScope  tally.Scope
+	// Membership says which hosts are alive; nil means this host alone (Config.HostID), which
+	// owns every shard.
+	Membership membership.Monitor
 }
 
 // NewEngine returns an engine that serves nothing until Start acquires its shards.
@@ -78,15 +82,44 @@ func NewEngine(p EngineParams) (*Engine, error) {
 		logger:     p.Logger.With(zap.String("service", "history")),
 		scope:      p.MetricsScope.SubScope("history"),
 	}
-	e.controller = newShardController(e)
+	if p.Membership == nil {
+		p.Membership = membership.NewStatic(membership.Host{ID: cfg.HostID})
+	}
+	releaser, _ := p.Store.(persistence.MembershipStore)
+	if _, static := p.Membership.(*membership.Static); static {
+		releaser = nil // one host for good: nobody to hand a shard to
+	}
+	e.controller = newShardController(e, p.Membership, releaser)
 	return e, nil
 }
 
-// Start checks the shard count against the store and acquires every shard.
+// Start checks the shard count against the store and acquires the shards the membership
+// assigns to this host; from then on it follows the membership's changes.
 func (e *Engine) Start(ctx context.Context) error { return e.controller.start(ctx) }
 
-// Stop stops every shard's queues. In-flight calls finish or fail with Unavailable.
+// Stop hands every shard off: it refuses new calls (Unavailable), waits for the writes in
+// flight, stops the shard's queues and records the release.
 func (e *Engine) Stop() { e.controller.stop() }
+
+// Abandon stops serving every shard without handing any off, as a crash would: the next
+// owners take them over with the restart grace. Tests use it to play a host's death.
+func (e *Engine) Abandon() {
+	e.controller.stopOnce.Do(func() { close(e.controller.stopCh) })
+	if e.controller.running.Load() {
+		<-e.controller.loopDone
+	}
+	e.controller.releaseAll(context.Background(), false)
+}
+
+// OwnedShards returns the shards this host serves now, sorted.
+func (e *Engine) OwnedShards() []int32 { return e.controller.owned() }
+
+// SubscribeShards returns a channel that receives after every change of OwnedShards (sends
+// are coalesced and never block) and a function that ends the subscription.
+func (e *Engine) SubscribeShards() (<-chan struct{}, func()) { return e.controller.subscribe() }
+
+// Membership returns the monitor the engine follows.
+func (e *Engine) Membership() membership.Monitor { return e.controller.monitor }
 
 // NumShards returns the cluster's shard count.
 func (e *Engine) NumShards() int32 { return e.config.NumShards }
@@ -97,7 +130,7 @@ func (e *Engine) Registry() *chasm.Registry { return e.registry }
 // TimeSource returns the engine's clock.
 func (e *Engine) TimeSource() clock.TimeSource { return e.timeSource }
 
-func (e *Engine) timerQueueOptions(rangeID int64) tasks.TimerQueueOptions {
+func (e *Engine) timerQueueOptions(rangeID int64, released bool) tasks.TimerQueueOptions {
 	grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(e.dc)
 	return tasks.TimerQueueOptions{
 		LookAhead: dynamicconfig.TimerLookAheadDuration.Get(e.dc),
@@ -106,7 +139,9 @@ func (e *Engine) timerQueueOptions(rangeID int64) tasks.TimerQueueOptions {
 		// before an outage, whose holder could not heartbeat through it). A task written since
 		// carries this ownership's range in its ID and fires on time.
 		GracePeriod: func(task *persistence.TimerTask) time.Duration {
-			if task.TaskID>>taskSeqBits >= rangeID {
+			// A shard its previous owner released cleanly had no outage: its leases were
+			// renewable all along.
+			if released || task.TaskID>>taskSeqBits >= rangeID {
 				return 0
 			}
 			if t, ok := e.registry.TaskByID(task.TaskTypeID); ok && t.HasRestartGrace() {

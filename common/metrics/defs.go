@@ -47,6 +47,28 @@ var (
 	CorruptExecutions = NewCounterDef("corrupt_executions")
 )
 
+// Cluster: membership, shard ownership and routing between hosts.
+var (
+	// ClusterHostsAlive is the number of live hosts this host sees in the membership.
+	ClusterHostsAlive = NewGaugeDef("cluster_hosts_alive")
+	// ShardsOwned is the number of shards this host serves.
+	ShardsOwned = NewGaugeDef("shards_owned")
+	// ShardAcquisitions counts shards this host took (its range_id bumped).
+	ShardAcquisitions = NewCounterDef("shard_acquisitions")
+	// ShardReleases counts shards this host handed off cleanly (graceful stop or rebalance).
+	ShardReleases = NewCounterDef("shard_releases")
+	// ShardLosses counts shards this host lost without releasing them: fenced by a newer
+	// owner's range_id, or dropped because its own membership lapsed.
+	ShardLosses = NewCounterDef("shard_losses")
+	// ShardHandoffLatency times a shard's move to this host, from the membership change that
+	// gave it the shard to its acquisition.
+	ShardHandoffLatency = NewTimerDef("shard_handoff_latency")
+	// HistoryRequestsForwarded counts history calls sent to another host.
+	HistoryRequestsForwarded = NewCounterDef("history_requests_forwarded")
+	// HistoryRequestsRerouted counts history calls retried because their shard was moving.
+	HistoryRequestsRerouted = NewCounterDef("history_requests_rerouted")
+)
+
 // Task queues.
 var (
 	// TimerTaskLag times how late a timer task fires: fire time minus scheduled time.
@@ -94,6 +116,8 @@ var All = []interface {
 	ActivitiesRescheduled, ActivityRescheduleErrors,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
+	ClusterHostsAlive, ShardsOwned, ShardAcquisitions, ShardReleases, ShardLosses, ShardHandoffLatency,
+	HistoryRequestsForwarded, HistoryRequestsRerouted,
 	TimerTaskLag, TimerTasksFired, StaleTasksPruned, TaskErrors,
 	OutboundTaskAttempts, OutboundTaskFailures, OutboundTaskBacklog,
 	DynamicConfigReloadErrors,

@@ -88,11 +88,11 @@ func TestMembership(t *testing.T) {
 		h := newTwoHosts(t)
 		a, err := h.a.AcquireShard(ctx, 1, "host-a")
 		require.NoError(t, err)
-		require.False(t, a.PreviouslyReleased)
+		require.False(t, a.Released)
 		require.NoError(t, h.a.ReleaseShard(ctx, 1, a.RangeID))
 		b, err := h.b.AcquireShard(ctx, 1, "host-b")
 		require.NoError(t, err)
-		require.True(t, b.PreviouslyReleased)
+		require.True(t, b.Released)
 
 		// A release by a fenced owner fails and does not mark the shard.
 		var lost *persistence.ShardOwnershipLostError
@@ -100,6 +100,6 @@ func TestMembership(t *testing.T) {
 		require.Equal(t, b.RangeID, lost.StoredRangeID)
 		c, err := h.a.AcquireShard(ctx, 1, "host-a")
 		require.NoError(t, err)
-		require.False(t, c.PreviouslyReleased, "host-b crashed: it never released")
+		require.False(t, c.Released, "host-b crashed: it never released")
 	})
 }

@@ -134,7 +134,7 @@ func (s *Store) AcquireShard(ctx context.Context, shardID int32, owner string) (
 	info := persistence.ShardInfo{ShardID: shardID}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT released FROM shards WHERE shard_id = $1 FOR UPDATE`, shardID).
-			Scan(&info.PreviouslyReleased)
+			Scan(&info.Released)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -153,8 +153,8 @@ func (s *Store) AcquireShard(ctx context.Context, shardID int32, owner string) (
 // GetShard implements persistence.ShardStore.
 func (s *Store) GetShard(ctx context.Context, shardID int32) (persistence.ShardInfo, error) {
 	info := persistence.ShardInfo{ShardID: shardID}
-	err := s.pool.QueryRow(ctx, `SELECT range_id, owner FROM shards WHERE shard_id = $1`, shardID).
-		Scan(&info.RangeID, &info.Owner)
+	err := s.pool.QueryRow(ctx, `SELECT range_id, owner, released FROM shards WHERE shard_id = $1`, shardID).
+		Scan(&info.RangeID, &info.Owner, &info.Released)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return persistence.ShardInfo{}, &persistence.NotFoundError{Msg: fmt.Sprintf("shard %d not found", shardID)}
 	}
