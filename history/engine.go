@@ -7,6 +7,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -109,6 +110,27 @@ func (e *Engine) Abandon() {
 		<-e.controller.loopDone
 	}
 	e.controller.releaseAll(context.Background(), false)
+}
+
+// Ready says whether this host serves what it should: it counts itself a live member (its
+// membership renewals succeed) and owns every shard the membership assigns to it.
+func (e *Engine) Ready() error {
+	m := e.controller.monitor
+	self := m.Self().ID
+	members := m.Members()
+	if !slices.ContainsFunc(members, func(h membership.Host) bool { return h.ID == self }) {
+		return fmt.Errorf("host %s is not a live cluster member (membership not renewed)", self)
+	}
+	assigned := 0
+	for _, owner := range membership.AssignShards(e.config.NumShards, members) {
+		if owner == self {
+			assigned++
+		}
+	}
+	if owned := len(e.controller.owned()); owned < assigned {
+		return fmt.Errorf("host %s serves %d of its %d shards", self, owned, assigned)
+	}
+	return nil
 }
 
 // OwnedShards returns the shards this host serves now, sorted.
