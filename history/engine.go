@@ -6,6 +6,7 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -415,4 +416,39 @@ func (e *Engine) CountExecutions(ctx context.Context, req chasm.ListRequest) (in
 		return 0, serviceerror.NewUnavailable(fmt.Sprintf("count %s executions: %v", req.Archetype, err))
 	}
 	return n, nil
+}
+
+// ClusterHost is one live member of the cluster with the shards whose ownership row names it.
+type ClusterHost struct {
+	membership.Host
+	Shards []int32
+}
+
+// DescribeCluster returns the live members, sorted by ID, with the shards each owns according
+// to the shard rows (the range_id holders, not this host's guess), and the shards whose owner
+// is no live member.
+func (e *Engine) DescribeCluster(ctx context.Context) (hosts []ClusterHost, unowned []int32, err error) {
+	members := e.controller.monitor.Members()
+	index := make(map[string]int, len(members))
+	for i, m := range members {
+		hosts = append(hosts, ClusterHost{Host: m})
+		index[m.ID] = i
+	}
+	for id := int32(1); id <= e.config.NumShards; id++ {
+		info, err := e.store.GetShard(ctx, id)
+		var notFound *persistence.NotFoundError
+		switch {
+		case errors.As(err, &notFound):
+			unowned = append(unowned, id)
+			continue
+		case err != nil:
+			return nil, nil, serviceerror.NewUnavailable(fmt.Sprintf("read shard %d: %v", id, err))
+		}
+		if i, ok := index[info.Owner]; ok {
+			hosts[i].Shards = append(hosts[i].Shards, id)
+		} else {
+			unowned = append(unowned, id)
+		}
+	}
+	return hosts, unowned, nil
 }

@@ -58,6 +58,9 @@ type StopMode struct{ crash atomic.Bool }
 // Crash makes the next stop leave shards and membership for the others to take over.
 func (m *StopMode) Crash() { m.crash.Store(true) }
 
+// Crashed says whether Crash was called.
+func (m *StopMode) Crashed() bool { return m.crash.Load() }
+
 // historyListener is the history server's socket, opened before anything else so that the
 // membership can advertise its address.
 type historyListener struct{ net.Listener }

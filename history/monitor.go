@@ -149,6 +149,12 @@ func (m *StoreMonitor) Stop(ctx context.Context, leave bool) {
 	if !leave {
 		return
 	}
+	// Whatever the store says, this host no longer counts itself: calls it still routes go to
+	// the others.
+	m.mu.Lock()
+	m.lapsed = true
+	m.mu.Unlock()
+	m.publish()
 	if err := m.store.RemoveMember(ctx, m.Self().ID); err != nil {
 		m.logger.Warn("could not leave the cluster; the others wait for the membership TTL", tag.Error(err))
 		return

@@ -120,6 +120,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				TimeSource:    o.timeSource,
 				Logger:        o.logger,
 				MetricsScope:  scope.SubScope("frontend"),
+				Cluster:       (*clusterDescriber)(s),
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
 			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize},

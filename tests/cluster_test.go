@@ -71,7 +71,9 @@ func TestClusterHostCrash(t *testing.T) {
 	keys := startClusterWorkers(t, hosts[0].Address(), hosts, "host-2")
 	liveness := dialLiveness(t, hosts[0].Address())
 	time.Sleep(2 * time.Second) // a few heartbeats: leases adapt to 3 × 1 s
+	requireDescribedCluster(t, hosts[2].Address(), hosts[0], hosts[1], hosts[2])
 
+	before := testcluster.Owners(hosts...)
 	hosts[1].Crash()
 	crashedAt := time.Now()
 	testcluster.WaitForOwnership(t, hosts[0], hosts[2])
@@ -80,6 +82,7 @@ func TestClusterHostCrash(t *testing.T) {
 	// The target is 5 s (TTL 3 s + one poll + acquisitions); the bound leaves room for a
 	// loaded machine, the measured figure is in BENCHMARKS.md.
 	require.Less(t, failover, 10*time.Second)
+	requireDescribedCluster(t, hosts[2].Address(), hosts[0], hosts[2])
 
 	// Over several lease lengths after the takeover, every worker stays ACTIVE and was never
 	// INACTIVE in between (no resurrection).
@@ -90,8 +93,32 @@ func TestClusterHostCrash(t *testing.T) {
 			require.NoError(t, err)
 			w := resp.GetWorker()
 			require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_ACTIVE, w.GetState(), "worker %s", key)
-			require.Zero(t, w.GetResurrectionCount(), "worker %s was INACTIVE for a while", key)
+			shardID := shard.ForKey(namespace.DeriveID("default"), key, clusterShards)
+			require.Zero(t, w.GetResurrectionCount(), "worker %s (shard %d, %s then %s) was INACTIVE for a while: %v", key,
+				shardID, before[shardID], testcluster.Owners(hosts[0], hosts[2])[shardID], w)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// requireDescribedCluster checks that DescribeCluster, asked at address, lists exactly the
+// live hosts, with the shards each serves.
+func requireDescribedCluster(t *testing.T, address string, live ...*testcluster.Cluster) {
+	t.Helper()
+	resp, err := dialLiveness(t, address).DescribeCluster(context.Background(), &livenesspb.DescribeClusterRequest{})
+	require.NoError(t, err)
+	require.EqualValues(t, clusterShards, resp.GetNumShards())
+	require.Empty(t, resp.GetUnownedShards())
+	require.Len(t, resp.GetHosts(), len(live))
+	owners := testcluster.Owners(live...)
+	for i, h := range resp.GetHosts() {
+		self := live[i].Server().Engine().Membership().Self()
+		require.Equal(t, self.ID, h.GetHostId())
+		require.Equal(t, live[i].Address(), h.GetFrontendAddress())
+		require.Equal(t, self.HistoryAddress, h.GetHistoryAddress())
+		require.NotNil(t, h.GetLastRenewalTime())
+		for _, s := range h.GetShards() {
+			require.Equal(t, self.ID, owners[s], "shard %d", s)
+		}
 	}
 }
