@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -120,5 +121,51 @@ func requireDescribedCluster(t *testing.T, address string, live ...*testcluster.
 		for _, s := range h.GetShards() {
 			require.Equal(t, self.ID, owners[s], "shard %d", s)
 		}
+	}
+}
+
+// TestClusterRollingRestart stops hosts 2 and 3 gracefully one after the other and starts them
+// again, while SDK workers heartbeat through host 1: each stop hands its shards off, so no
+// worker is ever declared INACTIVE. (Host 1 is the SDKs' endpoint; restarting it is a
+// client-side reconnect, not a handoff.)
+func TestClusterRollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	pg := testcluster.NewPostgres(t)
+	opts := testcluster.Options{NumShards: clusterShards, Postgres: pg}
+	hosts := testcluster.NewHosts(t, 3, opts)
+	keys := startClusterWorkers(t, hosts[0].Address(), hosts, "host-2")
+	liveness := dialLiveness(t, hosts[0].Address())
+	time.Sleep(2 * time.Second) // leases adapt to 3 × 1 s
+
+	checkWorkers := func(d time.Duration) {
+		t.Helper()
+		for end := time.Now().Add(d); ; {
+			for _, key := range keys {
+				resp, err := liveness.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{Namespace: "default", WorkerInstanceKey: key})
+				require.NoError(t, err)
+				require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_ACTIVE, resp.GetWorker().GetState(), "worker %s", key)
+				require.Zero(t, resp.GetWorker().GetResurrectionCount(), "worker %s was INACTIVE for a while", key)
+			}
+			if time.Now().After(end) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, i := range []int{1, 2} {
+		stoppedAt := time.Now()
+		hosts[i].Stop()
+		live := []*testcluster.Cluster{hosts[0], hosts[3-i]}
+		testcluster.WaitForOwnership(t, live...)
+		t.Logf("host-%d stopped: its shards owned again after %v", i+1, time.Since(stoppedAt).Round(time.Millisecond))
+		checkWorkers(4 * time.Second) // longer than a lease: a heartbeat lost in the handoff would show
+
+		o := opts
+		o.HostID = fmt.Sprintf("host-%d", i+1)
+		hosts[i] = testcluster.New(t, o)
+		testcluster.WaitForOwnership(t, hosts...)
+		checkWorkers(4 * time.Second)
 	}
 }
