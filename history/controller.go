@@ -153,6 +153,9 @@ func (c *shardController) reconcile(ctx context.Context) error {
 	var errs []error
 	var acquired []int32
 	for _, id := range acquire {
+		if !sameHosts(members, c.monitor.Members()) {
+			break // the assignment is stale: the reconcile this change triggers does the rest
+		}
 		ok, err := c.acquire(ctx, id, alive)
 		if err != nil {
 			errs = append(errs, err)
@@ -167,7 +170,32 @@ func (c *shardController) reconcile(ctx context.Context) error {
 	if len(release) > 0 || len(acquired) > 0 {
 		c.changed()
 	}
+	if c.releaser != nil {
+		errs = append(errs, c.verify(ctx))
+	}
 	return errors.Join(errs...)
+}
+
+// verify drops the shards another host acquired since this one did. A write would find out
+// too, but an idle shard makes none, and meanwhile its timers would wait on a host that can no
+// longer write them.
+func (c *shardController) verify(ctx context.Context) error {
+	c.mu.RLock()
+	held := make([]*Shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		held = append(held, s)
+	}
+	c.mu.RUnlock()
+	for _, s := range held {
+		info, err := c.engine.store.GetShard(ctx, s.id)
+		if err != nil {
+			return fmt.Errorf("history: verify shard %d: %w", s.id, err)
+		}
+		if info.RangeID != s.rangeID {
+			s.markLost(&persistence.ShardOwnershipLostError{ShardID: s.id, RangeID: s.rangeID, StoredRangeID: info.RangeID})
+		}
+	}
+	return nil
 }
 
 // acquire takes shard id unless a live previous owner may still be handing it off.
