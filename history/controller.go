@@ -17,6 +17,7 @@ import (
 	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/common/shard"
+	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
 )
 
@@ -262,9 +263,17 @@ func (c *shardController) release(ctx context.Context, shards []*Shard, graceful
 			if !graceful || c.releaser == nil || s.lost.Load() {
 				return
 			}
+			if grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(c.engine.dc)(); s.takenOver && time.Since(s.acquiredAt) < grace {
+				// Its grace still runs: the next owner must apply one too.
+				return
+			}
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			if err := c.releaser.ReleaseShard(rctx, s.id, s.rangeID); err != nil {
+				var lost *persistence.ShardOwnershipLostError
+				if errors.As(err, &lost) {
+					metrics.ShardLosses.With(c.engine.scope).Inc(1) // another host took it first
+				}
 				s.logger.Warn("could not record the shard's release; its next owner applies the restart grace", tag.Error(err))
 				return
 			}

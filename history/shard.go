@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
@@ -42,6 +43,12 @@ type Shard struct {
 	closing   atomic.Bool
 	writeGate sync.RWMutex
 	drained   bool
+
+	// acquiredAt and takenOver (acquired without a clean release: the restart grace applies)
+	// decide whether a handoff may be recorded as clean: not while the grace still runs, or the
+	// next owner would fire at once the leases the grace is holding.
+	acquiredAt time.Time
+	takenOver  bool
 }
 
 // Task IDs are rangeID<<taskSeqBits | seq: they grow across restarts (each start acquires a
@@ -59,6 +66,9 @@ func newShard(engine *Engine, id int32, rangeID int64, released bool) *Shard {
 		cache:    newExecutionCache(engine.config.ExecutionCacheSize),
 		nextSeq:  1,
 		inflight: make(map[int64]struct{}),
+
+		acquiredAt: time.Now(),
+		takenOver:  !released,
 	}
 	s.timerQueue = tasks.NewTimerQueue(id, engine.store, (*shardTimerExecutor)(s), engine.scheduler,
 		engine.timeSource, engine.timerQueueOptions(rangeID, released), s.logger, engine.scope)

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/activity"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -27,21 +29,7 @@ func startClusterWorkers(t *testing.T, address string, hosts []*testcluster.Clus
 	var keys []string
 	covered := false
 	for i := 0; i < 40 && (len(keys) < 6 || !covered); i++ {
-		c := dialSDK(t, address)
-		w := sdkworker.New(c, "cluster-orders", sdkworker.Options{})
-		w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
-		require.NoError(t, w.Start())
-		t.Cleanup(w.Stop)
-		var key string
-		require.Eventually(t, func() bool {
-			for _, info := range listAll(t, c, `TaskQueue = "cluster-orders"`, 100) {
-				if !contains(keys, info.GetWorkerInstanceKey()) {
-					key = info.GetWorkerInstanceKey()
-					return true
-				}
-			}
-			return false
-		}, 30*time.Second, 20*time.Millisecond)
+		key := startSDKWorker(t, dialSDK(t, address), "cluster-orders")
 		keys = append(keys, key)
 		if owners[shard.ForKey(nsID, key, clusterShards)] == onHost {
 			covered = true
@@ -168,4 +156,16 @@ func TestClusterRollingRestart(t *testing.T) {
 		testcluster.WaitForOwnership(t, hosts...)
 		checkWorkers(4 * time.Second)
 	}
+}
+
+// startSDKWorker starts a worker of taskQueue on c and returns its worker instance key once it
+// is listed RUNNING.
+func startSDKWorker(t *testing.T, c client.Client, taskQueue string) string {
+	t.Helper()
+	identity := "cluster-worker-" + uuid.NewString()
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{Identity: identity})
+	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return waitForWorker(t, c, fmt.Sprintf("WorkerIdentity = %q", identity)).GetWorkerInstanceKey()
 }
