@@ -114,7 +114,8 @@ func shardMoving(err error) bool {
 		return false
 	}
 	msg := unavailable.Message
-	for _, s := range []string{notOwnedText, noHostText, "connection refused", "connection reset", "error reading from server", "connection error"} {
+	for _, s := range []string{notOwnedText, noHostText, "connection refused", "connection reset", "error reading from server", "connection error",
+		"transport is closing", "connection closed"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
