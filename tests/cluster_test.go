@@ -39,15 +39,6 @@ func startClusterWorkers(t *testing.T, address string, hosts []*testcluster.Clus
 	return keys
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // TestClusterHostCrash: three hosts on one PostgreSQL, SDK workers connected to host 1. Host 2
 // dies without a handoff; its shards are taken over by the live hosts once its membership
 // expires, and no worker that kept heartbeating is ever declared INACTIVE (the new owners give
