@@ -223,7 +223,7 @@ func TestClusterProcessSIGSTOP(t *testing.T) {
 	took := waitForCluster(t, hosts[0].address, "host-1", "host-2")
 	t.Logf("host-3 paused: its shards owned by the others after %v", took.Round(time.Millisecond))
 	require.NoError(t, hosts[2].cmd.Process.Signal(syscall.SIGCONT))
-	require.Eventually(t, func() bool { return shardLosses(t, hosts[2].http) > 0 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return shardLosses(t, hosts[2].http) > 0 }, time.Minute, 50*time.Millisecond,
 		"host-3 never noticed it lost its shards")
 	waitForCluster(t, hosts[0].address, "host-1", "host-2", "host-3")
 
