@@ -1,9 +1,12 @@
 package frontend
 
 import (
+	"context"
+
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/namespace"
@@ -33,6 +36,13 @@ type Deps struct {
 	Logger *zap.Logger
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
+	// Cluster describes the vigil hosts for DescribeCluster; nil: Unimplemented.
+	Cluster ClusterDescriber
+}
+
+// ClusterDescriber lists the vigil hosts of the cluster (history.Engine, adapted by the server).
+type ClusterDescriber interface {
+	DescribeCluster(ctx context.Context) (*livenesspb.DescribeClusterResponse, error)
 }
 
 func (d Deps) withDefaults() Deps {

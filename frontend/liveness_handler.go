@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
@@ -215,4 +216,12 @@ func (h *LivenessHandler) ListHosts(ctx context.Context, req *livenesspb.ListHos
 		resp.NextPageToken = encodePageToken(pageToken{Fingerprint: fp, After: sorted[end-1].HostName})
 	}
 	return resp, nil
+}
+
+// DescribeCluster lists the vigil hosts of the cluster this server belongs to.
+func (h *LivenessHandler) DescribeCluster(ctx context.Context, _ *livenesspb.DescribeClusterRequest) (*livenesspb.DescribeClusterResponse, error) {
+	if h.deps.Cluster == nil {
+		return nil, serviceerror.NewUnimplemented("this server does not describe its cluster")
+	}
+	return h.deps.Cluster.DescribeCluster(ctx)
 }

@@ -174,6 +174,23 @@ func WithPprof() HTTPOption {
 	}
 }
 
+// WithReadiness serves /readyz: 200 "ready" while ready returns nil, 503 with the error
+// otherwise. /healthz says the process runs; /readyz that it serves what it should (a host
+// fenced off from its shards is alive but not ready).
+func WithReadiness(ready func() error) HTTPOption {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintln(w, err.Error())
+				return
+			}
+			_, _ = fmt.Fprintln(w, "ready")
+		})
+	}
+}
+
 // NewHTTPServer listens on address. /metrics is served by metricsHandler (see
 // metrics.NewPrometheusScope; nil: not served). /healthz answers 200 "ok" while healthy
 // returns nil (nil healthy: always), 503 with the error otherwise.

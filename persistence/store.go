@@ -82,6 +82,10 @@ type ShardInfo struct {
 	ShardID int32
 	RangeID int64
 	Owner   string
+	// Released says the owner that held the shard before released it cleanly
+	// (MembershipStore.ReleaseShard) rather than crashing or being fenced off: from
+	// AcquireShard, the previous owner; from GetShard, the current row's owner.
+	Released bool
 }
 
 // ExecutionKey identifies one run of an execution. BusinessIDs are unique per namespace and

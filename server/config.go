@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -39,7 +40,10 @@ type Config struct {
 	} `yaml:"frontend"`
 	History       history.Config       `yaml:"history"`
 	HistoryServer history.ServerConfig `yaml:"historyServer"`
-	Persistence   persistencefx.Config `yaml:"persistence"`
+	// Cluster names this host among the hosts sharing one PostgreSQL database (ignored on
+	// SQLite, which is always a cluster of one).
+	Cluster     history.ClusterConfig `yaml:"cluster"`
+	Persistence persistencefx.Config  `yaml:"persistence"`
 	// Namespaces served besides "default", which always exists.
 	Namespaces []namespace.Config `yaml:"namespaces"`
 	Log        log.Config         `yaml:"log"`
@@ -75,10 +79,30 @@ func (c Config) withDefaults() Config {
 	if c.Frontend.HTTPAddress == "" {
 		c.Frontend.HTTPAddress = fmt.Sprintf("%s:%d", DefaultIP, DefaultHTTPPort)
 	}
+	if c.Cluster.HostID == "" {
+		c.Cluster.HostID = c.History.HostID
+	}
+	if c.Cluster.HostID == "" {
+		c.Cluster.HostID = defaultHostID(c.Frontend.Address)
+	}
 	if (c.Persistence.Driver == "" || c.Persistence.Driver == "sqlite") && c.Persistence.SQLite.Path == "" {
 		c.Persistence.SQLite.Path = filepath.Join(DefaultDataDir(), DefaultDBFile)
 	}
 	return c
+}
+
+// defaultHostID is hostname:port of the frontend: unique among hosts of one machine, and
+// stable across a host's restarts.
+func defaultHostID(frontendAddress string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "localhost"
+	}
+	_, port, err := net.SplitHostPort(frontendAddress)
+	if err != nil {
+		return name
+	}
+	return net.JoinHostPort(name, port)
 }
 
 // DefaultDataDir is where vigil keeps its database by default: $XDG_DATA_HOME/vigil, else

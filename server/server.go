@@ -34,6 +34,8 @@ type Server struct {
 	frontend *frontend.Server
 	http     *frontend.HTTPServer
 	dcFile   *dynamicconfig.FileClient
+	engine   *history.Engine
+	stopMode *history.StopMode
 }
 
 // Option adjusts a server being built (tests use them).
@@ -107,7 +109,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				}
 			}))
 		}),
-		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Persistence, namespaces),
+		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Cluster, cfg.Persistence, namespaces),
 		fx.Provide(
 			func() *zap.Logger { return o.logger },
 			func() clock.TimeSource { return o.timeSource },
@@ -129,6 +131,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				TimeSource:    o.timeSource,
 				Logger:        o.logger,
 				MetricsScope:  scope.SubScope("frontend"),
+				Cluster:       (*clusterDescriber)(s),
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
 			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize},
@@ -151,6 +154,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			if cfg.Frontend.Pprof {
 				httpOpts = append(httpOpts, frontend.WithPprof())
 			}
+			httpOpts = append(httpOpts, frontend.WithReadiness(s.ready))
 			hs, err := frontend.NewHTTPServer(cfg.Frontend.HTTPAddress, metricsHandler, nil, o.logger, httpOpts...)
 			if err != nil {
 				return nil, err
@@ -174,8 +178,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),
+		clusterModule,
 		fx.Options(o.fxOptions...),
-		fx.Populate(&s.frontend, &s.http),
+		fx.Populate(&s.frontend, &s.http, &s.engine, &s.stopMode),
 	)
 	if err := s.app.Err(); err != nil {
 		return nil, err

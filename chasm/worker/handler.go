@@ -119,6 +119,16 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 				return nil, &ConflictTokenMismatchError{WorkerInstanceKey: instanceKey, Sent: entry.GetConflictToken(), Current: w.ConflictToken}
 			}
 			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
+			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
+				w.Status == statusActive && w.LastHeartbeatTime != nil {
+				// The SDK reports the time since its previous beat was sent; after a stall
+				// (a shard moving between hosts, a retried call) that can be much shorter than
+				// the time since the server applied one, and the lease would then expire before
+				// the next regular beat. Adapt to the longer of the two.
+				if seen := mctx.Now().Sub(w.LastHeartbeatTime.AsTime()); seen > reported {
+					ev.Lease = max(lease, h.config.LeaseFor(namespace, 0, seen))
+				}
+			}
 			resurrected := false
 			var prevHeartbeat time.Time // zero unless this heartbeat renews an active lease
 			orphans = nil

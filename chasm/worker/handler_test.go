@@ -101,6 +101,12 @@ func TestHeartbeat(t *testing.T) {
 		require.Equal(t, 6*time.Second, lease(b.mustBeat("w1", withElapsed(2*time.Second))), "3 × the SDK's interval")
 		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withElapsed(100*time.Millisecond))), "never below the minimum")
 		require.Equal(t, 30*time.Second, lease(b.mustBeat("w2")), "the namespace default without an interval")
+
+		// A beat the server sees 5 s after the previous one, whatever the SDK reports (its
+		// previous beat was held up), gets a lease covering that gap.
+		b.mustBeat("w3", withElapsed(2*time.Second)) // a 6 s lease
+		b.engine.AdvanceTime(5 * time.Second)
+		require.Equal(t, 15*time.Second, lease(b.mustBeat("w3", withElapsed(300*time.Millisecond))), "3 × the interval the server saw")
 	})
 
 	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {

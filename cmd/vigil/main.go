@@ -3,6 +3,7 @@
 //	vigil server start [flags]          run frontend and history in one process
 //	vigil worker list [flags]           the liveness view of a namespace's workers
 //	vigil worker describe KEY [flags]   one worker's liveness record
+//	vigil cluster describe [flags]      the vigil hosts of a cluster and their shards
 //	vigil version
 package main
 
@@ -38,6 +39,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "cluster":
+		if len(args) > 1 && args[1] == "describe" {
+			return clusterDescribe(args[2:], stdout, stderr)
+		}
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -60,6 +65,7 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil cluster describe [flags]      list the cluster's vigil hosts, their addresses and shards
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

@@ -31,6 +31,8 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 		dcFile     = fs.String("dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
 		logLevel   = fs.String("log-level", "", "debug, info, warn or error (default info)")
 		pprofOn    = fs.Bool("pprof", false, "also serve Go runtime profiles under /debug/pprof/ on the HTTP port")
+		pgDSN      = fs.String("postgres-dsn", "", "PostgreSQL connection string: hosts started on one database form a cluster")
+		histPort   = fs.Int("history-port", 0, "port of the history RPCs other hosts of the cluster call (default: a free port)")
 		dcValues   repeated
 		namespaces repeated
 	)
@@ -59,6 +61,13 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 	if *dbFilename != "" {
 		cfg.Persistence.Driver = "sqlite"
 		cfg.Persistence.SQLite.Path = *dbFilename
+	}
+	if *pgDSN != "" {
+		cfg.Persistence.Driver = "postgres"
+		cfg.Persistence.Postgres.DSN = *pgDSN
+	}
+	if set["history-port"] || (set["ip"] && cfg.HistoryServer.Address == "") {
+		cfg.HistoryServer.Address = fmt.Sprintf("%s:%d", *ip, *histPort)
 	}
 	if *dcFile != "" {
 		cfg.DynamicConfigFile = *dcFile

@@ -50,6 +50,28 @@ var (
 	CorruptExecutions = NewCounterDef("corrupt_executions")
 )
 
+// Cluster: membership, shard ownership and routing between hosts.
+var (
+	// ClusterHostsAlive is the number of live hosts this host sees in the membership.
+	ClusterHostsAlive = NewGaugeDef("cluster_hosts_alive")
+	// ShardsOwned is the number of shards this host serves.
+	ShardsOwned = NewGaugeDef("shards_owned")
+	// ShardAcquisitions counts shards this host took (its range_id bumped).
+	ShardAcquisitions = NewCounterDef("shard_acquisitions")
+	// ShardReleases counts shards this host handed off cleanly (graceful stop or rebalance).
+	ShardReleases = NewCounterDef("shard_releases")
+	// ShardLosses counts shards this host lost without releasing them: fenced by a newer
+	// owner's range_id, or dropped because its own membership lapsed.
+	ShardLosses = NewCounterDef("shard_losses")
+	// ShardHandoffLatency times a shard's move to this host, from the membership change that
+	// gave it the shard to its acquisition.
+	ShardHandoffLatency = NewTimerDef("shard_handoff_latency")
+	// HistoryRequestsForwarded counts history calls sent to another host.
+	HistoryRequestsForwarded = NewCounterDef("history_requests_forwarded")
+	// HistoryRequestsRerouted counts history calls retried because their shard was moving.
+	HistoryRequestsRerouted = NewCounterDef("history_requests_rerouted")
+)
+
 // Task queues. Each queue's scope is tagged queue=timer or queue=outbound; its gauges are per
 // shard as well (a handful of shards: a host total would need one writer per host).
 var (
@@ -113,6 +135,8 @@ var All = []interface {
 	ActivitiesRescheduled, ActivityRescheduleErrors, WorkerOrphansFound,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
+	ClusterHostsAlive, ShardsOwned, ShardAcquisitions, ShardReleases, ShardLosses, ShardHandoffLatency,
+	HistoryRequestsForwarded, HistoryRequestsRerouted,
 	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksSuperseded, TimerQueueInMemory,
 	TimerTasksStuck, TasksParked, TaskReadErrors, OutboundTaskAttempts, OutboundTaskFailures,
 	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,

@@ -3,6 +3,7 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"testing"
@@ -26,6 +27,10 @@ type Options struct {
 	NumShards int32
 	// Path of the database; default a fresh file. Reuse one to restart a cluster.
 	Path string
+	// Postgres, when set, is the database of the host instead of SQLite (see NewPostgres).
+	Postgres *Postgres
+	// HostID names the host in a PostgreSQL cluster (default "host-1").
+	HostID string
 }
 
 // Cluster is a running vigil server.
@@ -56,6 +61,14 @@ func New(t testing.TB, opts Options) *Cluster {
 	cfg.Frontend.HTTPAddress = "127.0.0.1:0"
 	cfg.History.NumShards = opts.NumShards
 	cfg.Persistence.SQLite.Path = opts.Path
+	if opts.Postgres != nil {
+		cfg.Persistence.Driver = "postgres"
+		cfg.Persistence.Postgres.DSN = opts.Postgres.DSN
+		cfg.Persistence.Postgres.Schema = opts.Postgres.Schema
+		cfg.Cluster.HostID = cmp.Or(opts.HostID, "host-1")
+		cfg.Cluster.MembershipHeartbeat = opts.Postgres.MembershipHeartbeat
+		cfg.Cluster.MembershipTTL = opts.Postgres.MembershipTTL
+	}
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
 	}
@@ -73,6 +86,19 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t, srv: srv, dc: dc, path: opts.Path}
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// Server is the running server.
+func (c *Cluster) Server() *server.Server { return c.srv }
+
+// Crash stops the host as a crash would look to the others of its cluster: no handoff, no
+// membership leave. It is idempotent with Stop.
+func (c *Cluster) Crash() {
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	c.srv.Crash()
 }
 
 // Address is the frontend address SDK clients dial.

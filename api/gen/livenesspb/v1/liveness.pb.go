@@ -1172,6 +1172,210 @@ func (x *ListHostsResponse) GetNextPageToken() []byte {
 	return nil
 }
 
+type DescribeClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterRequest) Reset() {
+	*x = DescribeClusterRequest{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterRequest) ProtoMessage() {}
+
+func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
+func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
+}
+
+// ClusterHost is one live vigil server of the cluster.
+type ClusterHost struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	HostId string                 `protobuf:"bytes,1,opt,name=host_id,json=hostId,proto3" json:"host_id,omitempty"`
+	// Where the other hosts call its history (and matching) RPCs.
+	HistoryAddress string `protobuf:"bytes,2,opt,name=history_address,json=historyAddress,proto3" json:"history_address,omitempty"`
+	// Where SDKs and CLIs reach it.
+	FrontendAddress string                 `protobuf:"bytes,3,opt,name=frontend_address,json=frontendAddress,proto3" json:"frontend_address,omitempty"`
+	StartTime       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The database's time of its last membership renewal; it is dead after expiry_time.
+	LastRenewalTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_renewal_time,json=lastRenewalTime,proto3" json:"last_renewal_time,omitempty"`
+	ExpiryTime      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expiry_time,json=expiryTime,proto3" json:"expiry_time,omitempty"`
+	// The shards whose ownership row names this host, sorted.
+	Shards        []int32 `protobuf:"varint,7,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterHost) Reset() {
+	*x = ClusterHost{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterHost) ProtoMessage() {}
+
+func (x *ClusterHost) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterHost.ProtoReflect.Descriptor instead.
+func (*ClusterHost) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ClusterHost) GetHostId() string {
+	if x != nil {
+		return x.HostId
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetHistoryAddress() string {
+	if x != nil {
+		return x.HistoryAddress
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetFrontendAddress() string {
+	if x != nil {
+		return x.FrontendAddress
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetLastRenewalTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRenewalTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetExpiryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiryTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetShards() []int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+type DescribeClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by host ID.
+	Hosts     []*ClusterHost `protobuf:"bytes,1,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	NumShards int32          `protobuf:"varint,2,opt,name=num_shards,json=numShards,proto3" json:"num_shards,omitempty"`
+	// The host that answered.
+	AnsweredBy string `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// Shards whose owner is no live host (moving after a crash), sorted.
+	UnownedShards []int32 `protobuf:"varint,4,rep,packed,name=unowned_shards,json=unownedShards,proto3" json:"unowned_shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterResponse) Reset() {
+	*x = DescribeClusterResponse{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterResponse) ProtoMessage() {}
+
+func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
+func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DescribeClusterResponse) GetHosts() []*ClusterHost {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *DescribeClusterResponse) GetNumShards() int32 {
+	if x != nil {
+		return x.NumShards
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *DescribeClusterResponse) GetUnownedShards() []int32 {
+	if x != nil {
+		return x.UnownedShards
+	}
+	return nil
+}
+
 var File_api_proto_v1_liveness_proto protoreflect.FileDescriptor
 
 const file_api_proto_v1_liveness_proto_rawDesc = "" +
@@ -1254,7 +1458,25 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x13last_heartbeat_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\"v\n" +
 	"\x11ListHostsResponse\x129\n" +
 	"\x05hosts\x18\x01 \x03(\v2#.vigil.api.liveness.v1.HostLivenessR\x05hosts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken*\x86\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\x18\n" +
+	"\x16DescribeClusterRequest\"\xd2\x02\n" +
+	"\vClusterHost\x12\x17\n" +
+	"\ahost_id\x18\x01 \x01(\tR\x06hostId\x12'\n" +
+	"\x0fhistory_address\x18\x02 \x01(\tR\x0ehistoryAddress\x12)\n" +
+	"\x10frontend_address\x18\x03 \x01(\tR\x0ffrontendAddress\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12F\n" +
+	"\x11last_renewal_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRenewalTime\x12;\n" +
+	"\vexpiry_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expiryTime\x12\x16\n" +
+	"\x06shards\x18\a \x03(\x05R\x06shards\"\xba\x01\n" +
+	"\x17DescribeClusterResponse\x128\n" +
+	"\x05hosts\x18\x01 \x03(\v2\".vigil.api.liveness.v1.ClusterHostR\x05hosts\x12\x1d\n" +
+	"\n" +
+	"num_shards\x18\x02 \x01(\x05R\tnumShards\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\x12%\n" +
+	"\x0eunowned_shards\x18\x04 \x03(\x05R\runownedShards*\x86\x01\n" +
 	"\rLivenessState\x12\x1e\n" +
 	"\x1aLIVENESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LIVENESS_STATE_ACTIVE\x10\x01\x12\x1b\n" +
@@ -1263,13 +1485,14 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x0eInactiveReason\x12\x1f\n" +
 	"\x1bINACTIVE_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dINACTIVE_REASON_LEASE_EXPIRED\x10\x01\x12\x1c\n" +
-	"\x18INACTIVE_REASON_SHUTDOWN\x10\x022\xd2\x04\n" +
+	"\x18INACTIVE_REASON_SHUTDOWN\x10\x022\xc4\x05\n" +
 	"\x15WorkerLivenessService\x12p\n" +
 	"\x0fRecordHeartbeat\x12-.vigil.api.liveness.v1.RecordHeartbeatRequest\x1a..vigil.api.liveness.v1.RecordHeartbeatResponse\x12\x85\x01\n" +
 	"\x16DescribeWorkerLiveness\x124.vigil.api.liveness.v1.DescribeWorkerLivenessRequest\x1a5.vigil.api.liveness.v1.DescribeWorkerLivenessResponse\x12y\n" +
 	"\x12ListWorkerLiveness\x120.vigil.api.liveness.v1.ListWorkerLivenessRequest\x1a1.vigil.api.liveness.v1.ListWorkerLivenessResponse\x12d\n" +
 	"\vDrainWorker\x12).vigil.api.liveness.v1.DrainWorkerRequest\x1a*.vigil.api.liveness.v1.DrainWorkerResponse\x12^\n" +
-	"\tListHosts\x12'.vigil.api.liveness.v1.ListHostsRequest\x1a(.vigil.api.liveness.v1.ListHostsResponseB;Z9github.com/vigilhq/vigil/api/gen/livenesspb/v1;livenesspbb\x06proto3"
+	"\tListHosts\x12'.vigil.api.liveness.v1.ListHostsRequest\x1a(.vigil.api.liveness.v1.ListHostsResponse\x12p\n" +
+	"\x0fDescribeCluster\x12-.vigil.api.liveness.v1.DescribeClusterRequest\x1a..vigil.api.liveness.v1.DescribeClusterResponseB;Z9github.com/vigilhq/vigil/api/gen/livenesspb/v1;livenesspbb\x06proto3"
 
 var (
 	file_api_proto_v1_liveness_proto_rawDescOnce sync.Once
@@ -1284,7 +1507,7 @@ func file_api_proto_v1_liveness_proto_rawDescGZIP() []byte {
 }
 
 var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(LivenessState)(0),                     // 0: vigil.api.liveness.v1.LivenessState
 	(InactiveReason)(0),                    // 1: vigil.api.liveness.v1.InactiveReason
@@ -1303,47 +1526,56 @@ var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(*ListHostsRequest)(nil),               // 14: vigil.api.liveness.v1.ListHostsRequest
 	(*HostLiveness)(nil),                   // 15: vigil.api.liveness.v1.HostLiveness
 	(*ListHostsResponse)(nil),              // 16: vigil.api.liveness.v1.ListHostsResponse
-	(*v1.WorkerHeartbeat)(nil),             // 17: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),            // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 19: google.protobuf.Timestamp
+	(*DescribeClusterRequest)(nil),         // 17: vigil.api.liveness.v1.DescribeClusterRequest
+	(*ClusterHost)(nil),                    // 18: vigil.api.liveness.v1.ClusterHost
+	(*DescribeClusterResponse)(nil),        // 19: vigil.api.liveness.v1.DescribeClusterResponse
+	(*v1.WorkerHeartbeat)(nil),             // 20: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),            // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 22: google.protobuf.Timestamp
 }
 var file_api_proto_v1_liveness_proto_depIdxs = []int32{
-	17, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	18, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
+	20, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	21, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
 	2,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
 	2,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	19, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
-	19, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	22, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
+	22, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: vigil.api.liveness.v1.WorkerLiveness.state:type_name -> vigil.api.liveness.v1.LivenessState
-	17, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	19, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
-	18, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
-	19, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	19, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	20, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	22, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
+	21, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
+	22, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	22, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 12: vigil.api.liveness.v1.WorkerLiveness.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	19, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
-	19, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
+	22, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
+	22, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
 	6,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
 	7,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
 	0,  // 17: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
 	7,  // 18: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	19, // 19: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	22, // 19: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
 	15, // 20: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	3,  // 21: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	8,  // 22: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	10, // 23: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	12, // 24: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	14, // 25: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	4,  // 26: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	9,  // 27: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	11, // 28: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	13, // 29: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	16, // 30: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 21: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
+	22, // 22: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
+	22, // 23: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
+	18, // 24: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
+	3,  // 25: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	8,  // 26: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	10, // 27: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	12, // 28: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	14, // 29: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	17, // 30: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
+	4,  // 31: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	9,  // 32: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	11, // 33: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	13, // 34: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	16, // 35: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	19, // 36: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
+	31, // [31:37] is the sub-list for method output_type
+	25, // [25:31] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }
@@ -1358,7 +1590,7 @@ func file_api_proto_v1_liveness_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_liveness_proto_rawDesc), len(file_api_proto_v1_liveness_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

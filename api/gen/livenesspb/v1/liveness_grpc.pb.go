@@ -24,6 +24,7 @@ const (
 	WorkerLivenessService_ListWorkerLiveness_FullMethodName     = "/vigil.api.liveness.v1.WorkerLivenessService/ListWorkerLiveness"
 	WorkerLivenessService_DrainWorker_FullMethodName            = "/vigil.api.liveness.v1.WorkerLivenessService/DrainWorker"
 	WorkerLivenessService_ListHosts_FullMethodName              = "/vigil.api.liveness.v1.WorkerLivenessService/ListHosts"
+	WorkerLivenessService_DescribeCluster_FullMethodName        = "/vigil.api.liveness.v1.WorkerLivenessService/DescribeCluster"
 )
 
 // WorkerLivenessServiceClient is the client API for WorkerLivenessService service.
@@ -55,6 +56,10 @@ type WorkerLivenessServiceClient interface {
 	// ListHosts groups a namespace's workers by host name. A host is online while any of its
 	// workers is ACTIVE.
 	ListHosts(ctx context.Context, in *ListHostsRequest, opts ...grpc.CallOption) (*ListHostsResponse, error)
+	// DescribeCluster lists the vigil hosts of the cluster this server belongs to (not worker
+	// hosts): each live member with its addresses, the shards it owns and its last membership
+	// renewal. Any host answers; a single host on SQLite is a cluster of one.
+	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 }
 
 type workerLivenessServiceClient struct {
@@ -115,6 +120,16 @@ func (c *workerLivenessServiceClient) ListHosts(ctx context.Context, in *ListHos
 	return out, nil
 }
 
+func (c *workerLivenessServiceClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClusterResponse)
+	err := c.cc.Invoke(ctx, WorkerLivenessService_DescribeCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerLivenessServiceServer is the server API for WorkerLivenessService service.
 // All implementations must embed UnimplementedWorkerLivenessServiceServer
 // for forward compatibility.
@@ -144,6 +159,10 @@ type WorkerLivenessServiceServer interface {
 	// ListHosts groups a namespace's workers by host name. A host is online while any of its
 	// workers is ACTIVE.
 	ListHosts(context.Context, *ListHostsRequest) (*ListHostsResponse, error)
+	// DescribeCluster lists the vigil hosts of the cluster this server belongs to (not worker
+	// hosts): each live member with its addresses, the shards it owns and its last membership
+	// renewal. Any host answers; a single host on SQLite is a cluster of one.
+	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	mustEmbedUnimplementedWorkerLivenessServiceServer()
 }
 
@@ -168,6 +187,9 @@ func (UnimplementedWorkerLivenessServiceServer) DrainWorker(context.Context, *Dr
 }
 func (UnimplementedWorkerLivenessServiceServer) ListHosts(context.Context, *ListHostsRequest) (*ListHostsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListHosts not implemented")
+}
+func (UnimplementedWorkerLivenessServiceServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
 }
 func (UnimplementedWorkerLivenessServiceServer) mustEmbedUnimplementedWorkerLivenessServiceServer() {}
 func (UnimplementedWorkerLivenessServiceServer) testEmbeddedByValue()                               {}
@@ -280,6 +302,24 @@ func _WorkerLivenessService_ListHosts_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerLivenessService_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerLivenessServiceServer).DescribeCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerLivenessService_DescribeCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerLivenessServiceServer).DescribeCluster(ctx, req.(*DescribeClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerLivenessService_ServiceDesc is the grpc.ServiceDesc for WorkerLivenessService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -306,6 +346,10 @@ var WorkerLivenessService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListHosts",
 			Handler:    _WorkerLivenessService_ListHosts_Handler,
+		},
+		{
+			MethodName: "DescribeCluster",
+			Handler:    _WorkerLivenessService_DescribeCluster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
