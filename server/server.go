@@ -108,8 +108,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		tasks.Module,
 		history.Module,
 		worker.Module,
+		localMonitorModule,
 		activityModule,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection) (*frontend.Server, error) {
 			deps := frontend.Deps{
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
