@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +193,7 @@ func (c *Client) refresh() {
 		c.logger.Info("matching queues moved to other hosts",
 			zap.Int("tasks", len(released.Tasks)), zap.Int("commands", len(released.Commands)), zap.Int("polls-ended", released.Polls))
 	}
-	c.closeStaleConns(next)
+	c.closeStaleConns(prev, next)
 	if len(released.Tasks) > 0 || len(released.Commands) > 0 {
 		c.handOver(next, released)
 	}
@@ -558,10 +559,12 @@ func (c *Client) conn(address string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// closeStaleConns closes the connections to hosts that left.
-func (c *Client) closeStaleConns(v *view) {
-	live := make(map[string]bool, len(v.hosts))
-	for _, h := range v.hosts {
+// closeStaleConns closes the connections to hosts that are in neither the previous view nor
+// the new one. A host that just left keeps its connection for one more view: a call routed by
+// the previous view may still be using it.
+func (c *Client) closeStaleConns(prev, next *view) {
+	live := make(map[string]bool, len(prev.hosts)+len(next.hosts))
+	for _, h := range append(slices.Clone(prev.hosts), next.hosts...) {
 		live[h.HistoryAddress] = true
 	}
 	c.connMu.Lock()
@@ -587,10 +590,15 @@ func statusToServiceError(ctx context.Context, method string, req, reply any, cc
 }
 
 // isUnreachable reports whether a forwarded call failed because the owner is gone or going
-// (connection refused, stopping): a membership change is due and the call may try again.
+// (connection refused, stopping, or its connection closed as it left the members): a
+// membership change is due and the call may try again. Callers rule out their own
+// cancellation first.
 func isUnreachable(err error) bool {
-	var unavailable *serviceerror.Unavailable
-	return errors.As(err, &unavailable)
+	var (
+		unavailable *serviceerror.Unavailable
+		canceled    *serviceerror.Canceled
+	)
+	return errors.As(err, &unavailable) || errors.As(err, &canceled)
 }
 
 // fromServiceError turns a forwarded call's error back into the Matcher's error, so callers

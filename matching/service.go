@@ -124,9 +124,13 @@ func (s *Service) HandOver(_ context.Context, req *matchingpb.HandOverRequest) (
 	return &resp, nil
 }
 
-// toServiceError gives a matcher error the status code a caller acts on. Client turns the
-// codes back into the same errors.
+// toServiceError gives a matcher error the status code a caller acts on, as a gRPC status
+// (whatever interceptors the server has). Client turns the codes back into the same errors.
 func toServiceError(err error) error {
+	return serviceerror.ToStatus(matcherServiceError(err)).Err()
+}
+
+func matcherServiceError(err error) error {
 	switch {
 	case errors.Is(err, ErrBacklogFull):
 		return serviceerror.NewResourceExhausted(0, err.Error())
