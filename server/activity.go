@@ -45,7 +45,13 @@ var activityModule = fx.Options(
 				requeuer.Start()
 				n, err := activity.RequeueDispatchedWhere(ctx, e, r, namespaceIDs(ns), activity.OwnedShards(cfg.ShardCount(), monitor), matchingDispatcher{m})
 				activity.ActivityAttemptsRequeued.With(scope.SubScope("activity"), metrics.KindTag("start")).Inc(int64(n))
-				if err != nil {
+				var refused *activity.RequeueError
+				if errors.As(err, &refused) {
+					// Another host's queue may be unreachable while members settle: not a
+					// reason to refuse to start. The requeuer tries again.
+					logger.Warn("re-queue of dispatched activities incomplete; retrying", zap.Error(err))
+					requeuer.Retry()
+				} else if err != nil {
 					return fmt.Errorf("re-queue dispatched activities: %w", err)
 				}
 				if n > 0 {

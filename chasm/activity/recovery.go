@@ -31,10 +31,14 @@ func RequeueDispatched(ctx context.Context, lister chasm.Lister, registry *chasm
 
 // RequeueDispatchedWhere is RequeueDispatched restricted to the activities for which owned
 // returns true (nil: all). In a cluster each host re-queues those of the shards it owns.
+//
+// An attempt matching refuses (its queue's owner is unreachable, or full) does not stop the
+// scan: the others are still queued, and the error returned is a *RequeueError.
 func RequeueDispatchedWhere(ctx context.Context, lister chasm.Lister, registry *chasm.Registry, namespaceIDs []string,
 	owned func(chasm.ExecutionKey) bool, d Dispatcher,
 ) (int, error) {
 	requeued := 0
+	var refused *RequeueError
 	for _, ns := range namespaceIDs {
 		var token []byte
 		for {
@@ -52,7 +56,14 @@ func RequeueDispatchedWhere(ctx context.Context, lister chasm.Lister, registry *
 					continue
 				}
 				if err := d.AddActivityTask(ctx, activityTaskRef(l.Key, a)); err != nil {
-					return requeued, err
+					if ctx.Err() != nil {
+						return requeued, ctx.Err()
+					}
+					if refused == nil {
+						refused = &RequeueError{First: err}
+					}
+					refused.Refused++
+					continue
 				}
 				requeued++
 			}
@@ -61,8 +72,24 @@ func RequeueDispatchedWhere(ctx context.Context, lister chasm.Lister, registry *
 			}
 		}
 	}
+	if refused != nil {
+		return requeued, refused
+	}
 	return requeued, nil
 }
+
+// RequeueError reports the attempts matching refused during a re-queue scan. They stay
+// SCHEDULED in history: a later scan, or their RedispatchTask, queues them.
+type RequeueError struct {
+	Refused int
+	First   error
+}
+
+func (e *RequeueError) Error() string {
+	return fmt.Sprintf("matching refused %d re-queued activities, the first with: %v", e.Refused, e.First)
+}
+
+func (e *RequeueError) Unwrap() error { return e.First }
 
 // OwnedShards returns the filter of the activities whose history shard the monitor's host owns
 // by membership.AssignShards over the current members. A host that sees no member (not even
@@ -121,6 +148,7 @@ type MembershipRequeuer struct {
 
 	startOnce, stopOnce sync.Once
 	stopCh, done        chan struct{}
+	retry               chan struct{}
 }
 
 // NewMembershipRequeuer returns a requeuer; Start runs it.
@@ -148,6 +176,16 @@ func NewMembershipRequeuer(p MembershipRequeuerParams) *MembershipRequeuer {
 		requeued: ActivityAttemptsRequeued.With(p.Scope, metrics.KindTag("membership_change")),
 		stopCh:   make(chan struct{}),
 		done:     make(chan struct{}),
+		retry:    make(chan struct{}, 1),
+	}
+}
+
+// Retry asks for a scan soon (after RequeueRetryDefault), as after a change of members: for a
+// scan that failed elsewhere, such as the one at start.
+func (r *MembershipRequeuer) Retry() {
+	select {
+	case r.retry <- struct{}{}:
+	default:
 	}
 }
 
@@ -182,9 +220,13 @@ func (r *MembershipRequeuer) run(changes <-chan struct{}, unsubscribe func()) {
 		case <-r.stopCh:
 			return
 		case <-changes:
-		}
-		if !r.settle(changes) {
-			return
+			if !r.settle(changes) {
+				return
+			}
+		case <-r.retry:
+			if !r.sleep(r.p.Retry) {
+				return
+			}
 		}
 		for {
 			n, err := RequeueDispatchedWhere(ctx, r.p.Lister, r.p.Registry, r.p.NamespaceIDs(),
@@ -203,12 +245,8 @@ func (r *MembershipRequeuer) run(changes <-chan struct{}, unsubscribe func()) {
 				return
 			}
 			r.p.Logger.Warn("re-queue after a membership change failed; trying again", zap.Int("requeued", n), tag.Error(err))
-			timerC, timer := r.p.TimeSource.NewTimer(r.p.Retry)
-			select {
-			case <-r.stopCh:
-				timer.Stop()
+			if !r.sleep(r.p.Retry) {
 				return
-			case <-timerC:
 			}
 		}
 	}
@@ -233,5 +271,17 @@ func (r *MembershipRequeuer) settle(changes <-chan struct{}) bool {
 		case <-timerC:
 			return true
 		}
+	}
+}
+
+// sleep waits d; false if stopped meanwhile.
+func (r *MembershipRequeuer) sleep(d time.Duration) bool {
+	timerC, timer := r.p.TimeSource.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-r.stopCh:
+		return false
+	case <-timerC:
+		return true
 	}
 }
