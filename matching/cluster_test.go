@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 
@@ -88,7 +89,7 @@ type testHost struct {
 }
 
 // newTestCluster starts n hosts ("host-0"...), all members of each other's view.
-func newTestCluster(t *testing.T, n int, opts Options) []*testHost {
+func newTestCluster(t testing.TB, n int, opts Options) []*testHost {
 	t.Helper()
 	hosts := make([]*testHost, n)
 	var all []membership.Host
@@ -136,7 +137,7 @@ func members(hosts ...*testHost) []membership.Host {
 
 // queueOwnedBy returns a task queue name that owner owns among before and, if after is not
 // nil, newOwner owns among after.
-func queueOwnedBy(t *testing.T, prefix string, owner *testHost, before []membership.Host, newOwner *testHost, after []membership.Host) string {
+func queueOwnedBy(t testing.TB, prefix string, owner *testHost, before []membership.Host, newOwner *testHost, after []membership.Host) string {
 	t.Helper()
 	for i := range 10_000 {
 		q := fmt.Sprintf("%s-%d", prefix, i)
@@ -400,4 +401,28 @@ func (m *Matcher) backlogLenOf(ns, tq string) int {
 		return q.backlog.Len()
 	}
 	return 0
+}
+
+// TestClientWhenOwnershipDoesNotSettle: two hosts that disagree for good about a queue's owner
+// (each thinks the other owns it). An add gives up with Unavailable, which history retries; a
+// poll answers empty at its deadline, not with an error.
+func TestClientWhenOwnershipDoesNotSettle(t *testing.T) {
+	t.Parallel()
+	hosts := newTestCluster(t, 2, Options{PollDeadlineMargin: 10 * time.Millisecond})
+	a, b := hosts[0], hosts[1]
+	q := queueOwnedBy(t, "tq", a, members(a, b), nil, nil)
+	// b sees only a; a sees only b.
+	b.monitor.set(a.host)
+	a.monitor.set(b.host)
+	require.Eventually(t, func() bool { return !a.m.Owns(testNS, q) }, eventTimeout, time.Millisecond)
+
+	err := b.client.AddActivityTask(context.Background(), queueTask(q, "act-1", 1))
+	var unavailable *serviceerror.Unavailable
+	require.ErrorAs(t, err, &unavailable)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, ok, err := b.client.PollActivityTask(ctx, pollOf(q, "w1"))
+	require.NoError(t, err)
+	require.False(t, ok)
 }
