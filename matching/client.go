@@ -76,6 +76,9 @@ type Client struct {
 	startOnce, stopOnce sync.Once
 	unsubscribe         func()
 	stopCh, done        chan struct{}
+	// stopCtx ends hand-overs in progress at Stop.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
 }
 
 // view is one snapshot of the members. Routing and the local matcher's ownership both read the
@@ -128,6 +131,7 @@ func NewClient(local *Matcher, monitor membership.Monitor, opts ClientOptions) *
 		stopCh:     make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	c.stopCtx, c.cancelStop = context.WithCancel(context.Background())
 	c.view.Store(c.newView())
 	local.SetOwnership(func(namespaceID, queue string) bool {
 		_, self := c.view.Load().owner(namespaceID, queue)
@@ -157,6 +161,7 @@ func (c *Client) Start() {
 func (c *Client) Stop() {
 	c.stopOnce.Do(func() {
 		close(c.stopCh)
+		c.cancelStop()
 		if c.unsubscribe != nil {
 			c.unsubscribe()
 			<-c.done
@@ -238,7 +243,7 @@ func (c *Client) handOver(v *view, released Released) {
 		wg.Add(1)
 		go func(h membership.Host, r *matchingpb.HandOverRequest) {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), c.opts.RPCTimeout)
+			ctx, cancel := context.WithTimeout(c.stopCtx, c.opts.RPCTimeout)
 			defer cancel()
 			resp, err := c.remote(h, "HandOver").HandOver(ctx, r)
 			if err != nil {
