@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/vigilhq/vigil/common/clock"
@@ -25,8 +26,8 @@ import (
 
 // Client defaults, used when the corresponding ClientOptions field is zero.
 const (
-	// RPCTimeoutDefault bounds a forwarded call whose caller gave no context (ReturnActivityTask,
-	// AckWorkerCommand, CompletePollsOfWorker) and a hand-over.
+	// RPCTimeoutDefault bounds each try of a forwarded call other than a poll (within the
+	// caller's deadline, if sooner), and a hand-over.
 	RPCTimeoutDefault = 5 * time.Second
 	// NotOwnerRetryMaxDefault is the longest a call waits between two tries when the host it
 	// asked answered "not owner" or could not be reached, before trying again. A change of this
@@ -36,6 +37,12 @@ const (
 	// up with Unavailable (the caller retries: history's dispatch tasks do). Polls try until
 	// their own deadline and then answer empty.
 	NotOwnerAttemptsDefault = 6
+)
+
+// Keepalive of the connections to other hosts.
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
 )
 
 // ClientOptions configures a Client. Zero values take the defaults.
@@ -266,7 +273,7 @@ func (c *Client) AddActivityTask(ctx context.Context, ref ActivityTaskRef) error
 	}
 	return c.call(ctx, ref.NamespaceID, ref.TaskQueue,
 		func() error { return c.local.AddActivityTask(ref) },
-		func(h membership.Host) (bool, error) {
+		func(ctx context.Context, h membership.Host) (bool, error) {
 			resp, err := c.remote(h, "AddActivityTask").AddActivityTask(ctx, &matchingpb.AddActivityTaskRequest{Task: refToProto(ref)})
 			return resp.GetNotOwner(), err
 		})
@@ -281,7 +288,7 @@ func (c *Client) ReturnActivityTask(ref ActivityTaskRef) error {
 	defer cancel()
 	return c.call(ctx, ref.NamespaceID, ref.TaskQueue,
 		func() error { return c.local.ReturnActivityTask(ref) },
-		func(h membership.Host) (bool, error) {
+		func(ctx context.Context, h membership.Host) (bool, error) {
 			resp, err := c.remote(h, "ReturnActivityTask").ReturnActivityTask(ctx, &matchingpb.ReturnActivityTaskRequest{Task: refToProto(ref)})
 			return resp.GetNotOwner(), err
 		})
@@ -294,7 +301,7 @@ func (c *Client) AddWorkerCommand(ctx context.Context, namespaceID, controlQueue
 	}
 	return c.call(ctx, namespaceID, controlQueue,
 		func() error { return c.local.AddWorkerCommand(namespaceID, controlQueue, cmd) },
-		func(h membership.Host) (bool, error) {
+		func(ctx context.Context, h membership.Host) (bool, error) {
 			resp, err := c.remote(h, "AddWorkerCommand").AddWorkerCommand(ctx, &matchingpb.AddWorkerCommandRequest{
 				NamespaceId: namespaceID, ControlQueue: controlQueue, Command: commandToProto(cmd)})
 			return resp.GetNotOwner(), err
@@ -315,7 +322,7 @@ func (c *Client) AckWorkerCommand(namespaceID, controlQueue, commandID string) b
 			}
 			return nil
 		},
-		func(h membership.Host) (bool, error) {
+		func(ctx context.Context, h membership.Host) (bool, error) {
 			resp, err := c.remote(h, "AckWorkerCommand").AckWorkerCommand(ctx, &matchingpb.AckWorkerCommandRequest{
 				NamespaceId: namespaceID, ControlQueue: controlQueue, CommandId: commandID})
 			acked = resp.GetAcked()
@@ -424,7 +431,7 @@ func (c *Client) PollWorkerCommand(ctx context.Context, namespaceID, controlQueu
 // call runs a short call on the queue's owner: local in process, or remote (which answers
 // notOwner, or fails). It retries on "not owner" and on an unreachable owner, each time with the
 // current view, at most NotOwnerAttempts times and within ctx.
-func (c *Client) call(ctx context.Context, namespaceID, queue string, local func() error, remote func(membership.Host) (notOwner bool, err error)) error {
+func (c *Client) call(ctx context.Context, namespaceID, queue string, local func() error, remote func(context.Context, membership.Host) (notOwner bool, err error)) error {
 	var last error
 	for attempt := 0; attempt < c.opts.NotOwnerAttempts; attempt++ {
 		v := c.view.Load()
@@ -437,11 +444,16 @@ func (c *Client) call(ctx context.Context, namespaceID, queue string, local func
 			}
 			retry, last = true, err
 		} else {
-			notOwner, err := remote(h)
+			// Each try is bounded, whatever the caller's deadline: a host that hangs (paused,
+			// cut off) must not hold the call until the connection's keepalive gives up.
+			attemptCtx, cancel := context.WithTimeout(ctx, c.opts.RPCTimeout)
+			notOwner, err := remote(attemptCtx, h)
+			timedOut := attemptCtx.Err() != nil
+			cancel()
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return ctx.Err()
-			case err != nil && isUnreachable(err):
+			case err != nil && (isUnreachable(err) || timedOut):
 				retry, last = true, err
 			case err != nil:
 				return fromServiceError(err)
@@ -555,6 +567,10 @@ func (c *Client) conn(address string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(statusToServiceError),
+		// A long poll on a host that hangs without closing its connections would otherwise
+		// wait for its whole deadline; pings find it dead within keepaliveTime+keepaliveTimeout,
+		// and the poll moves on. The history server permits pings every 5 s.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 	}, c.opts.DialOptions...)
 	conn, err := grpc.NewClient(address, opts...)
 	if err != nil {
