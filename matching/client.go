@@ -259,9 +259,29 @@ func (c *Client) handOver(v *view, released Released) {
 				return
 			}
 			c.handedOver.Inc(int64(resp.GetTasksAccepted()))
+			c.handOverAgain(resp)
 		}(owners[id], r)
 	}
 	wg.Wait()
+}
+
+// handOverAgain routes, one by one and with the usual "not owner" retries, what a new owner
+// sent back because it had not yet learnt that it owns it.
+func (c *Client) handOverAgain(resp *matchingpb.HandOverResponse) {
+	tasks := resp.GetNotOwnedTasks()
+	for i, t := range tasks {
+		if err := c.AddActivityTask(c.stopCtx, refFromProto(t)); err != nil {
+			// Ownership has not settled within the retries: the rest would wait as long. History
+			// re-queues them once members are stable.
+			c.logger.Warn("could not hand matching tasks over to their new owner (history re-queues them)",
+				zap.Int("tasks", len(tasks)-i), tag.Error(err))
+			break
+		}
+		c.handedOver.Inc(1)
+	}
+	for _, q := range resp.GetNotOwnedCommands() {
+		_ = c.AddWorkerCommand(c.stopCtx, q.GetNamespaceId(), q.GetControlQueue(), commandFromProto(q.GetCommand()))
+	}
 }
 
 // AddActivityTask queues ref on its queue's owner. Errors are the Matcher's (ErrBacklogFull,
@@ -478,6 +498,9 @@ func (c *Client) call(ctx context.Context, namespaceID, queue string, local func
 func (c *Client) poll(ctx context.Context, namespaceID, queue string, local func() error, remote func(membership.Host) (notOwner bool, err error)) error {
 	until := c.ts.Now().Add(c.local.pollWait(ctx, c.ts.Now()))
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !c.ts.Now().Before(until) {
+			return nil // the poll's time is up: answer empty
+		}
 		v := c.view.Load()
 		h, self := v.owner(namespaceID, queue)
 		if self {

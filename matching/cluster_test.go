@@ -88,8 +88,13 @@ type testHost struct {
 	waiting chan string
 }
 
-// newTestCluster starts n hosts ("host-0"...), all members of each other's view.
+// newTestCluster starts n hosts ("host-0"...), all members of each other's view. Calls retry
+// "not owner" up to 100 times, so that no test depends on how fast a host learns of a change.
 func newTestCluster(t testing.TB, n int, opts Options) []*testHost {
+	return newTestClusterWith(t, n, opts, ClientOptions{NotOwnerAttempts: 100})
+}
+
+func newTestClusterWith(t testing.TB, n int, opts Options, clientOpts ClientOptions) []*testHost {
 	t.Helper()
 	hosts := make([]*testHost, n)
 	var all []membership.Host
@@ -114,7 +119,9 @@ func newTestCluster(t testing.TB, n int, opts Options) []*testHost {
 	}
 	for _, h := range hosts {
 		h.monitor.set(all...)
-		h.client = NewClient(h.m, h.monitor, ClientOptions{Logger: zaptest.NewLogger(t), Scope: h.scope, NotOwnerRetryMax: 100 * time.Millisecond})
+		co := clientOpts
+		co.Logger, co.Scope, co.NotOwnerRetryMax = zaptest.NewLogger(t), h.scope, 100*time.Millisecond
+		h.client = NewClient(h.m, h.monitor, co)
 		h.client.Start()
 	}
 	t.Cleanup(func() {
@@ -312,13 +319,14 @@ func TestOwnershipChange(t *testing.T) {
 	waiting := b.pollAsync(pollCtx(t), pollOf(polled, "w1"))
 	a.awaitWaiting(t, polled)
 
-	// c joins. b learns it last: until then it still routes to a, which answers "not owner".
+	// c joins. a learns it first, and answers its waiting poll empty at once; c, the new owner,
+	// learns it after a has handed its tasks over (they come back, and a routes them again);
+	// b learns it last: until then it still routes to a, which answers "not owner".
 	a.monitor.set(after...)
-	c.monitor.set(after...)
-
 	res := receive(t, waiting)
 	require.NoError(t, res.err)
 	require.False(t, res.ok, "a poll waiting on the previous owner is answered empty")
+	c.monitor.set(after...)
 
 	// A poll through b meets a's "not owner" and waits for b's view; b catches up.
 	stale := b.pollAsync(pollCtx(t), pollOf(queued, "w2"))
@@ -346,7 +354,8 @@ func TestOwnershipChange(t *testing.T) {
 	}
 	require.Zero(t, a.m.backlogLenOf(testNS, queued))
 	require.Zero(t, c.m.backlogLenOf(testNS, queued))
-	require.EqualValues(t, tasks, a.counter(TasksHandedOver.Name()))
+	// Counted once the new owner's answer is back, which may be after the tasks were polled.
+	require.Eventually(t, func() bool { return a.counter(TasksHandedOver.Name()) == tasks }, eventTimeout, time.Millisecond)
 
 	cmd, ok, err := b.client.PollWorkerCommand(pollCtx(t), testNS, cq)
 	require.NoError(t, err)
@@ -408,7 +417,7 @@ func (m *Matcher) backlogLenOf(ns, tq string) int {
 // poll answers empty at its deadline, not with an error.
 func TestClientWhenOwnershipDoesNotSettle(t *testing.T) {
 	t.Parallel()
-	hosts := newTestCluster(t, 2, Options{PollDeadlineMargin: 10 * time.Millisecond})
+	hosts := newTestClusterWith(t, 2, Options{PollDeadlineMargin: 200 * time.Millisecond}, ClientOptions{})
 	a, b := hosts[0], hosts[1]
 	q := queueOwnedBy(t, "tq", a, members(a, b), nil, nil)
 	// b sees only a; a sees only b.
@@ -420,7 +429,7 @@ func TestClientWhenOwnershipDoesNotSettle(t *testing.T) {
 	var unavailable *serviceerror.Unavailable
 	require.ErrorAs(t, err, &unavailable)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	_, ok, err := b.client.PollActivityTask(ctx, pollOf(q, "w1"))
 	require.NoError(t, err)

@@ -107,18 +107,25 @@ func (s *Service) AckWorkerCommand(_ context.Context, req *matchingpb.AckWorkerC
 }
 
 // HandOver implements matchingpb.MatchingServiceServer: it queues what it owns of a previous
-// owner's tasks and commands. The rest is dropped: history re-queues every dispatched activity
-// after a membership change, and worker commands are best effort.
+// owner's tasks and commands, and sends back what it does not own (its view of the members may
+// lag the sender's). Other refusals (a full queue) drop the item: history re-queues every
+// dispatched activity after a membership change, and worker commands are best effort.
 func (s *Service) HandOver(_ context.Context, req *matchingpb.HandOverRequest) (*matchingpb.HandOverResponse, error) {
 	var resp matchingpb.HandOverResponse
 	for _, t := range req.GetTasks() {
-		if err := s.m.AddActivityTask(refFromProto(t)); err == nil {
+		switch err := s.m.AddActivityTask(refFromProto(t)); {
+		case err == nil:
 			resp.TasksAccepted++
+		case errors.Is(err, ErrNotOwner):
+			resp.NotOwnedTasks = append(resp.NotOwnedTasks, t)
 		}
 	}
 	for _, c := range req.GetCommands() {
-		if err := s.m.AddWorkerCommand(c.GetNamespaceId(), c.GetControlQueue(), commandFromProto(c.GetCommand())); err == nil {
+		switch err := s.m.AddWorkerCommand(c.GetNamespaceId(), c.GetControlQueue(), commandFromProto(c.GetCommand())); {
+		case err == nil:
 			resp.CommandsAccepted++
+		case errors.Is(err, ErrNotOwner):
+			resp.NotOwnedCommands = append(resp.NotOwnedCommands, c)
 		}
 	}
 	return &resp, nil

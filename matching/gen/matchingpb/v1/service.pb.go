@@ -991,6 +991,9 @@ type HandOverResponse struct {
 	// How many tasks and commands the receiver queued (deduplicated ones included).
 	TasksAccepted    int32 `protobuf:"varint,1,opt,name=tasks_accepted,json=tasksAccepted,proto3" json:"tasks_accepted,omitempty"`
 	CommandsAccepted int32 `protobuf:"varint,2,opt,name=commands_accepted,json=commandsAccepted,proto3" json:"commands_accepted,omitempty"`
+	// What the receiver does not own, by its view.
+	NotOwnedTasks    []*ActivityTaskRef `protobuf:"bytes,3,rep,name=not_owned_tasks,json=notOwnedTasks,proto3" json:"not_owned_tasks,omitempty"`
+	NotOwnedCommands []*QueuedCommand   `protobuf:"bytes,4,rep,name=not_owned_commands,json=notOwnedCommands,proto3" json:"not_owned_commands,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1037,6 +1040,20 @@ func (x *HandOverResponse) GetCommandsAccepted() int32 {
 		return x.CommandsAccepted
 	}
 	return 0
+}
+
+func (x *HandOverResponse) GetNotOwnedTasks() []*ActivityTaskRef {
+	if x != nil {
+		return x.NotOwnedTasks
+	}
+	return nil
+}
+
+func (x *HandOverResponse) GetNotOwnedCommands() []*QueuedCommand {
+	if x != nil {
+		return x.NotOwnedCommands
+	}
+	return nil
 }
 
 var File_matching_proto_v1_service_proto protoreflect.FileDescriptor
@@ -1104,10 +1121,12 @@ const file_matching_proto_v1_service_proto_rawDesc = "" +
 	"\acommand\x18\x03 \x01(\v2 .vigil.matching.v1.WorkerCommandR\acommand\"\x89\x01\n" +
 	"\x0fHandOverRequest\x128\n" +
 	"\x05tasks\x18\x01 \x03(\v2\".vigil.matching.v1.ActivityTaskRefR\x05tasks\x12<\n" +
-	"\bcommands\x18\x02 \x03(\v2 .vigil.matching.v1.QueuedCommandR\bcommands\"f\n" +
+	"\bcommands\x18\x02 \x03(\v2 .vigil.matching.v1.QueuedCommandR\bcommands\"\x82\x02\n" +
 	"\x10HandOverResponse\x12%\n" +
 	"\x0etasks_accepted\x18\x01 \x01(\x05R\rtasksAccepted\x12+\n" +
-	"\x11commands_accepted\x18\x02 \x01(\x05R\x10commandsAccepted2\xf6\x06\n" +
+	"\x11commands_accepted\x18\x02 \x01(\x05R\x10commandsAccepted\x12J\n" +
+	"\x0fnot_owned_tasks\x18\x03 \x03(\v2\".vigil.matching.v1.ActivityTaskRefR\rnotOwnedTasks\x12N\n" +
+	"\x12not_owned_commands\x18\x04 \x03(\v2 .vigil.matching.v1.QueuedCommandR\x10notOwnedCommands2\xf6\x06\n" +
 	"\x0fMatchingService\x12h\n" +
 	"\x0fAddActivityTask\x12).vigil.matching.v1.AddActivityTaskRequest\x1a*.vigil.matching.v1.AddActivityTaskResponse\x12q\n" +
 	"\x12ReturnActivityTask\x12,.vigil.matching.v1.ReturnActivityTaskRequest\x1a-.vigil.matching.v1.ReturnActivityTaskResponse\x12k\n" +
@@ -1163,27 +1182,29 @@ var file_matching_proto_v1_service_proto_depIdxs = []int32{
 	1,  // 6: vigil.matching.v1.QueuedCommand.command:type_name -> vigil.matching.v1.WorkerCommand
 	0,  // 7: vigil.matching.v1.HandOverRequest.tasks:type_name -> vigil.matching.v1.ActivityTaskRef
 	16, // 8: vigil.matching.v1.HandOverRequest.commands:type_name -> vigil.matching.v1.QueuedCommand
-	2,  // 9: vigil.matching.v1.MatchingService.AddActivityTask:input_type -> vigil.matching.v1.AddActivityTaskRequest
-	4,  // 10: vigil.matching.v1.MatchingService.ReturnActivityTask:input_type -> vigil.matching.v1.ReturnActivityTaskRequest
-	6,  // 11: vigil.matching.v1.MatchingService.PollActivityTask:input_type -> vigil.matching.v1.PollActivityTaskRequest
-	8,  // 12: vigil.matching.v1.MatchingService.CompletePollsOfWorker:input_type -> vigil.matching.v1.CompletePollsOfWorkerRequest
-	10, // 13: vigil.matching.v1.MatchingService.AddWorkerCommand:input_type -> vigil.matching.v1.AddWorkerCommandRequest
-	12, // 14: vigil.matching.v1.MatchingService.PollWorkerCommand:input_type -> vigil.matching.v1.PollWorkerCommandRequest
-	14, // 15: vigil.matching.v1.MatchingService.AckWorkerCommand:input_type -> vigil.matching.v1.AckWorkerCommandRequest
-	17, // 16: vigil.matching.v1.MatchingService.HandOver:input_type -> vigil.matching.v1.HandOverRequest
-	3,  // 17: vigil.matching.v1.MatchingService.AddActivityTask:output_type -> vigil.matching.v1.AddActivityTaskResponse
-	5,  // 18: vigil.matching.v1.MatchingService.ReturnActivityTask:output_type -> vigil.matching.v1.ReturnActivityTaskResponse
-	7,  // 19: vigil.matching.v1.MatchingService.PollActivityTask:output_type -> vigil.matching.v1.PollActivityTaskResponse
-	9,  // 20: vigil.matching.v1.MatchingService.CompletePollsOfWorker:output_type -> vigil.matching.v1.CompletePollsOfWorkerResponse
-	11, // 21: vigil.matching.v1.MatchingService.AddWorkerCommand:output_type -> vigil.matching.v1.AddWorkerCommandResponse
-	13, // 22: vigil.matching.v1.MatchingService.PollWorkerCommand:output_type -> vigil.matching.v1.PollWorkerCommandResponse
-	15, // 23: vigil.matching.v1.MatchingService.AckWorkerCommand:output_type -> vigil.matching.v1.AckWorkerCommandResponse
-	18, // 24: vigil.matching.v1.MatchingService.HandOver:output_type -> vigil.matching.v1.HandOverResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 9: vigil.matching.v1.HandOverResponse.not_owned_tasks:type_name -> vigil.matching.v1.ActivityTaskRef
+	16, // 10: vigil.matching.v1.HandOverResponse.not_owned_commands:type_name -> vigil.matching.v1.QueuedCommand
+	2,  // 11: vigil.matching.v1.MatchingService.AddActivityTask:input_type -> vigil.matching.v1.AddActivityTaskRequest
+	4,  // 12: vigil.matching.v1.MatchingService.ReturnActivityTask:input_type -> vigil.matching.v1.ReturnActivityTaskRequest
+	6,  // 13: vigil.matching.v1.MatchingService.PollActivityTask:input_type -> vigil.matching.v1.PollActivityTaskRequest
+	8,  // 14: vigil.matching.v1.MatchingService.CompletePollsOfWorker:input_type -> vigil.matching.v1.CompletePollsOfWorkerRequest
+	10, // 15: vigil.matching.v1.MatchingService.AddWorkerCommand:input_type -> vigil.matching.v1.AddWorkerCommandRequest
+	12, // 16: vigil.matching.v1.MatchingService.PollWorkerCommand:input_type -> vigil.matching.v1.PollWorkerCommandRequest
+	14, // 17: vigil.matching.v1.MatchingService.AckWorkerCommand:input_type -> vigil.matching.v1.AckWorkerCommandRequest
+	17, // 18: vigil.matching.v1.MatchingService.HandOver:input_type -> vigil.matching.v1.HandOverRequest
+	3,  // 19: vigil.matching.v1.MatchingService.AddActivityTask:output_type -> vigil.matching.v1.AddActivityTaskResponse
+	5,  // 20: vigil.matching.v1.MatchingService.ReturnActivityTask:output_type -> vigil.matching.v1.ReturnActivityTaskResponse
+	7,  // 21: vigil.matching.v1.MatchingService.PollActivityTask:output_type -> vigil.matching.v1.PollActivityTaskResponse
+	9,  // 22: vigil.matching.v1.MatchingService.CompletePollsOfWorker:output_type -> vigil.matching.v1.CompletePollsOfWorkerResponse
+	11, // 23: vigil.matching.v1.MatchingService.AddWorkerCommand:output_type -> vigil.matching.v1.AddWorkerCommandResponse
+	13, // 24: vigil.matching.v1.MatchingService.PollWorkerCommand:output_type -> vigil.matching.v1.PollWorkerCommandResponse
+	15, // 25: vigil.matching.v1.MatchingService.AckWorkerCommand:output_type -> vigil.matching.v1.AckWorkerCommandResponse
+	18, // 26: vigil.matching.v1.MatchingService.HandOver:output_type -> vigil.matching.v1.HandOverResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_matching_proto_v1_service_proto_init() }

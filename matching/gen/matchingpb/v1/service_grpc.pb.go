@@ -55,7 +55,8 @@ type MatchingServiceClient interface {
 	// AckWorkerCommand removes a delivered command.
 	AckWorkerCommand(ctx context.Context, in *AckWorkerCommandRequest, opts ...grpc.CallOption) (*AckWorkerCommandResponse, error)
 	// HandOver gives the new owner the tasks and commands a host held for queues it no longer
-	// owns. Best effort: what the receiver does not own is dropped (history re-queues it).
+	// owns. What the receiver does not own (its view of the members lags) comes back, for the
+	// sender to route again.
 	HandOver(ctx context.Context, in *HandOverRequest, opts ...grpc.CallOption) (*HandOverResponse, error)
 }
 
@@ -173,7 +174,8 @@ type MatchingServiceServer interface {
 	// AckWorkerCommand removes a delivered command.
 	AckWorkerCommand(context.Context, *AckWorkerCommandRequest) (*AckWorkerCommandResponse, error)
 	// HandOver gives the new owner the tasks and commands a host held for queues it no longer
-	// owns. Best effort: what the receiver does not own is dropped (history re-queues it).
+	// owns. What the receiver does not own (its view of the members lags) comes back, for the
+	// sender to route again.
 	HandOver(context.Context, *HandOverRequest) (*HandOverResponse, error)
 	mustEmbedUnimplementedMatchingServiceServer()
 }
