@@ -122,7 +122,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		history.Module,
 		worker.Module,
 		activityModule,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection) (*frontend.Server, error) {
 			deps := frontend.Deps{
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
