@@ -72,6 +72,8 @@ var suiteCases = []struct {
 	{"ConcurrentBatchesAreSerializable", testConcurrentBatchesAreSerializable},
 	{"TimePrecisionRoundTrips", testTimePrecisionRoundTrips},
 	{"RespectsContextCancellation", testRespectsContextCancellation},
+	{"APIKeysStoredRevokedAndListed", testAPIKeysStoredRevokedAndListed},
+	{"ClusterKeysFirstWriterWins", testClusterKeysFirstWriterWins},
 }
 
 const (
