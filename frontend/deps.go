@@ -6,6 +6,7 @@ import (
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
@@ -31,6 +32,11 @@ type Deps struct {
 	TimeSource clock.TimeSource
 	// Logger; default: discard.
 	Logger *zap.Logger
+	// Auth authenticates and authorizes every call before any handler runs; nil: auth is
+	// off and every caller may do everything.
+	Auth *auth.Interceptor
+	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
+	APIKeys auth.APIKeyStore
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
 }

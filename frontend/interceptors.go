@@ -35,16 +35,23 @@ const logKeyMethod = "rpc-method"
 //  2. errors: every error leaves as serviceerror.ToStatus(err).Err(); context errors become
 //     DeadlineExceeded/Canceled; anything else unexpected becomes Internal and is logged;
 //  3. panic guard: a panic becomes Internal and is logged with its stack;
-//  4. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
-//  5. validation: limits and required fields, before any handler runs.
+//  4. auth (when Deps.Auth is set): the caller's claims and the method's role in the
+//     request's namespace; Unauthenticated / PermissionDenied before anything else runs;
+//  5. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  6. validation: limits and required fields, before any handler runs.
 func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 	deps = deps.withDefaults()
 	limiter := newNamespaceRateLimiter(deps.Namespaces, dynamicconfig.NamespaceRPS.Get(deps.DynamicConfig), deps.TimeSource)
 	v := newValidator(deps)
-	return []grpc.UnaryServerInterceptor{
+	chain := []grpc.UnaryServerInterceptor{
 		metricsInterceptor(deps.MetricsScope, deps.TimeSource),
 		errorInterceptor(deps.Logger),
 		panicInterceptor(deps.Logger),
+	}
+	if deps.Auth != nil {
+		chain = append(chain, deps.Auth.Unary)
+	}
+	return append(chain,
 		limiter.intercept,
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			if isLongPoll(info.FullMethod) {
@@ -55,7 +62,7 @@ func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 			}
 			return handler(ctx, req)
 		},
-	}
+	)
 }
 
 // operation is the method name without its service: low cardinality, fixed by the protos.

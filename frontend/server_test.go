@@ -411,7 +411,7 @@ func TestHTTPServer(t *testing.T) {
 
 func TestHTTPServerPprof(t *testing.T) {
 	t.Parallel()
-	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof())
+	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof(nil))
 	require.NoError(t, err)
 	server.Start()
 	defer func() {

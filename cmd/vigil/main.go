@@ -3,6 +3,7 @@
 //	vigil server start [flags]          run frontend and history in one process
 //	vigil worker list [flags]           the liveness view of a namespace's workers
 //	vigil worker describe KEY [flags]   one worker's liveness record
+//	vigil apikey create|list|revoke     manage API keys (admin)
 //	vigil version
 package main
 
@@ -38,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "apikey":
+		return apikeyCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -60,6 +63,8 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
+  vigil apikey list | revoke ID       list API keys, or revoke one at once on every host
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

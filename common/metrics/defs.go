@@ -81,6 +81,21 @@ var (
 	RPCLatency = NewTimerDef("rpc_latency", TagOperation)
 )
 
+// Security.
+var (
+	// AuthDenials counts calls refused by authentication or authorization, by reason
+	// (unauthenticated, permission_denied, worker_owner).
+	AuthDenials = NewCounterDef("auth_denials", TagOperation, TagKind)
+	// AuthAdminActions counts admin calls (API keys, drain) that were allowed.
+	AuthAdminActions = NewCounterDef("auth_admin_actions", TagOperation)
+	// AbuseLimited counts calls refused by an abuse limit, by limit (principal_rps,
+	// registration_rps, long_polls).
+	AbuseLimited = NewCounterDef("abuse_limited", TagKind)
+	// TaskTokensRefused counts task tokens refused because their signature or fields did not
+	// match.
+	TaskTokensRefused = NewCounterDef("task_tokens_refused", TagOperation)
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -98,4 +113,5 @@ var All = []interface {
 	OutboundTaskAttempts, OutboundTaskFailures, OutboundTaskBacklog,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
+	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
 }
