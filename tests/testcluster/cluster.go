@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/server"
 )
@@ -26,6 +27,9 @@ type Options struct {
 	NumShards int32
 	// Path of the database; default a fresh file. Reuse one to restart a cluster.
 	Path string
+	// Auth and TLS are the server's static auth and TLS configuration (default: off).
+	Auth auth.Config
+	TLS  auth.TLSConfig
 }
 
 // Cluster is a running vigil server.
@@ -56,6 +60,8 @@ func New(t testing.TB, opts Options) *Cluster {
 	cfg.Frontend.HTTPAddress = "127.0.0.1:0"
 	cfg.History.NumShards = opts.NumShards
 	cfg.Persistence.SQLite.Path = opts.Path
+	cfg.Auth = opts.Auth
+	cfg.TLS = opts.TLS
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
 	}
