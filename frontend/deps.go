@@ -35,6 +35,9 @@ type Deps struct {
 	// Auth authenticates and authorizes every call before any handler runs; nil: auth is
 	// off and every caller may do everything.
 	Auth *auth.Interceptor
+	// TaskTokens signs the activity task tokens handed to workers and verifies those they send
+	// back; nil: tokens are not signed (unit tests).
+	TaskTokens *auth.TaskTokenSigner
 	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
 	APIKeys auth.APIKeyStore
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.

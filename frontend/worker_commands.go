@@ -118,6 +118,31 @@ func decodeCommandToken(b []byte) (controlQueue, commandID string, err error) {
 	return controlQueue, commandID, nil
 }
 
+// signCommandTokens signs the task tokens of a command's CancelActivity commands, as the
+// worker got them with its task: the SDK finds the activity to cancel by comparing token
+// bytes. Signing is deterministic, so a redelivered command carries the same bytes. A payload
+// that does not decode is left for workerCommandTask to refuse.
+func (h *WorkflowHandler) signCommandTokens(cmd matching.WorkerCommand) matching.WorkerCommand {
+	if h.deps.TaskTokens == nil {
+		return cmd
+	}
+	req := &workerservicepb.ExecuteCommandsRequest{}
+	if err := proto.Unmarshal(cmd.Payload, req); err != nil {
+		return cmd
+	}
+	for _, c := range req.GetCommands() {
+		if cancel := c.GetCancelActivity(); cancel != nil {
+			cancel.TaskToken = h.deps.TaskTokens.Sign(cancel.GetTaskToken())
+		}
+	}
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		return cmd
+	}
+	cmd.Payload = payload
+	return cmd
+}
+
 // workerCommandTask is the PollNexusTaskQueue response that delivers cmd. It fails when the
 // payload is not an ExecuteCommandsRequest: the SDK would drop such a task without a reply.
 func workerCommandTask(controlQueue string, cmd matching.WorkerCommand) (*workflowservice.PollNexusTaskQueueResponse, error) {
@@ -176,7 +201,7 @@ func (h *WorkflowHandler) PollNexusTaskQueue(ctx context.Context, req *workflows
 		if !ok {
 			return &workflowservice.PollNexusTaskQueueResponse{}, nil
 		}
-		task, err := workerCommandTask(controlQueue, cmd)
+		task, err := workerCommandTask(controlQueue, h.signCommandTokens(cmd))
 		if err == nil {
 			return task, nil
 		}

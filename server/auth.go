@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/persistence"
 )
@@ -89,4 +92,34 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// newTaskTokenSigner loads the cluster's task-token keys from the store, creating the first on
+// the cluster's first start (hosts racing to create it agree on the stored one). Keys are read
+// once at start: a key version added to the store signs after each host's restart, and every
+// stored version keeps verifying.
+func newTaskTokenSigner(store persistence.Store, ts clock.TimeSource) (*auth.TaskTokenSigner, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	keys, err := store.ListClusterKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load task-token keys: %w", err)
+	}
+	if len(keys) == 0 {
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+		if err := store.AddClusterKey(ctx, persistence.ClusterKey{Version: 1, Secret: secret, CreateTime: ts.Now().UTC()}); err != nil {
+			return nil, fmt.Errorf("create task-token key: %w", err)
+		}
+		if keys, err = store.ListClusterKeys(ctx); err != nil {
+			return nil, fmt.Errorf("load task-token keys: %w", err)
+		}
+	}
+	signing := make([]auth.SigningKey, 0, len(keys))
+	for _, k := range keys {
+		signing = append(signing, auth.SigningKey{Version: k.Version, Secret: k.Secret})
+	}
+	return auth.NewTaskTokenSigner(signing)
 }

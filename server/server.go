@@ -47,6 +47,7 @@ type frontendAuth struct {
 	fx.In
 	Interceptor *auth.Interceptor `optional:"true"`
 	APIKeys     auth.APIKeyStore
+	TaskTokens  *auth.TaskTokenSigner
 }
 
 // authModule provides the auth interceptor when auth is on; replace its ClaimMapper or
@@ -132,12 +133,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		worker.Module,
 		activityModule,
 		fx.Supply(cfg.Auth),
-		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }),
+		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenSigner),
 		authModule(cfg.Auth),
 		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection, a frontendAuth) (*frontend.Server, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
+				TaskTokens:    a.TaskTokens,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,

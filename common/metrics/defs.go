@@ -93,7 +93,7 @@ var (
 	AbuseLimited = NewCounterDef("abuse_limited", TagKind)
 	// TaskTokensRefused counts task tokens refused because their signature or fields did not
 	// match.
-	TaskTokensRefused = NewCounterDef("task_tokens_refused", TagOperation)
+	TaskTokensRefused = NewCounterDef("task_tokens_refused")
 )
 
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
