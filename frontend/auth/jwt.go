@@ -180,8 +180,16 @@ func (k jwk) publicKey() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		pub := &ecdsa.PublicKey{Curve: curve, X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
-		if _, err := pub.ECDH(); err != nil { // checks the point is on the curve
+		size := (curve.Params().BitSize + 7) / 8
+		if len(x) > size || len(y) > size {
+			return nil, errors.New("bad EC key: coordinates too long")
+		}
+		point := make([]byte, 1+2*size)
+		point[0] = 4 // uncompressed
+		copy(point[1+size-len(x):1+size], x)
+		copy(point[1+2*size-len(y):], y)
+		pub, err := ecdsa.ParseUncompressedPublicKey(curve, point) // checks the point is on the curve
+		if err != nil {
 			return nil, fmt.Errorf("bad EC key: %w", err)
 		}
 		return pub, nil
