@@ -169,9 +169,13 @@ type WorkerState struct {
 	// this field existed, whose timer fires at lease_deadline.
 	LeaseTimerTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_timer_time,json=leaseTimerTime,proto3" json:"lease_timer_time,omitempty"`
 	// Once CLEANED_UP: when the record is deleted (worker.cleanedUpRetention after cleanup).
-	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeleteTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	// The principal (auth.Claims.Subject) whose heartbeat first reached the worker while auth was
+	// on. Heartbeats and shutdowns by another principal that is not an admin of the namespace
+	// are refused. Empty: not claimed (auth off).
+	OwnerPrincipal string `protobuf:"bytes,20,opt,name=owner_principal,json=ownerPrincipal,proto3" json:"owner_principal,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -335,6 +339,13 @@ func (x *WorkerState) GetDeleteTime() *timestamppb.Timestamp {
 		return x.DeleteTime
 	}
 	return nil
+}
+
+func (x *WorkerState) GetOwnerPrincipal() string {
+	if x != nil {
+		return x.OwnerPrincipal
+	}
+	return ""
 }
 
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
@@ -681,7 +692,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xf4\b\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x9d\t\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -703,7 +714,8 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0fheartbeat_count\x18\x11 \x01(\x03R\x0eheartbeatCount\x12D\n" +
 	"\x10lease_timer_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseTimerTime\x12;\n" +
 	"\vdelete_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deleteTime\"\xbb\x01\n" +
+	"deleteTime\x12'\n" +
+	"\x0fowner_principal\x18\x14 \x01(\tR\x0eownerPrincipal\"\xbb\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +

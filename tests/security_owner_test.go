@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	workerv1 "go.temporal.io/api/worker/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/frontend/auth"
+	"github.com/vigilhq/vigil/tests/testcluster"
+)
+
+// TestSecurity_WorkerKeyHijack: principal B heartbeats and calls ShutdownWorker with A's worker
+// key. Both are refused; A stays ACTIVE, with its identity and task queue; an admin may still
+// act on A's worker.
+func TestSecurity_WorkerKeyHijack(t *testing.T) {
+	cluster := testcluster.New(t, testcluster.Options{Auth: auth.Config{Enabled: true, AdminAPIKey: testAdminKey}})
+	dial := func(key string) *grpc.ClientConn {
+		c, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()), bearer(key))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	admin := dial(testAdminKey)
+	keyA, _ := createAPIKey(t, admin, "default", "worker")
+	keyB, _ := createAPIKey(t, admin, "default", "worker")
+	a, b := workflowservice.NewWorkflowServiceClient(dial(keyA)), workflowservice.NewWorkflowServiceClient(dial(keyB))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	beat := func(c workflowservice.WorkflowServiceClient, identity, taskQueue string) error {
+		_, err := c.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{Namespace: "default",
+			WorkerHeartbeat: []*workerv1.WorkerHeartbeat{{WorkerInstanceKey: "worker-a", WorkerIdentity: identity, TaskQueue: taskQueue}}})
+		return err
+	}
+	require.NoError(t, beat(a, "a@host", "orders"))
+	require.NoError(t, beat(a, "a@host", "orders"), "the owner heartbeats again")
+
+	err := beat(b, "b@evil", "evil")
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	_, err = b.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: "default", WorkerInstanceKey: "worker-a", Reason: "hijack"})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+
+	live := livenesspb.NewWorkerLivenessServiceClient(admin)
+	w, err := live.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{Namespace: "default", WorkerInstanceKey: "worker-a"})
+	require.NoError(t, err)
+	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_ACTIVE, w.GetWorker().GetState())
+	require.Equal(t, "a@host", w.GetWorker().GetLastHeartbeat().GetWorkerIdentity())
+	require.Equal(t, "orders", w.GetWorker().GetLastHeartbeat().GetTaskQueue())
+
+	// B's own workers are B's.
+	_, err = b.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{Namespace: "default",
+		WorkerHeartbeat: []*workerv1.WorkerHeartbeat{{WorkerInstanceKey: "worker-b", WorkerIdentity: "b", TaskQueue: "q"}}})
+	require.NoError(t, err)
+
+	// The owner shuts its worker down; an admin could too.
+	_, err = a.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: "default", WorkerInstanceKey: "worker-a", Reason: "done"})
+	require.NoError(t, err)
+	_, err = workflowservice.NewWorkflowServiceClient(admin).ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: "default", WorkerInstanceKey: "worker-b"})
+	require.NoError(t, err)
+	w, err = live.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{Namespace: "default", WorkerInstanceKey: "worker-a"})
+	require.NoError(t, err)
+	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_INACTIVE, w.GetWorker().GetState())
+}
