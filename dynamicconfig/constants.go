@@ -110,6 +110,26 @@ var (
 		10000,
 		`Requests per second the frontend accepts for one namespace.`,
 	)
+	PrincipalRPS = NewNamespaceFloatSetting(
+		"frontend.principalRPS",
+		2000,
+		`Requests per second one authenticated principal may make in a namespace, besides
+frontend.namespaceRPS, so one client cannot starve the others. Long polls are exempt; 0 or
+less: no limit. Applies only when auth is on (without it callers have no principal).`,
+	)
+	MaxConcurrentLongPolls = NewNamespaceIntSetting(
+		"frontend.maxConcurrentLongPolls",
+		5000,
+		`Long polls a frontend holds open at once for one namespace; more are refused with
+ResourceExhausted (the SDK backs off and polls again). 0 or less: no limit.`,
+	)
+	WorkerRegistrationRPS = NewNamespaceFloatSetting(
+		"worker.registrationRPS",
+		1000,
+		`New worker instance keys per second a history host registers for one namespace, against
+crash-looping fleets that mint a new key on each start. Heartbeats of known workers are not
+limited. 0 or less: no limit.`,
+	)
 	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
 		"frontend.namespaceRegistrationRPS",
 		1000,

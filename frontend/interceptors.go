@@ -37,8 +37,10 @@ const logKeyMethod = "rpc-method"
 //  3. panic guard: a panic becomes Internal and is logged with its stack;
 //  4. auth (when Deps.Auth is set): the caller's claims and the method's role in the
 //     request's namespace; Unauthenticated / PermissionDenied before anything else runs;
-//  5. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
-//  6. validation: limits and required fields, before any handler runs.
+//  5. abuse limits: per principal and namespace, frontend.principalRPS (long polls exempt);
+//     open long polls per namespace, frontend.maxConcurrentLongPolls;
+//  6. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  7. validation: limits and required fields, before any handler runs.
 func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 	deps = deps.withDefaults()
 	limiter := newNamespaceRateLimiter(deps.Namespaces, dynamicconfig.NamespaceRPS.Get(deps.DynamicConfig), deps.TimeSource)
@@ -52,6 +54,7 @@ func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 		chain = append(chain, deps.Auth.Unary)
 	}
 	return append(chain,
+		newAbuseLimiter(deps).intercept,
 		limiter.intercept,
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			if isLongPoll(info.FullMethod) {

@@ -23,7 +23,9 @@ type Config struct {
 	MaxLeaseDuration        func(namespace string) time.Duration
 	LeaseIntervalMultiplier func(namespace string) float64
 	MaxBindingsPerWorker    func(namespace string) int
-	RescheduleChunkSize     int
+	// RegistrationRPS bounds new worker keys per second per namespace (nil: no limit).
+	RegistrationRPS     func(namespace string) float64
+	RescheduleChunkSize int
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -37,6 +39,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		MaxLeaseDuration:        dynamicconfig.MaxLeaseDuration.Get(dc),
 		LeaseIntervalMultiplier: dynamicconfig.LeaseIntervalMultiplier.Get(dc),
 		MaxBindingsPerWorker:    dynamicconfig.MaxBindingsPerWorker.Get(dc),
+		RegistrationRPS:         dynamicconfig.WorkerRegistrationRPS.Get(dc),
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
 	}
 }

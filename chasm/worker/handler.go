@@ -37,11 +37,14 @@ type Handler struct {
 	timeSource clock.TimeSource
 	scope      tally.Scope
 	logger     *zap.Logger
+
+	registrations *registrationLimiter
 }
 
 // NewHandler returns the handler.
 func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger}
+	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
+		registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope)}
 }
 
 // RecordHeartbeats records each heartbeat as its own atomic create-or-update; one failing does
@@ -114,6 +117,11 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 			var err error
 			switch w.Status {
 			case statusUnspecified:
+				// Checked under the lock, after create-or-update decided this is a new worker:
+				// a refused registration leaves nothing behind.
+				if err := h.registrations.allow(namespace); err != nil {
+					return nil, err
+				}
 				err = TransitionRegistered.Apply(w, mctx, ev)
 			case statusActive:
 				err = TransitionHeartbeatReceived.Apply(w, mctx, ev)

@@ -88,6 +88,9 @@ var (
 	AuthDenials = NewCounterDef("auth_denials", TagOperation, TagKind)
 	// AuthAdminActions counts admin calls (API keys, drain) that were allowed.
 	AuthAdminActions = NewCounterDef("auth_admin_actions", TagOperation)
+	// AbuseLimited counts calls refused by an abuse limit, by limit (principal_rps,
+	// long_polls, registration_rps).
+	AbuseLimited = NewCounterDef("abuse_limited", TagKind)
 	// TaskTokensRefused counts task tokens refused because their signature or fields did not
 	// match.
 	TaskTokensRefused = NewCounterDef("task_tokens_refused")
@@ -110,5 +113,5 @@ var All = []interface {
 	OutboundTaskAttempts, OutboundTaskFailures, OutboundTaskBacklog,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
-	AuthDenials, AuthAdminActions, TaskTokensRefused,
+	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
 }
