@@ -21,6 +21,11 @@ const ServiceGroup = "history.services"
 type ServerConfig struct {
 	// Address defaults to 127.0.0.1:0 (a free port, reached through the Router).
 	Address string `yaml:"address"`
+	// ClusterSecretFile (first line) or ClusterSecretValue authenticates calls between hosts:
+	// the server refuses a call without it, the Router sends it. Every host of a cluster
+	// needs the same one. Empty: no check.
+	ClusterSecretFile  string `yaml:"clusterSecretFile"`
+	ClusterSecretValue string `yaml:"clusterSecret"`
 }
 
 // Module provides the durable *Engine (also as chasm.Engine), the history gRPC *Server with
@@ -86,7 +91,11 @@ func newServerFx(p serverParams) (*Server, error) {
 	if address == "" {
 		address = "127.0.0.1:0"
 	}
-	s, err := NewServer(address, p.Services, p.Logger)
+	secret, err := p.Config.ClusterSecret()
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewServer(address, p.Services, p.Logger, WithClusterSecret(secret))
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +112,14 @@ func newServerFx(p serverParams) (*Server, error) {
 
 // newRouterFx depends on the membership, not on the server or engine, so that libraries can
 // call history through it without a dependency cycle (library → registry → engine → server).
-func newRouterFx(lc fx.Lifecycle, cfg Config, m *LocalMembership, local *LocalConn) *Router {
-	r := NewRouter(cfg.ShardCount(), m, WithLocalConn(local, m.Address))
+func newRouterFx(lc fx.Lifecycle, cfg Config, serverCfg ServerConfig, m *LocalMembership, local *LocalConn) (*Router, error) {
+	secret, err := serverCfg.ClusterSecret()
+	if err != nil {
+		return nil, err
+	}
+	r := NewRouter(cfg.ShardCount(), m, WithLocalConn(local, m.Address), WithRouterClusterSecret(secret))
 	lc.Append(fx.StopHook(r.Close))
-	return r
+	return r, nil
 }
 
 // AsService annotates a constructor of a ServiceRegistration for ServiceGroup.

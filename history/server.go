@@ -33,15 +33,19 @@ type Server struct {
 }
 
 // NewServer listens on address (":0" picks a port) and registers services.
-func NewServer(address string, services []ServiceRegistration, logger *zap.Logger) (*Server, error) {
+func NewServer(address string, services []ServiceRegistration, logger *zap.Logger, opts ...ServerOption) (*Server, error) {
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("history: listen on %s: %w", address, err)
 	}
-	s := grpc.NewServer(
+	s := grpc.NewServer(append(o.grpcOptions(),
 		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	for _, register := range services {
 		register(s)
 	}
@@ -141,6 +145,8 @@ type Router struct {
 	// local, when set, serves the shards whose host is this process (see LocalConn).
 	local        *LocalConn
 	localAddress func() string
+	// secret is sent on every call to another host (WithRouterClusterSecret).
+	secret string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -186,9 +192,9 @@ func (r *Router) ConnForShard(shardID int32) (grpc.ClientConnInterface, error) {
 	if conn, ok := r.conns[address]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(address,
+	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {
 		return nil, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

@@ -40,6 +40,9 @@ type Server struct {
 	dcFile   *dynamicconfig.FileClient
 
 	authEnabled bool
+	// historyUnauthenticated is the history address when it is reachable beyond loopback
+	// without a cluster secret.
+	historyUnauthenticated string
 }
 
 // frontendAuth is what the frontend gets of auth: the interceptor exists only when auth is on.
@@ -107,6 +110,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 
 	s := &Server{logger: o.logger, authEnabled: cfg.Auth.Enabled}
+	if a := cfg.HistoryServer.Address; a != "" && !isLoopback(a) && cfg.HistoryServer.ClusterSecretFile == "" && cfg.HistoryServer.ClusterSecretValue == "" {
+		s.historyUnauthenticated = a
+	}
 	dcClient := o.dcClient
 	if dcClient == nil {
 		if dcClient, s.dcFile, err = newDynamicConfigClient(cfg, o.logger, o.timeSource); err != nil {
@@ -246,6 +252,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()),
 		zap.Bool("auth", s.authEnabled))
 	warnIfOpen(s.logger, s.authEnabled, s.frontend.Address(), s.http.Address())
+	if s.historyUnauthenticated != "" {
+		s.logger.Warn("the history port listens on a non-loopback address without a cluster secret: anyone who reaches it can change any worker; set historyServer.clusterSecretFile on every host",
+			zap.String("address", s.historyUnauthenticated))
+	}
 	return nil
 }
 
