@@ -120,7 +120,8 @@ func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workfl
 			// more: the attempt's timeouts and the worker's liveness take it from here.
 			resp := activity.ToPollActivityTaskQueueResponse(started)
 			if h.deps.TaskTokens != nil {
-				resp.TaskToken = h.deps.TaskTokens.Sign(resp.GetTaskToken())
+				principal, _ := principalOf(ctx, ns)
+				resp.TaskToken = h.deps.TaskTokens.Sign(resp.GetTaskToken(), principal)
 			}
 			return resp, nil
 		}
@@ -146,7 +147,7 @@ func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workfl
 
 // RespondActivityTaskCompleted completes the attempt the token names; a stale token is NotFound.
 func (h *WorkflowHandler) RespondActivityTaskCompleted(ctx context.Context, req *workflowservice.RespondActivityTaskCompletedRequest) (*workflowservice.RespondActivityTaskCompletedResponse, error) {
-	ns, token, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func (h *WorkflowHandler) RespondActivityTaskCompleted(ctx context.Context, req 
 
 // RespondActivityTaskFailed fails the attempt the token names (history decides about a retry).
 func (h *WorkflowHandler) RespondActivityTaskFailed(ctx context.Context, req *workflowservice.RespondActivityTaskFailedRequest) (*workflowservice.RespondActivityTaskFailedResponse, error) {
-	ns, token, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +171,7 @@ func (h *WorkflowHandler) RespondActivityTaskFailed(ctx context.Context, req *wo
 
 // RespondActivityTaskCanceled acknowledges a cancel request for the attempt the token names.
 func (h *WorkflowHandler) RespondActivityTaskCanceled(ctx context.Context, req *workflowservice.RespondActivityTaskCanceledRequest) (*workflowservice.RespondActivityTaskCanceledResponse, error) {
-	ns, token, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (h *WorkflowHandler) RespondActivityTaskCanceled(ctx context.Context, req *
 // RecordActivityTaskHeartbeat records the attempt's progress; cancel_requested tells the
 // worker to stop. A stale token is NotFound, which makes the SDK cancel the activity.
 func (h *WorkflowHandler) RecordActivityTaskHeartbeat(ctx context.Context, req *workflowservice.RecordActivityTaskHeartbeatRequest) (*workflowservice.RecordActivityTaskHeartbeatResponse, error) {
-	ns, token, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
@@ -306,16 +307,22 @@ func (h *WorkflowHandler) heartbeat(ctx context.Context, ns *namespace.Namespace
 // and checks that it is an activity token of that namespace. It returns the token history
 // knows (without its signature). A forged or altered token is InvalidArgument, and the
 // message says nothing of what it held: the IDs inside would help the next forgery.
-func (h *WorkflowHandler) tokenNamespace(name string, taskToken []byte) (*namespace.Namespace, []byte, error) {
+//
+// With auth on, the token is honoured only from the principal whose worker polled it (or an
+// admin of the namespace): another principal's call is PermissionDenied.
+func (h *WorkflowHandler) tokenNamespace(ctx context.Context, name string, taskToken []byte) (*namespace.Namespace, []byte, error) {
 	ns, err := h.deps.Namespaces.GetByName(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if h.deps.TaskTokens != nil {
-		inner, err := h.deps.TaskTokens.Verify(taskToken)
+		inner, owner, err := h.deps.TaskTokens.Verify(taskToken)
 		if err != nil {
 			metrics.TaskTokensRefused.With(h.deps.MetricsScope).Inc(1)
 			return nil, nil, invalid("task_token is not valid")
+		}
+		if principal, admin := principalOf(ctx, ns); principal != "" && !admin && principal != owner {
+			return nil, nil, serviceerror.NewPermissionDenied("task_token was issued to a worker of another principal", "")
 		}
 		taskToken = inner
 	}

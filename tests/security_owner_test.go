@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workerv1 "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/frontend/auth"
@@ -69,4 +73,51 @@ func TestSecurity_WorkerKeyHijack(t *testing.T) {
 	w, err = live.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{Namespace: "default", WorkerInstanceKey: "worker-a"})
 	require.NoError(t, err)
 	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_INACTIVE, w.GetWorker().GetState())
+}
+
+// TestSecurity_TaskTokenOfAnotherPrincipal: a real task token is honoured only from the
+// principal whose worker polled it.
+func TestSecurity_TaskTokenOfAnotherPrincipal(t *testing.T) {
+	cluster := testcluster.New(t, testcluster.Options{Auth: auth.Config{Enabled: true, AdminAPIKey: testAdminKey}})
+	dial := func(key string) workflowservice.WorkflowServiceClient {
+		c, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()), bearer(key))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return workflowservice.NewWorkflowServiceClient(c)
+	}
+	admin := dial(testAdminKey)
+	keyA, _ := createAPIKey(t, adminConn(t, cluster.Address()), "default", "worker")
+	keyB, _ := createAPIKey(t, adminConn(t, cluster.Address()), "default", "worker")
+	a, b := dial(keyA), dial(keyB)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, err := admin.StartActivityExecution(ctx, &workflowservice.StartActivityExecutionRequest{Namespace: "default", ActivityId: "job",
+		ActivityType: &commonpb.ActivityType{Name: "x"}, TaskQueue: &taskqueuepb.TaskQueue{Name: "tq"},
+		StartToCloseTimeout: durationpb.New(time.Minute), RequestId: "r"})
+	require.NoError(t, err)
+	poll, err := a.PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: "tq"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, poll.GetTaskToken())
+
+	done := &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: poll.GetTaskToken(),
+		Result: &commonpb.Payloads{Payloads: []*commonpb.Payload{{Data: []byte(`"stolen"`)}}}}
+	_, err = b.RespondActivityTaskCompleted(ctx, done)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	_, err = b.RecordActivityTaskHeartbeat(ctx, &workflowservice.RecordActivityTaskHeartbeatRequest{Namespace: "default", TaskToken: poll.GetTaskToken()})
+	require.Equal(t, codes.PermissionDenied, status.Code(err))
+	desc, err := admin.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{Namespace: "default", ActivityId: "job"})
+	require.NoError(t, err)
+	require.Equal(t, enumspb.PENDING_ACTIVITY_STATE_STARTED, desc.GetInfo().GetRunState())
+
+	done.Result = &commonpb.Payloads{Payloads: []*commonpb.Payload{{Data: []byte(`"mine"`)}}}
+	_, err = a.RespondActivityTaskCompleted(ctx, done)
+	require.NoError(t, err)
+}
+
+func adminConn(t *testing.T, address string) *grpc.ClientConn {
+	c, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer(testAdminKey))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
