@@ -121,3 +121,18 @@ func apiKeyInfo(k *auth.APIKey) *adminpb.APIKeyInfo {
 	}
 	return info
 }
+
+// RotateTaskTokenKey implements adminpb.AdminServiceServer.
+func (h *AdminHandler) RotateTaskTokenKey(ctx context.Context, _ *adminpb.RotateTaskTokenKeyRequest) (*adminpb.RotateTaskTokenKeyResponse, error) {
+	if h.deps.Auth == nil {
+		return nil, errAuthOff
+	}
+	if h.deps.TaskTokenKeys == nil {
+		return nil, serviceerror.NewUnimplemented("task-token keys are not rotatable on this server")
+	}
+	version, err := h.deps.TaskTokenKeys.RotateTaskTokenKey(ctx)
+	if err != nil {
+		return nil, serviceerror.NewUnavailablef("rotate task-token key: %v", err)
+	}
+	return &adminpb.RotateTaskTokenKeyResponse{Version: version}, nil
+}

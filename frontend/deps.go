@@ -1,6 +1,8 @@
 package frontend
 
 import (
+	"context"
+
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 
@@ -38,6 +40,10 @@ type Deps struct {
 	// TaskTokens signs the activity task tokens handed to workers and verifies those they send
 	// back; nil: tokens are not signed (unit tests).
 	TaskTokens *auth.TaskTokenSigner
+	// TaskTokenKeys rotates the signing key (AdminService.RotateTaskTokenKey); nil: refused.
+	TaskTokenKeys interface {
+		RotateTaskTokenKey(ctx context.Context) (version int32, err error)
+	}
 	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
 	APIKeys auth.APIKeyStore
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/common/clock"
@@ -94,32 +95,111 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// newTaskTokenSigner loads the cluster's task-token keys from the store, creating the first on
-// the cluster's first start (hosts racing to create it agree on the stored one). Keys are read
-// once at start: a key version added to the store signs after each host's restart, and every
-// stored version keeps verifying.
-func newTaskTokenSigner(store persistence.Store, ts clock.TimeSource) (*auth.TaskTokenSigner, error) {
+// taskTokenKeysReloadInterval is how soon the other hosts sign with a rotated key.
+const taskTokenKeysReloadInterval = time.Minute
+
+// taskTokenKeys keeps the signer in step with the cluster keys in the store: loaded at start
+// (the first created on the cluster's first start; hosts racing to create it agree on the
+// stored one), reloaded every minute, and rotated through the AdminService.
+type taskTokenKeys struct {
+	store  persistence.Store
+	signer *auth.TaskTokenSigner
+	ts     clock.TimeSource
+	logger *zap.Logger
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newTaskTokenKeys(lc fx.Lifecycle, store persistence.Store, ts clock.TimeSource, logger *zap.Logger) (*taskTokenKeys, *auth.TaskTokenSigner, error) {
+	k := &taskTokenKeys{store: store, ts: ts, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	keys, err := store.ListClusterKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load task-token keys: %w", err)
+		return nil, nil, fmt.Errorf("load task-token keys: %w", err)
 	}
 	if len(keys) == 0 {
-		secret := make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return nil, err
-		}
-		if err := store.AddClusterKey(ctx, persistence.ClusterKey{Version: 1, Secret: secret, CreateTime: ts.Now().UTC()}); err != nil {
-			return nil, fmt.Errorf("create task-token key: %w", err)
+		if _, err := k.add(ctx, 1); err != nil {
+			return nil, nil, err
 		}
 		if keys, err = store.ListClusterKeys(ctx); err != nil {
-			return nil, fmt.Errorf("load task-token keys: %w", err)
+			return nil, nil, fmt.Errorf("load task-token keys: %w", err)
 		}
 	}
-	signing := make([]auth.SigningKey, 0, len(keys))
-	for _, k := range keys {
-		signing = append(signing, auth.SigningKey{Version: k.Version, Secret: k.Secret})
+	if k.signer, err = auth.NewTaskTokenSigner(signingKeys(keys)); err != nil {
+		return nil, nil, err
 	}
-	return auth.NewTaskTokenSigner(signing)
+	lc.Append(fx.StartStopHook(k.start, k.close))
+	return k, k.signer, nil
+}
+
+func (k *taskTokenKeys) add(ctx context.Context, version int32) (int32, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return 0, err
+	}
+	if err := k.store.AddClusterKey(ctx, persistence.ClusterKey{Version: version, Secret: secret, CreateTime: k.ts.Now().UTC()}); err != nil {
+		return 0, fmt.Errorf("create task-token key: %w", err)
+	}
+	return version, nil
+}
+
+// RotateTaskTokenKey adds the next key version and signs with it on this host at once.
+func (k *taskTokenKeys) RotateTaskTokenKey(ctx context.Context) (int32, error) {
+	keys, err := k.store.ListClusterKeys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	next := int32(1)
+	if len(keys) > 0 {
+		next = keys[0].Version + 1
+	}
+	if _, err := k.add(ctx, next); err != nil {
+		return 0, err
+	}
+	if err := k.reload(ctx); err != nil {
+		return 0, err
+	}
+	return k.signer.SigningVersion(), nil
+}
+
+func (k *taskTokenKeys) reload(ctx context.Context) error {
+	keys, err := k.store.ListClusterKeys(ctx)
+	if err != nil {
+		return err
+	}
+	return k.signer.SetKeys(signingKeys(keys))
+}
+
+func (k *taskTokenKeys) start() {
+	go func() {
+		defer close(k.done)
+		ticker := time.NewTicker(taskTokenKeysReloadInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-ticker.C:
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := k.reload(ctx); err != nil {
+					k.logger.Warn("reload task-token keys; keeping the current ones", zap.Error(err))
+				}
+				cancel()
+			}
+		}
+	}()
+}
+
+func (k *taskTokenKeys) close() {
+	close(k.stop)
+	<-k.done
+}
+
+func signingKeys(keys []persistence.ClusterKey) []auth.SigningKey {
+	out := make([]auth.SigningKey, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, auth.SigningKey{Version: k.Version, Secret: k.Secret})
+	}
+	return out
 }

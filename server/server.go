@@ -51,6 +51,7 @@ type frontendAuth struct {
 	Interceptor *auth.Interceptor `optional:"true"`
 	APIKeys     auth.APIKeyStore
 	TaskTokens  *auth.TaskTokenSigner
+	TokenKeys   *taskTokenKeys
 }
 
 // authModule provides the auth interceptor when auth is on; replace its ClaimMapper or
@@ -139,13 +140,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		worker.Module,
 		activityModule,
 		fx.Supply(cfg.Auth),
-		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenSigner),
+		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
 		authModule(cfg.Auth),
 		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection, a frontendAuth) (*frontend.Server, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
 				TaskTokens:    a.TaskTokens,
+				TaskTokenKeys: a.TokenKeys,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,

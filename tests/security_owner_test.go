@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	adminpb "github.com/vigilhq/vigil/api/gen/adminpb/v1"
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/tests/testcluster"
@@ -120,4 +121,35 @@ func adminConn(t *testing.T, address string) *grpc.ClientConn {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// TestSecurity_TaskTokenKeyRotation: after a rotation new tokens are signed with the new key,
+// and a token handed out before it is still honoured.
+func TestSecurity_TaskTokenKeyRotation(t *testing.T) {
+	cluster := testcluster.New(t, testcluster.Options{Auth: auth.Config{Enabled: true, AdminAPIKey: testAdminKey}})
+	conn := adminConn(t, cluster.Address())
+	wf := workflowservice.NewWorkflowServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	startAndPoll := func(id string) []byte {
+		_, err := wf.StartActivityExecution(ctx, &workflowservice.StartActivityExecutionRequest{Namespace: "default", ActivityId: id,
+			ActivityType: &commonpb.ActivityType{Name: "x"}, TaskQueue: &taskqueuepb.TaskQueue{Name: "tq"},
+			StartToCloseTimeout: durationpb.New(time.Minute), RequestId: id})
+		require.NoError(t, err)
+		poll, err := wf.PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: "tq"}})
+		require.NoError(t, err)
+		require.NotEmpty(t, poll.GetTaskToken())
+		return poll.GetTaskToken()
+	}
+	before := startAndPoll("before")
+	resp, err := adminpb.NewAdminServiceClient(conn).RotateTaskTokenKey(ctx, &adminpb.RotateTaskTokenKeyRequest{})
+	require.NoError(t, err)
+	require.Equal(t, int32(2), resp.GetVersion())
+	after := startAndPoll("after")
+	require.NotEqual(t, before[3:7], after[3:7], "the new token names the new key version")
+
+	for _, token := range [][]byte{before, after} {
+		_, err := wf.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: token})
+		require.NoError(t, err)
+	}
 }

@@ -44,6 +44,12 @@ func TestAPIKeyCommands(t *testing.T) {
 	require.Equal(t, 1, code, "a reader cannot mint keys")
 	require.Contains(t, stderr, "PermissionDenied")
 
+	code, stdout, stderr = vigil("tasktoken", "rotate", "--api-key", admin)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "key version 2")
+	code, _, _ = vigil("tasktoken", "rotate", "--api-key", key)
+	require.Equal(t, 1, code, "a reader cannot rotate")
+
 	code, _, stderr = vigil("apikey", "revoke", id, "--api-key", admin)
 	require.Equal(t, 0, code, stderr)
 	code, _, stderr = vigil("worker", "list", "--api-key", key)

@@ -41,6 +41,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return benchCmd(args[1:], stdout, stderr)
 	case "apikey":
 		return apikeyCmd(args[1:], stdout, stderr)
+	case "tasktoken":
+		return tasktokenCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -65,6 +67,7 @@ Usage:
   vigil worker describe KEY [flags]   show one worker's liveness record
   vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
   vigil apikey list | revoke ID       list API keys, or revoke one at once on every host
+  vigil tasktoken rotate              sign task tokens with a new cluster key (cluster admin)
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

@@ -206,3 +206,38 @@ func writeJWKS(t *testing.T, path string, keys map[string]*ecdsa.PrivateKey) {
 	require.NoError(t, os.WriteFile(tmp, b, 0o600))
 	require.NoError(t, os.Rename(tmp, path))
 }
+
+func TestTaskTokenSigner(t *testing.T) {
+	old := SigningKey{Version: 1, Secret: []byte("0123456789abcdef0123456789abcdef")}
+	s, err := NewTaskTokenSigner([]SigningKey{old})
+	require.NoError(t, err)
+	signed := s.Sign([]byte("inner"), "apikey:a")
+	require.Equal(t, signed, s.Sign([]byte("inner"), "apikey:a"), "deterministic")
+
+	token, principal, err := s.Verify(signed)
+	require.NoError(t, err)
+	require.Equal(t, "inner", string(token))
+	require.Equal(t, "apikey:a", principal)
+
+	for i := range signed {
+		altered := append([]byte(nil), signed...)
+		altered[i] ^= 0x40
+		_, _, err := s.Verify(altered)
+		require.ErrorIs(t, err, ErrTaskTokenInvalid, "byte %d altered", i)
+	}
+	_, _, err = s.Verify([]byte("inner"))
+	require.ErrorIs(t, err, ErrTaskTokenInvalid, "an unsigned token")
+
+	t.Run("RotationKeepsOldTokensValid", func(t *testing.T) {
+		require.NoError(t, s.SetKeys([]SigningKey{{Version: 2, Secret: []byte("fedcba9876543210fedcba9876543210")}, old}))
+		require.Equal(t, int32(2), s.SigningVersion())
+		_, _, err := s.Verify(signed)
+		require.NoError(t, err, "signed with version 1")
+		fresh := s.Sign([]byte("inner"), "apikey:a")
+		require.NotEqual(t, signed, fresh)
+		onlyOld, err := NewTaskTokenSigner([]SigningKey{old})
+		require.NoError(t, err)
+		_, _, err = onlyOld.Verify(fresh)
+		require.ErrorIs(t, err, ErrTaskTokenInvalid, "a host that does not know version 2 refuses it")
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 )
 
 // taskTokenMagic starts every signed task token; the version byte allows another format later.
@@ -31,26 +32,40 @@ type SigningKey struct {
 //
 //	"vt\x02" | key version (4) | HMAC(version, principal, token) (32) | len(principal) (2) | principal | token
 type TaskTokenSigner struct {
-	keys []SigningKey // newest first
+	keys atomic.Pointer[[]SigningKey] // newest first
 }
 
 // NewTaskTokenSigner signs with keys[0]; keys must be newest first and not empty.
 func NewTaskTokenSigner(keys []SigningKey) (*TaskTokenSigner, error) {
+	s := &TaskTokenSigner{}
+	if err := s.SetKeys(keys); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetKeys replaces the keys (newest first), after a rotation.
+func (s *TaskTokenSigner) SetKeys(keys []SigningKey) error {
 	if len(keys) == 0 {
-		return nil, errors.New("auth: no task-token signing key")
+		return errors.New("auth: no task-token signing key")
 	}
 	for _, k := range keys {
 		if len(k.Secret) < 32 {
-			return nil, errors.New("auth: task-token signing key shorter than 32 bytes")
+			return errors.New("auth: task-token signing key shorter than 32 bytes")
 		}
 	}
-	return &TaskTokenSigner{keys: keys}, nil
+	keys = append([]SigningKey(nil), keys...)
+	s.keys.Store(&keys)
+	return nil
 }
+
+// SigningVersion is the key version that signs.
+func (s *TaskTokenSigner) SigningVersion() int32 { return (*s.keys.Load())[0].Version }
 
 // Sign returns the token a worker of principal gets. It is a function of its inputs and the
 // key only, so a token signed twice (a redelivered cancel command) is the same bytes.
 func (s *TaskTokenSigner) Sign(token []byte, principal string) []byte {
-	k := s.keys[0]
+	k := (*s.keys.Load())[0]
 	if len(principal) > 0xffff {
 		principal = principal[:0xffff]
 	}
@@ -77,7 +92,7 @@ func (s *TaskTokenSigner) Verify(signed []byte) (token []byte, principal string,
 	}
 	principal = string(signed[taskTokenHeaderLen : taskTokenHeaderLen+plen])
 	token = signed[taskTokenHeaderLen+plen:]
-	for _, k := range s.keys {
+	for _, k := range *s.keys.Load() {
 		if k.Version == version && hmac.Equal(sum, mac(k.Secret, k.Version, principal, token)) {
 			return token, principal, nil
 		}

@@ -404,6 +404,87 @@ func (*RevokeAPIKeyResponse) Descriptor() ([]byte, []int) {
 	return file_api_proto_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
+type RotateTaskTokenKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateTaskTokenKeyRequest) Reset() {
+	*x = RotateTaskTokenKeyRequest{}
+	mi := &file_api_proto_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateTaskTokenKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateTaskTokenKeyRequest) ProtoMessage() {}
+
+func (x *RotateTaskTokenKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateTaskTokenKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateTaskTokenKeyRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+type RotateTaskTokenKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version that signs from now on.
+	Version       int32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateTaskTokenKeyResponse) Reset() {
+	*x = RotateTaskTokenKeyResponse{}
+	mi := &file_api_proto_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateTaskTokenKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateTaskTokenKeyResponse) ProtoMessage() {}
+
+func (x *RotateTaskTokenKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateTaskTokenKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateTaskTokenKeyResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RotateTaskTokenKeyResponse) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_api_proto_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_proto_v1_admin_proto_rawDesc = "" +
@@ -433,11 +514,15 @@ const file_api_proto_v1_admin_proto_rawDesc = "" +
 	"\x13RevokeAPIKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\x16\n" +
-	"\x14RevokeAPIKeyResponse2\xb4\x02\n" +
+	"\x14RevokeAPIKeyResponse\"\x1b\n" +
+	"\x19RotateTaskTokenKeyRequest\"6\n" +
+	"\x1aRotateTaskTokenKeyResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion2\xa9\x03\n" +
 	"\fAdminService\x12a\n" +
 	"\fCreateAPIKey\x12'.vigil.api.admin.v1.CreateAPIKeyRequest\x1a(.vigil.api.admin.v1.CreateAPIKeyResponse\x12^\n" +
 	"\vListAPIKeys\x12&.vigil.api.admin.v1.ListAPIKeysRequest\x1a'.vigil.api.admin.v1.ListAPIKeysResponse\x12a\n" +
-	"\fRevokeAPIKey\x12'.vigil.api.admin.v1.RevokeAPIKeyRequest\x1a(.vigil.api.admin.v1.RevokeAPIKeyResponseB5Z3github.com/vigilhq/vigil/api/gen/adminpb/v1;adminpbb\x06proto3"
+	"\fRevokeAPIKey\x12'.vigil.api.admin.v1.RevokeAPIKeyRequest\x1a(.vigil.api.admin.v1.RevokeAPIKeyResponse\x12s\n" +
+	"\x12RotateTaskTokenKey\x12-.vigil.api.admin.v1.RotateTaskTokenKeyRequest\x1a..vigil.api.admin.v1.RotateTaskTokenKeyResponseB5Z3github.com/vigilhq/vigil/api/gen/adminpb/v1;adminpbb\x06proto3"
 
 var (
 	file_api_proto_v1_admin_proto_rawDescOnce sync.Once
@@ -451,30 +536,34 @@ func file_api_proto_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_proto_v1_admin_proto_rawDescData
 }
 
-var file_api_proto_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_api_proto_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_api_proto_v1_admin_proto_goTypes = []any{
-	(*APIKeyInfo)(nil),            // 0: vigil.api.admin.v1.APIKeyInfo
-	(*CreateAPIKeyRequest)(nil),   // 1: vigil.api.admin.v1.CreateAPIKeyRequest
-	(*CreateAPIKeyResponse)(nil),  // 2: vigil.api.admin.v1.CreateAPIKeyResponse
-	(*ListAPIKeysRequest)(nil),    // 3: vigil.api.admin.v1.ListAPIKeysRequest
-	(*ListAPIKeysResponse)(nil),   // 4: vigil.api.admin.v1.ListAPIKeysResponse
-	(*RevokeAPIKeyRequest)(nil),   // 5: vigil.api.admin.v1.RevokeAPIKeyRequest
-	(*RevokeAPIKeyResponse)(nil),  // 6: vigil.api.admin.v1.RevokeAPIKeyResponse
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*APIKeyInfo)(nil),                 // 0: vigil.api.admin.v1.APIKeyInfo
+	(*CreateAPIKeyRequest)(nil),        // 1: vigil.api.admin.v1.CreateAPIKeyRequest
+	(*CreateAPIKeyResponse)(nil),       // 2: vigil.api.admin.v1.CreateAPIKeyResponse
+	(*ListAPIKeysRequest)(nil),         // 3: vigil.api.admin.v1.ListAPIKeysRequest
+	(*ListAPIKeysResponse)(nil),        // 4: vigil.api.admin.v1.ListAPIKeysResponse
+	(*RevokeAPIKeyRequest)(nil),        // 5: vigil.api.admin.v1.RevokeAPIKeyRequest
+	(*RevokeAPIKeyResponse)(nil),       // 6: vigil.api.admin.v1.RevokeAPIKeyResponse
+	(*RotateTaskTokenKeyRequest)(nil),  // 7: vigil.api.admin.v1.RotateTaskTokenKeyRequest
+	(*RotateTaskTokenKeyResponse)(nil), // 8: vigil.api.admin.v1.RotateTaskTokenKeyResponse
+	(*timestamppb.Timestamp)(nil),      // 9: google.protobuf.Timestamp
 }
 var file_api_proto_v1_admin_proto_depIdxs = []int32{
-	7, // 0: vigil.api.admin.v1.APIKeyInfo.create_time:type_name -> google.protobuf.Timestamp
-	7, // 1: vigil.api.admin.v1.APIKeyInfo.revoke_time:type_name -> google.protobuf.Timestamp
+	9, // 0: vigil.api.admin.v1.APIKeyInfo.create_time:type_name -> google.protobuf.Timestamp
+	9, // 1: vigil.api.admin.v1.APIKeyInfo.revoke_time:type_name -> google.protobuf.Timestamp
 	0, // 2: vigil.api.admin.v1.CreateAPIKeyResponse.info:type_name -> vigil.api.admin.v1.APIKeyInfo
 	0, // 3: vigil.api.admin.v1.ListAPIKeysResponse.keys:type_name -> vigil.api.admin.v1.APIKeyInfo
 	1, // 4: vigil.api.admin.v1.AdminService.CreateAPIKey:input_type -> vigil.api.admin.v1.CreateAPIKeyRequest
 	3, // 5: vigil.api.admin.v1.AdminService.ListAPIKeys:input_type -> vigil.api.admin.v1.ListAPIKeysRequest
 	5, // 6: vigil.api.admin.v1.AdminService.RevokeAPIKey:input_type -> vigil.api.admin.v1.RevokeAPIKeyRequest
-	2, // 7: vigil.api.admin.v1.AdminService.CreateAPIKey:output_type -> vigil.api.admin.v1.CreateAPIKeyResponse
-	4, // 8: vigil.api.admin.v1.AdminService.ListAPIKeys:output_type -> vigil.api.admin.v1.ListAPIKeysResponse
-	6, // 9: vigil.api.admin.v1.AdminService.RevokeAPIKey:output_type -> vigil.api.admin.v1.RevokeAPIKeyResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
+	7, // 7: vigil.api.admin.v1.AdminService.RotateTaskTokenKey:input_type -> vigil.api.admin.v1.RotateTaskTokenKeyRequest
+	2, // 8: vigil.api.admin.v1.AdminService.CreateAPIKey:output_type -> vigil.api.admin.v1.CreateAPIKeyResponse
+	4, // 9: vigil.api.admin.v1.AdminService.ListAPIKeys:output_type -> vigil.api.admin.v1.ListAPIKeysResponse
+	6, // 10: vigil.api.admin.v1.AdminService.RevokeAPIKey:output_type -> vigil.api.admin.v1.RevokeAPIKeyResponse
+	8, // 11: vigil.api.admin.v1.AdminService.RotateTaskTokenKey:output_type -> vigil.api.admin.v1.RotateTaskTokenKeyResponse
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
 	4, // [4:4] is the sub-list for extension extendee
 	0, // [0:4] is the sub-list for field type_name
@@ -491,7 +580,7 @@ func file_api_proto_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_admin_proto_rawDesc), len(file_api_proto_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_CreateAPIKey_FullMethodName = "/vigil.api.admin.v1.AdminService/CreateAPIKey"
-	AdminService_ListAPIKeys_FullMethodName  = "/vigil.api.admin.v1.AdminService/ListAPIKeys"
-	AdminService_RevokeAPIKey_FullMethodName = "/vigil.api.admin.v1.AdminService/RevokeAPIKey"
+	AdminService_CreateAPIKey_FullMethodName       = "/vigil.api.admin.v1.AdminService/CreateAPIKey"
+	AdminService_ListAPIKeys_FullMethodName        = "/vigil.api.admin.v1.AdminService/ListAPIKeys"
+	AdminService_RevokeAPIKey_FullMethodName       = "/vigil.api.admin.v1.AdminService/RevokeAPIKey"
+	AdminService_RotateTaskTokenKey_FullMethodName = "/vigil.api.admin.v1.AdminService/RotateTaskTokenKey"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -42,6 +43,10 @@ type AdminServiceClient interface {
 	//
 	// Errors: NotFound for an unknown key ID.
 	RevokeAPIKey(ctx context.Context, in *RevokeAPIKeyRequest, opts ...grpc.CallOption) (*RevokeAPIKeyResponse, error)
+	// RotateTaskTokenKey adds a new version of the cluster key that signs task tokens. This host
+	// signs with it at once, the others within a minute; every version keeps verifying, so
+	// tokens already handed out stay valid. Needs the admin role of every namespace.
+	RotateTaskTokenKey(ctx context.Context, in *RotateTaskTokenKeyRequest, opts ...grpc.CallOption) (*RotateTaskTokenKeyResponse, error)
 }
 
 type adminServiceClient struct {
@@ -82,6 +87,16 @@ func (c *adminServiceClient) RevokeAPIKey(ctx context.Context, in *RevokeAPIKeyR
 	return out, nil
 }
 
+func (c *adminServiceClient) RotateTaskTokenKey(ctx context.Context, in *RotateTaskTokenKeyRequest, opts ...grpc.CallOption) (*RotateTaskTokenKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateTaskTokenKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_RotateTaskTokenKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -100,6 +115,10 @@ type AdminServiceServer interface {
 	//
 	// Errors: NotFound for an unknown key ID.
 	RevokeAPIKey(context.Context, *RevokeAPIKeyRequest) (*RevokeAPIKeyResponse, error)
+	// RotateTaskTokenKey adds a new version of the cluster key that signs task tokens. This host
+	// signs with it at once, the others within a minute; every version keeps verifying, so
+	// tokens already handed out stay valid. Needs the admin role of every namespace.
+	RotateTaskTokenKey(context.Context, *RotateTaskTokenKeyRequest) (*RotateTaskTokenKeyResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -118,6 +137,9 @@ func (UnimplementedAdminServiceServer) ListAPIKeys(context.Context, *ListAPIKeys
 }
 func (UnimplementedAdminServiceServer) RevokeAPIKey(context.Context, *RevokeAPIKeyRequest) (*RevokeAPIKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeAPIKey not implemented")
+}
+func (UnimplementedAdminServiceServer) RotateTaskTokenKey(context.Context, *RotateTaskTokenKeyRequest) (*RotateTaskTokenKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateTaskTokenKey not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -194,6 +216,24 @@ func _AdminService_RevokeAPIKey_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RotateTaskTokenKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateTaskTokenKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RotateTaskTokenKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RotateTaskTokenKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RotateTaskTokenKey(ctx, req.(*RotateTaskTokenKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -212,6 +252,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeAPIKey",
 			Handler:    _AdminService_RevokeAPIKey_Handler,
+		},
+		{
+			MethodName: "RotateTaskTokenKey",
+			Handler:    _AdminService_RotateTaskTokenKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
