@@ -140,3 +140,49 @@ func TestSecurity_PrincipalRPSAndLongPolls(t *testing.T) {
 		<-done
 	})
 }
+
+// BenchmarkDescribeWorkerDuringRegistrationStorm measures DescribeWorker in one namespace while
+// another namespace is flooded with new worker keys far beyond worker.registrationRPS (issue
+// 12: the server stays responsive). It measures; it asserts nothing about time.
+func BenchmarkDescribeWorkerDuringRegistrationStorm(b *testing.B) {
+	cluster := testcluster.New(b, testcluster.Options{
+		Namespaces: []string{"other"},
+		DynamicConfig: map[dynamicconfig.Key]any{
+			dynamicconfig.WorkerRegistrationRPS.Key(): 100,
+			dynamicconfig.NamespaceRPS.Key():          0,
+		},
+	})
+	conn, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer conn.Close()
+	wf := workflowservice.NewWorkflowServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = wf.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{Namespace: "other",
+		WorkerHeartbeat: []*workerv1.WorkerHeartbeat{{WorkerInstanceKey: "steady", TaskQueue: "q"}}})
+	require.NoError(b, err)
+
+	var storm sync.WaitGroup
+	var sent atomic.Int64
+	for g := range 8 {
+		storm.Add(1)
+		go func() {
+			defer storm.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				_, _ = wf.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{Namespace: "default",
+					WorkerHeartbeat: []*workerv1.WorkerHeartbeat{{WorkerInstanceKey: fmt.Sprintf("storm-%d-%d", g, i), TaskQueue: "q"}}})
+				sent.Add(1)
+			}
+		}()
+	}
+	start := time.Now()
+	b.ResetTimer()
+	for range b.N {
+		_, err := wf.DescribeWorker(ctx, &workflowservice.DescribeWorkerRequest{Namespace: "other", WorkerInstanceKey: "steady"})
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(sent.Load())/time.Since(start).Seconds(), "storm-registrations-tried/s")
+	cancel()
+	storm.Wait()
+}

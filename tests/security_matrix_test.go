@@ -91,9 +91,11 @@ func TestSecurity_Matrix(t *testing.T) {
 	admin := conn(testAdminKey)
 	ctx := context.Background()
 
-	// The state denied calls must not touch: a worker and a scheduled activity.
+	// The state denied calls must not touch: a worker (owned by ownerKey's principal) and a
+	// scheduled activity.
 	live := livenesspb.NewWorkerLivenessServiceClient(admin)
-	_, err = live.RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{Namespace: "default",
+	ownerKey, _ := createAPIKey(t, admin, "default", "worker")
+	_, err = livenesspb.NewWorkerLivenessServiceClient(conn(ownerKey)).RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{Namespace: "default",
 		WorkerHeartbeat: &workerv1.WorkerHeartbeat{WorkerInstanceKey: "w-1", WorkerIdentity: "owner", TaskQueue: "tq"},
 		LeaseDuration:   durationpb.New(10 * time.Minute)})
 	require.NoError(t, err)
@@ -179,6 +181,15 @@ func TestSecurity_Matrix(t *testing.T) {
 			}
 		})
 	}
+	t.Run("OtherWorkersPrincipal", func(t *testing.T) {
+		// A worker-role principal of the namespace, but not the one that owns w-1.
+		for _, name := range []string{"RecordWorkerHeartbeat", "ShutdownWorker"} {
+			err := call(t, "/temporal.api.workflowservice.v1.WorkflowService/"+name, roleKeys[auth.RoleWorker])
+			require.Equal(t, codes.PermissionDenied, status.Code(err), "%s: %v", name, err)
+		}
+		err := call(t, "/vigil.api.liveness.v1.WorkerLivenessService/RecordHeartbeat", roleKeys[auth.RoleWorker])
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	})
 	workerAfter, activityAfter := snapshot()
 	require.True(t, proto.Equal(workerBefore, workerAfter), "denied calls changed the worker:\n%v\n%v", workerBefore, workerAfter)
 	require.True(t, proto.Equal(activityBefore, activityAfter), "denied calls changed the activity:\n%v\n%v", activityBefore, activityAfter)
@@ -187,6 +198,9 @@ func TestSecurity_Matrix(t *testing.T) {
 		for _, m := range methods {
 			access := auth.MethodAccess[m]
 			key := roleKeys[access.Role]
+			if access.Role == auth.RoleWorker {
+				key = ownerKey // w-1's owner
+			}
 			if access.Role == auth.RoleNone {
 				key = roleKeys[auth.RoleReader]
 			}
