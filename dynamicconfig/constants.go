@@ -112,16 +112,21 @@ var (
 	)
 	PrincipalRPS = NewNamespaceFloatSetting(
 		"frontend.principalRPS",
-		2000,
+		0,
 		`Requests per second one authenticated principal may make in a namespace, besides
-frontend.namespaceRPS, so one client cannot starve the others. Long polls are exempt; 0 or
-less: no limit. Applies only when auth is on (without it callers have no principal).`,
+frontend.namespaceRPS, so one client cannot starve the others. Long polls and worker
+heartbeats (RecordWorkerHeartbeat, ShutdownWorker, liveness RecordHeartbeat) are exempt: a
+fleet sharing a key must never lose its leases to it. 0 or less (the default): no limit, as a
+fleet sharing one key is one principal; set it where each client has its own key. Applies
+only when auth is on.`,
 	)
 	MaxConcurrentLongPolls = NewNamespaceIntSetting(
 		"frontend.maxConcurrentLongPolls",
-		5000,
+		25000,
 		`Long polls a frontend holds open at once for one namespace; more are refused with
-ResourceExhausted (the SDK backs off and polls again). 0 or less: no limit.`,
+ResourceExhausted (the SDK backs off and polls again). An SDK worker holds about five (two
+activity, two workflow, one worker-command poll), so the default fits some 5,000 workers per
+frontend. 0 or less: no limit.`,
 	)
 	WorkerRegistrationRPS = NewNamespaceFloatSetting(
 		"worker.registrationRPS",

@@ -68,13 +68,17 @@ func (l *abuseLimiter) intercept(ctx context.Context, req any, info *grpc.UnaryS
 		defer release()
 		return handler(ctx, req)
 	}
-	if claims := auth.ClaimsFromContext(ctx); claims != nil {
+	if claims := auth.ClaimsFromContext(ctx); claims != nil && !heartbeatMethods[operation(info.FullMethod)] {
 		if err := l.allowPrincipal(name, claims.Subject); err != nil {
 			return nil, err
 		}
 	}
 	return handler(ctx, req)
 }
+
+// heartbeatMethods are exempt from the per-principal limit: a worker fleet shares its
+// principal, and a refused heartbeat can cost a live worker its lease.
+var heartbeatMethods = map[string]bool{"RecordWorkerHeartbeat": true, "ShutdownWorker": true, "RecordHeartbeat": true}
 
 func (l *abuseLimiter) allowPrincipal(ns, subject string) error {
 	rps := l.principalRPS(ns)
