@@ -124,22 +124,18 @@ var MethodAccess = map[string]Access{
 	workflowService + "DescribeNamespace": {},
 
 	// Workers.
-	workflowService + "RecordWorkerHeartbeat":            {Role: RoleWorker},
-	workflowService + "ShutdownWorker":                   {Role: RoleWorker},
-	workflowService + "PollWorkflowTaskQueue":            {Role: RoleWorker},
-	workflowService + "PollActivityTaskQueue":            {Role: RoleWorker},
-	workflowService + "PollNexusTaskQueue":               {Role: RoleWorker},
-	workflowService + "RespondNexusTaskCompleted":        {Role: RoleWorker},
-	workflowService + "RespondNexusTaskFailed":           {Role: RoleWorker},
-	workflowService + "RespondActivityTaskCompleted":     {Role: RoleWorker},
-	workflowService + "RespondActivityTaskFailed":        {Role: RoleWorker},
-	workflowService + "RespondActivityTaskCanceled":      {Role: RoleWorker},
-	workflowService + "RecordActivityTaskHeartbeat":      {Role: RoleWorker},
-	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWorker},
-	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWorker},
-	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWorker},
-	workflowService + "RecordActivityTaskHeartbeatById":  {Role: RoleWorker},
-	livenessService + "RecordHeartbeat":                  {Role: RoleWorker},
+	workflowService + "RecordWorkerHeartbeat":        {Role: RoleWorker},
+	workflowService + "ShutdownWorker":               {Role: RoleWorker},
+	workflowService + "PollWorkflowTaskQueue":        {Role: RoleWorker},
+	workflowService + "PollActivityTaskQueue":        {Role: RoleWorker},
+	workflowService + "PollNexusTaskQueue":           {Role: RoleWorker},
+	workflowService + "RespondNexusTaskCompleted":    {Role: RoleWorker},
+	workflowService + "RespondNexusTaskFailed":       {Role: RoleWorker},
+	workflowService + "RespondActivityTaskCompleted": {Role: RoleWorker},
+	workflowService + "RespondActivityTaskFailed":    {Role: RoleWorker},
+	workflowService + "RespondActivityTaskCanceled":  {Role: RoleWorker},
+	workflowService + "RecordActivityTaskHeartbeat":  {Role: RoleWorker},
+	livenessService + "RecordHeartbeat":              {Role: RoleWorker},
 
 	// Readers.
 	workflowService + "DescribeWorker":            {Role: RoleReader},
@@ -151,13 +147,21 @@ var MethodAccess = map[string]Access{
 	livenessService + "ListWorkerLiveness":        {Role: RoleReader},
 	livenessService + "ListHosts":                 {Role: RoleReader},
 
-	// Writers.
-	workflowService + "StartActivityExecution":         {Role: RoleWriter},
-	workflowService + "RequestCancelActivityExecution": {Role: RoleWriter},
+	// Writers. The ById completions are async completion by a client (the SDK's workers never
+	// send them): they name any activity of the namespace, so a worker-only principal, bound to
+	// the tokens its own workers polled, may not use them.
+	workflowService + "StartActivityExecution":           {Role: RoleWriter},
+	workflowService + "RequestCancelActivityExecution":   {Role: RoleWriter},
+	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWriter},
+	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWriter},
+	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
+	workflowService + "RecordActivityTaskHeartbeatById":  {Role: RoleWriter},
 
 	// Admins.
 	livenessService + "DrainWorker": {Role: RoleAdmin},
 	adminService + "CreateAPIKey":   {Role: RoleAdmin},
 	adminService + "ListAPIKeys":    {Role: RoleAdmin},
 	adminService + "RevokeAPIKey":   {Role: RoleAdmin},
+	// No namespace in the request: needs the admin role of every namespace.
+	adminService + "RotateTaskTokenKey": {Role: RoleAdmin},
 }
