@@ -112,7 +112,7 @@ func dialTLS(t *testing.T, address string, cfg *tls.Config, key string) *grpc.Cl
 }
 
 // createAPIKey mints a key through the AdminService with an admin connection.
-func createAPIKey(t *testing.T, admin *grpc.ClientConn, namespace, roles string) (key, id string) {
+func createAPIKey(t testing.TB, admin *grpc.ClientConn, namespace, roles string) (key, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -186,3 +186,36 @@ func BenchmarkDescribeWorkerDuringRegistrationStorm(b *testing.B) {
 	cancel()
 	storm.Wait()
 }
+
+// BenchmarkAuthenticatedCall measures what auth adds to a cheap call (GetSystemInfo): off, a
+// static admin key (compared in memory), and a stored API key (one store read per call).
+func BenchmarkAuthenticatedCall(b *testing.B) {
+	run := func(b *testing.B, opts testcluster.Options, key func(testing.TB, *grpc.ClientConn) string) {
+		cluster := testcluster.New(b, opts)
+		admin, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()), bearer(testAdminKey))
+		require.NoError(b, err)
+		defer admin.Close()
+		conn, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()), bearer(key(b, admin)))
+		require.NoError(b, err)
+		defer conn.Close()
+		wf := workflowservice.NewWorkflowServiceClient(conn)
+		b.ResetTimer()
+		for range b.N {
+			_, err := wf.GetSystemInfo(context.Background(), &workflowservice.GetSystemInfoRequest{})
+			require.NoError(b, err)
+		}
+	}
+	authOn := testcluster.Options{Auth: auth.Config{Enabled: true, AdminAPIKey: testAdminKey}}
+	b.Run("AuthOff", func(b *testing.B) {
+		run(b, testcluster.Options{}, func(testing.TB, *grpc.ClientConn) string { return "" })
+	})
+	b.Run("StaticKey", func(b *testing.B) {
+		run(b, authOn, func(testing.TB, *grpc.ClientConn) string { return testAdminKey })
+	})
+	b.Run("StoredKey", func(b *testing.B) {
+		run(b, authOn, func(tb testing.TB, admin *grpc.ClientConn) string {
+			key, _ := createAPIKey(tb, admin, "default", "reader")
+			return key
+		})
+	})
+}
