@@ -123,6 +123,31 @@ the frontend logs a warning.`,
 oversize result or heartbeat fails the activity, as Temporal does; an oversize failure is
 replaced by a ServerFailure saying so.`,
 	)
+	PrincipalRPS = NewNamespaceFloatSetting(
+		"frontend.principalRPS",
+		0,
+		`Requests per second one authenticated principal may make in a namespace, besides
+frontend.namespaceRPS, so one client cannot starve the others. Long polls and worker
+heartbeats (RecordWorkerHeartbeat, ShutdownWorker, liveness RecordHeartbeat) are exempt: a
+fleet sharing a key must never lose its leases to it. 0 or less (the default): no limit, as a
+fleet sharing one key is one principal; set it where each client has its own key. Applies
+only when auth is on.`,
+	)
+	MaxConcurrentLongPolls = NewNamespaceIntSetting(
+		"frontend.maxConcurrentLongPolls",
+		25000,
+		`Long polls a frontend holds open at once for one namespace; more are refused with
+ResourceExhausted (the SDK backs off and polls again). An SDK worker holds about five (two
+activity, two workflow, one worker-command poll), so the default fits some 5,000 workers per
+frontend. 0 or less: no limit.`,
+	)
+	WorkerRegistrationRPS = NewNamespaceFloatSetting(
+		"worker.registrationRPS",
+		1000,
+		`New worker instance keys per second a history host registers for one namespace, against
+crash-looping fleets that mint a new key on each start. Heartbeats of known workers are not
+limited. 0 or less: no limit.`,
+	)
 	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
 		"frontend.namespaceRegistrationRPS",
 		1000,

@@ -37,6 +37,9 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{OutboundRetryMaxInterval, "history.outboundRetryMaxInterval", 30 * time.Second},
 		{NamespaceRPS, "frontend.namespaceRPS", 10000.0},
 		{NamespaceRegistrationRPS, "frontend.namespaceRegistrationRPS", 1000.0},
+		{PrincipalRPS, "frontend.principalRPS", 0.0},
+		{MaxConcurrentLongPolls, "frontend.maxConcurrentLongPolls", 25000},
+		{WorkerRegistrationRPS, "worker.registrationRPS", 1000.0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key.String(), func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
@@ -34,6 +35,18 @@ type Deps struct {
 	TimeSource clock.TimeSource
 	// Logger; default: discard.
 	Logger *zap.Logger
+	// Auth authenticates and authorizes every call before any handler runs; nil: auth is
+	// off and every caller may do everything.
+	Auth *auth.Interceptor
+	// TaskTokens signs the activity task tokens handed to workers and verifies those they send
+	// back; nil: tokens are not signed (unit tests).
+	TaskTokens *auth.TaskTokenSigner
+	// TaskTokenKeys rotates the signing key (AdminService.RotateTaskTokenKey); nil: refused.
+	TaskTokenKeys interface {
+		RotateTaskTokenKey(ctx context.Context) (version int32, err error)
+	}
+	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
+	APIKeys auth.APIKeyStore
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
 	// Cluster describes the vigil hosts for DescribeCluster; nil: Unimplemented.

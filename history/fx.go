@@ -27,6 +27,11 @@ type ServerConfig struct {
 	// Address defaults to 127.0.0.1:0 (a free port, reached through the Router). In a cluster
 	// it must be fixed, and reachable from the other hosts (or see ClusterConfig.HistoryAddress).
 	Address string `yaml:"address"`
+	// ClusterSecretFile (first line) or ClusterSecretValue authenticates calls between hosts:
+	// the server refuses a call without it, the Router sends it. Every host of a cluster
+	// needs the same one. Empty: no check.
+	ClusterSecretFile  string `yaml:"clusterSecretFile"`
+	ClusterSecretValue string `yaml:"clusterSecret"`
 }
 
 // Module provides the durable *Engine (also as chasm.Engine), the history gRPC *Server with
@@ -161,6 +166,7 @@ func newEngineFx(p engineParams) (*Engine, error) {
 type serverParams struct {
 	fx.In
 	Lifecycle  fx.Lifecycle
+	Config     ServerConfig
 	Listener   *historyListener
 	Services   []ServiceRegistration `group:"history.services"`
 	Membership *LocalMembership
@@ -172,7 +178,11 @@ type serverParams struct {
 }
 
 func newServerFx(p serverParams) (*Server, error) {
-	s := NewServerOnListener(p.Listener.Listener, p.Services, p.Logger)
+	secret, err := p.Config.ClusterSecret()
+	if err != nil {
+		return nil, err
+	}
+	s := NewServerOnListener(p.Listener.Listener, p.Services, p.Logger, WithClusterSecret(secret))
 	p.Membership.SetAddress(p.Monitor.Self().HistoryAddress)
 	for _, register := range p.Services {
 		register(p.Local)
@@ -186,12 +196,16 @@ func newServerFx(p serverParams) (*Server, error) {
 
 // newRouterFx depends on the membership, not on the server or engine, so that libraries can
 // call history through it without a dependency cycle (library → registry → engine → server).
-func newRouterFx(lc fx.Lifecycle, cfg Config, m membership.Monitor, local *LocalConn, scope tally.Scope) *Router {
+func newRouterFx(lc fx.Lifecycle, cfg Config, serverCfg ServerConfig, m membership.Monitor, local *LocalConn, scope tally.Scope) (*Router, error) {
+	secret, err := serverCfg.ClusterSecret()
+	if err != nil {
+		return nil, err
+	}
 	r := NewRouter(cfg.ShardCount(), NewMonitorMembership(cfg.ShardCount(), m),
 		WithLocalConn(local, func() string { return m.Self().HistoryAddress }),
-		WithMetricsScope(scope.SubScope("history")))
+		WithMetricsScope(scope.SubScope("history")), WithRouterClusterSecret(secret))
 	lc.Append(fx.StopHook(r.Close))
-	return r
+	return r, nil
 }
 
 // AsService annotates a constructor of a ServiceRegistration for ServiceGroup.

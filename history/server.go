@@ -34,20 +34,24 @@ type Server struct {
 }
 
 // NewServer listens on address (":0" picks a port) and registers services.
-func NewServer(address string, services []ServiceRegistration, logger *zap.Logger) (*Server, error) {
+func NewServer(address string, services []ServiceRegistration, logger *zap.Logger, opts ...ServerOption) (*Server, error) {
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("history: listen on %s: %w", address, err)
 	}
-	return NewServerOnListener(lis, services, logger), nil
+	return NewServerOnListener(lis, services, logger, opts...), nil
 }
 
 // NewServerOnListener serves services on lis.
-func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logger *zap.Logger) *Server {
-	s := grpc.NewServer(
+func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logger *zap.Logger, opts ...ServerOption) *Server {
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := grpc.NewServer(append(o.grpcOptions(),
 		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	for _, register := range services {
 		register(s)
 	}
@@ -147,6 +151,8 @@ type Router struct {
 	// local, when set, serves the shards whose host is this process (see LocalConn).
 	local        *LocalConn
 	localAddress func() string
+	// secret is sent on every call to another host (WithRouterClusterSecret).
+	secret string
 
 	scope tally.Scope
 
@@ -205,9 +211,9 @@ func (r *Router) connForShard(shardID int32) (grpc.ClientConnInterface, bool, er
 	if conn, ok := r.conns[address]; ok {
 		return conn, true, nil
 	}
-	conn, err := grpc.NewClient(address,
+	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {
 		return nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

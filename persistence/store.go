@@ -18,6 +18,7 @@ type Store interface {
 	ShardStore
 	ExecutionStore
 	TaskStore
+	SecurityStore
 	// Close releases the backend's resources. No method may be called after Close.
 	Close() error
 }

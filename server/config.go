@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vigilhq/vigil/common/log"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
 	"github.com/vigilhq/vigil/persistence/persistencefx"
@@ -47,6 +48,12 @@ type Config struct {
 	// Namespaces served besides "default", which always exists.
 	Namespaces []namespace.Config `yaml:"namespaces"`
 	Log        log.Config         `yaml:"log"`
+	// Auth turns authentication and authorization on (off by default); see README, Securing
+	// vigil.
+	Auth auth.Config `yaml:"auth"`
+	// TLS is served on the frontend's gRPC port and its HTTP port (client certificates are
+	// optional on the HTTP port, so /metrics and /healthz stay reachable).
+	TLS auth.TLSConfig `yaml:"tls"`
 	// DynamicConfigFile is polled for changes; empty means every setting at its default (plus
 	// DynamicConfigValues).
 	DynamicConfigFile string `yaml:"dynamicConfigFile"`

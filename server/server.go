@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -20,9 +22,11 @@ import (
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
 	"github.com/vigilhq/vigil/matching"
+	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/persistencefx"
 	"github.com/vigilhq/vigil/tasks"
 )
@@ -36,6 +40,29 @@ type Server struct {
 	dcFile   *dynamicconfig.FileClient
 	engine   *history.Engine
 	stopMode *history.StopMode
+
+	authEnabled bool
+	// historyUnauthenticated is the history address when it is reachable beyond loopback
+	// without a cluster secret.
+	historyUnauthenticated string
+}
+
+// frontendAuth is what the frontend gets of auth: the interceptor exists only when auth is on.
+type frontendAuth struct {
+	fx.In
+	Interceptor *auth.Interceptor `optional:"true"`
+	APIKeys     auth.APIKeyStore
+	TaskTokens  *auth.TaskTokenSigner
+	TokenKeys   *taskTokenKeys
+}
+
+// authModule provides the auth interceptor when auth is on; replace its ClaimMapper or
+// Authorizer with WithFxOptions(fx.Decorate(...)).
+func authModule(cfg auth.Config) fx.Option {
+	if !cfg.Enabled {
+		return fx.Options()
+	}
+	return auth.Module
 }
 
 // Option adjusts a server being built (tests use them).
@@ -85,7 +112,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 
-	s := &Server{logger: o.logger}
+	s := &Server{logger: o.logger, authEnabled: cfg.Auth.Enabled}
+	if a := cfg.HistoryServer.Address; a != "" && !isLoopback(a) && cfg.HistoryServer.ClusterSecretFile == "" && cfg.HistoryServer.ClusterSecretValue == "" {
+		s.historyUnauthenticated = a
+	}
 	dcClient := o.dcClient
 	if dcClient == nil {
 		if dcClient, s.dcFile, err = newDynamicConfigClient(cfg, o.logger, o.timeSource); err != nil {
@@ -122,8 +152,15 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		history.Module,
 		worker.Module,
 		activityModule,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		fx.Supply(cfg.Auth),
+		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
+		authModule(cfg.Auth),
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth) (*frontend.Server, error) {
 			deps := frontend.Deps{
+				Auth:          a.Interceptor,
+				APIKeys:       a.APIKeys,
+				TaskTokens:    a.TaskTokens,
+				TaskTokenKeys: a.TokenKeys,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,
@@ -134,7 +171,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				Cluster:       (*clusterDescriber)(s),
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
-			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize},
+			var tlsConfig *tls.Config
+			if cfg.TLS.Enabled() {
+				if tlsConfig, err = auth.NewServerTLSConfig(cfg.TLS, o.logger); err != nil {
+					return nil, err
+				}
+			}
+			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize, TLS: tlsConfig},
 				deps, workflow, frontend.NewLivenessHandler(deps))
 			if err != nil {
 				return nil, err
@@ -149,10 +192,23 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			})
 			return fs, nil
 		}),
-		fx.Provide(func(lc fx.Lifecycle) (*frontend.HTTPServer, error) {
+		fx.Provide(func(lc fx.Lifecycle, a frontendAuth) (*frontend.HTTPServer, error) {
 			var httpOpts []frontend.HTTPOption
 			if cfg.Frontend.Pprof {
-				httpOpts = append(httpOpts, frontend.WithPprof())
+				var guard func(*http.Request) (int, error) // auth off: loopback callers only
+				if a.Interceptor != nil {
+					guard = a.Interceptor.HTTPAdminGuard
+				}
+				httpOpts = append(httpOpts, frontend.WithPprof(guard))
+			}
+			if cfg.TLS.Enabled() {
+				httpTLS := cfg.TLS
+				httpTLS.RequireClientCert = false
+				tlsConfig, err := auth.NewServerTLSConfig(httpTLS, o.logger)
+				if err != nil {
+					return nil, err
+				}
+				httpOpts = append(httpOpts, frontend.WithHTTPTLS(tlsConfig))
 			}
 			httpOpts = append(httpOpts, frontend.WithReadiness(s.ready))
 			hs, err := frontend.NewHTTPServer(cfg.Frontend.HTTPAddress, metricsHandler, nil, o.logger, httpOpts...)
@@ -211,7 +267,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.dcFile != nil {
 		s.dcFile.Start()
 	}
-	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()))
+	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()),
+		zap.Bool("auth", s.authEnabled))
+	warnIfOpen(s.logger, s.authEnabled, s.frontend.Address(), s.http.Address())
+	if s.historyUnauthenticated != "" {
+		s.logger.Warn("the history port listens on a non-loopback address without a cluster secret: anyone who reaches it can change any worker; set historyServer.clusterSecretFile on every host",
+			zap.String("address", s.historyUnauthenticated))
+	}
 	return nil
 }
 

@@ -40,11 +40,14 @@ type Handler struct {
 	// hostStart is when this host started: orphan reconciliation waits a grace after it and
 	// picks the attempts bound around it first.
 	hostStart time.Time
+
+	registrations *registrationLimiter
 }
 
 // NewHandler returns the handler. It is built when the host starts.
 func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger, hostStart: timeSource.Now()}
+	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
+		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope)}
 }
 
 // orphanPolicy is what orphan reconciliation reads for a namespace.
@@ -65,14 +68,14 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 	}
 	results := make([]*workerpb.HeartbeatResult, len(req.GetHeartbeats()))
 	if len(results) == 1 {
-		results[0] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), req.GetHeartbeats()[0])
+		results[0] = h.recordOne(ctx, req, req.GetHeartbeats()[0])
 	} else {
 		var wg sync.WaitGroup
 		for i, entry := range req.GetHeartbeats() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), entry)
+				results[i] = h.recordOne(ctx, req, entry)
 			}()
 		}
 		wg.Wait()
@@ -80,9 +83,9 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 	return &workerpb.RecordHeartbeatsResponse{Results: results}, nil
 }
 
-func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
+func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
 	start := h.timeSource.Now()
-	result, err := h.heartbeat(ctx, namespaceID, namespace, entry)
+	result, err := h.heartbeat(ctx, req, entry)
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
 	if err != nil {
 		st := serviceerror.ToStatus(err)
@@ -98,7 +101,8 @@ func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, 
 	return result
 }
 
-func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) (*workerpb.HeartbeatResult, error) {
+func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) (*workerpb.HeartbeatResult, error) {
+	namespaceID, namespace := req.GetNamespaceId(), req.GetNamespace()
 	hb := entry.GetHeartbeat()
 	instanceKey := hb.GetWorkerInstanceKey()
 	if instanceKey == "" {
@@ -115,8 +119,16 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 	result, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
 		func(chasm.MutableContext) (*Worker, error) { return NewWorker(namespace), nil },
 		func(mctx chasm.MutableContext, w *Worker) (*workerpb.HeartbeatResult, error) {
+			if err := checkOwner(w, instanceKey, req.GetPrincipal(), req.GetPrincipalIsAdmin()); err != nil {
+				return nil, err
+			}
 			if entry.ConflictToken != nil && entry.GetConflictToken() != w.ConflictToken {
 				return nil, &ConflictTokenMismatchError{WorkerInstanceKey: instanceKey, Sent: entry.GetConflictToken(), Current: w.ConflictToken}
+			}
+			if w.OwnerPrincipal == "" && !req.GetPrincipalIsAdmin() {
+				// The first authenticated heartbeat claims the worker. An admin's does not: it
+				// acts on behalf of others.
+				w.OwnerPrincipal = req.GetPrincipal()
 			}
 			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
 			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
@@ -135,6 +147,11 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 			var err error
 			switch w.Status {
 			case statusUnspecified:
+				// Checked under the lock, after create-or-update decided this is a new worker:
+				// a refused registration leaves nothing behind.
+				if err := h.registrations.allow(namespace); err != nil {
+					return nil, err
+				}
 				err = TransitionRegistered.Apply(w, mctx, ev)
 			case statusActive:
 				prevHeartbeat = w.GetLastHeartbeatTime().AsTime()
@@ -186,6 +203,17 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 		h.logger.Info("inactive worker resurrected", tag.WorkerID(instanceKey), tag.Namespace(namespace))
 	}
 	return result, nil
+}
+
+// checkOwner refuses a heartbeat or shutdown of a worker claimed by another principal, unless
+// the caller is an admin of the namespace or auth is off (principal empty). Nothing is
+// changed: the caller returns the error before applying anything.
+func checkOwner(w *Worker, instanceKey, principal string, admin bool) error {
+	if principal == "" || admin || w.OwnerPrincipal == "" || w.OwnerPrincipal == principal {
+		return nil
+	}
+	return serviceerror.NewPermissionDenied(fmt.Sprintf(
+		"worker %q belongs to another principal: only its owner or an admin may heartbeat or shut it down", instanceKey), "")
 }
 
 // isShutdownEcho reports a heartbeat that only restates a shutdown the worker already made.
@@ -255,6 +283,9 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	// A shutdown of a key the server has never seen answers OK and creates nothing: a record
 	// per unknown key would let any client grow the store (and this host's memory) at will.
 	rescheduled, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (int32, error) {
+		if err := checkOwner(w, req.GetWorkerInstanceKey(), req.GetPrincipal(), req.GetPrincipalIsAdmin()); err != nil {
+			return 0, err
+		}
 		if !TransitionShutdown.Possible(w) {
 			return 0, nil
 		}

@@ -4,6 +4,7 @@
 //	vigil worker list [flags]           the liveness view of a namespace's workers
 //	vigil worker describe KEY [flags]   one worker's liveness record
 //	vigil cluster describe [flags]      the vigil hosts of a cluster and their shards
+//	vigil apikey create|list|revoke     manage API keys (admin)
 //	vigil version
 package main
 
@@ -43,6 +44,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 && args[1] == "describe" {
 			return clusterDescribe(args[2:], stdout, stderr)
 		}
+	case "apikey":
+		return apikeyCmd(args[1:], stdout, stderr)
+	case "tasktoken":
+		return tasktokenCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -66,6 +71,9 @@ Usage:
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
   vigil cluster describe [flags]      list the cluster's vigil hosts, their addresses and shards
+  vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
+  vigil apikey list | revoke ID       list API keys, or revoke one at once on every host
+  vigil tasktoken rotate              sign task tokens with a new cluster key (cluster admin)
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

@@ -122,6 +122,21 @@ var (
 	RPCLatency = NewTimerDef("rpc_latency", TagOperation)
 )
 
+// Security.
+var (
+	// AuthDenials counts calls refused by authentication or authorization, by reason
+	// (unauthenticated, permission_denied, worker_owner).
+	AuthDenials = NewCounterDef("auth_denials", TagOperation, TagKind)
+	// AuthAdminActions counts admin calls (API keys, drain) that were allowed.
+	AuthAdminActions = NewCounterDef("auth_admin_actions", TagOperation)
+	// AbuseLimited counts calls refused by an abuse limit, by limit (principal_rps,
+	// long_polls, registration_rps).
+	AbuseLimited = NewCounterDef("abuse_limited", TagKind)
+	// TaskTokensRefused counts task tokens refused because their signature or fields did not
+	// match.
+	TaskTokensRefused = NewCounterDef("task_tokens_refused")
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -142,4 +157,5 @@ var All = []interface {
 	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
+	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
 }

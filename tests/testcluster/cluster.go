@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/server"
 )
@@ -31,6 +32,9 @@ type Options struct {
 	Postgres *Postgres
 	// HostID names the host in a PostgreSQL cluster (default "host-1").
 	HostID string
+	// Auth and TLS are the server's static auth and TLS configuration (default: off).
+	Auth auth.Config
+	TLS  auth.TLSConfig
 }
 
 // Cluster is a running vigil server.
@@ -69,6 +73,8 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg.Cluster.MembershipHeartbeat = opts.Postgres.MembershipHeartbeat
 		cfg.Cluster.MembershipTTL = opts.Postgres.MembershipTTL
 	}
+	cfg.Auth = opts.Auth
+	cfg.TLS = opts.TLS
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
 	}

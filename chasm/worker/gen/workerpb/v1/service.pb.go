@@ -284,13 +284,17 @@ func (x *HeartbeatEntry) GetConflictToken() int64 {
 }
 
 type RecordHeartbeatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	ShardId       int32                  `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Heartbeats    []*HeartbeatEntry      `protobuf:"bytes,4,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Namespace   string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ShardId     int32                  `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Heartbeats  []*HeartbeatEntry      `protobuf:"bytes,4,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
+	// The caller's principal and whether it is an admin of the namespace; empty when auth is
+	// off. A worker owned by another principal is refused to a non-admin (PermissionDenied).
+	Principal        string `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	PrincipalIsAdmin bool   `protobuf:"varint,21,opt,name=principal_is_admin,json=principalIsAdmin,proto3" json:"principal_is_admin,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecordHeartbeatsRequest) Reset() {
@@ -349,6 +353,20 @@ func (x *RecordHeartbeatsRequest) GetHeartbeats() []*HeartbeatEntry {
 		return x.Heartbeats
 	}
 	return nil
+}
+
+func (x *RecordHeartbeatsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *RecordHeartbeatsRequest) GetPrincipalIsAdmin() bool {
+	if x != nil {
+		return x.PrincipalIsAdmin
+	}
+	return false
 }
 
 type HeartbeatResult struct {
@@ -603,10 +621,14 @@ type ShutdownWorkerRequest struct {
 	Namespace         string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	WorkerInstanceKey string                 `protobuf:"bytes,3,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
 	// The final snapshot the SDK sends (status SHUTTING_DOWN); may be absent.
-	Heartbeat     *v1.WorkerHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
-	Reason        string              `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Heartbeat *v1.WorkerHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
+	Reason    string              `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The caller's principal and whether it is an admin of the namespace; empty when auth is
+	// off. A worker owned by another principal is refused to a non-admin (PermissionDenied).
+	Principal        string `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	PrincipalIsAdmin bool   `protobuf:"varint,21,opt,name=principal_is_admin,json=principalIsAdmin,proto3" json:"principal_is_admin,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ShutdownWorkerRequest) Reset() {
@@ -672,6 +694,20 @@ func (x *ShutdownWorkerRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ShutdownWorkerRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ShutdownWorkerRequest) GetPrincipalIsAdmin() bool {
+	if x != nil {
+		return x.PrincipalIsAdmin
+	}
+	return false
 }
 
 type ShutdownWorkerResponse struct {
@@ -1362,14 +1398,16 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x05bound\x18\x03 \x03(\v2 .vigil.worker.v1.ActivityBindingR\x05bound\x12:\n" +
 	"\aunbound\x18\x04 \x03(\v2 .vigil.worker.v1.ActivityBindingR\aunbound\x12*\n" +
 	"\x0econflict_token\x18\x05 \x01(\x03H\x00R\rconflictToken\x88\x01\x01B\x11\n" +
-	"\x0f_conflict_token\"\xb6\x01\n" +
+	"\x0f_conflict_token\"\x82\x02\n" +
 	"\x17RecordHeartbeatsRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x19\n" +
 	"\bshard_id\x18\x03 \x01(\x05R\ashardId\x12?\n" +
 	"\n" +
 	"heartbeats\x18\x04 \x03(\v2\x1f.vigil.worker.v1.HeartbeatEntryR\n" +
-	"heartbeats\"\xaa\x02\n" +
+	"heartbeats\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x12,\n" +
+	"\x12principal_is_admin\x18\x15 \x01(\bR\x10principalIsAdmin\"\xaa\x02\n" +
 	"\x0fHeartbeatResult\x121\n" +
 	"\x05error\x18\x01 \x01(\v2\x1b.vigil.worker.v1.EntryErrorR\x05error\x12A\n" +
 	"\x0elease_deadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\x12%\n" +
@@ -1386,13 +1424,15 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x15ConflictTokenMismatch\x124\n" +
 	"\x16current_conflict_token\x18\x01 \x01(\x03R\x14currentConflictToken\"V\n" +
 	"\x18RecordHeartbeatsResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .vigil.worker.v1.HeartbeatResultR\aresults\"\xe7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2 .vigil.worker.v1.HeartbeatResultR\aresults\"\xb3\x02\n" +
 	"\x15ShutdownWorkerRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x03 \x01(\tR\x11workerInstanceKey\x12E\n" +
 	"\theartbeat\x18\x04 \x01(\v2'.temporal.api.worker.v1.WorkerHeartbeatR\theartbeat\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"O\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x12,\n" +
+	"\x12principal_is_admin\x18\x15 \x01(\bR\x10principalIsAdmin\"O\n" +
 	"\x16ShutdownWorkerResponse\x125\n" +
 	"\x16rescheduled_activities\x18\x01 \x01(\x05R\x15rescheduledActivities\"g\n" +
 	"\x12DrainWorkerRequest\x12!\n" +
