@@ -27,8 +27,8 @@ var Module = fx.Module("worker",
 		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
 			return NewLibrary(c, r, scope.SubScope("worker"), logger)
 		}),
-		func(e *history.Engine, c *Config, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-			return NewHandler(e, c, ts, scope.SubScope("worker"), logger)
+		func(e *history.Engine, c *Config, ts clock.TimeSource, a *history.Admission, scope tally.Scope, logger *zap.Logger) *Handler {
+			return NewHandler(e, c, ts, scope.SubScope("worker"), logger, WithAdmission(a))
 		},
 		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
 			return func(s grpc.ServiceRegistrar) {

@@ -20,6 +20,7 @@ import (
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/history"
 )
 
 // Engine is what the handler needs of the host: transactions and listing.
@@ -37,11 +38,19 @@ type Handler struct {
 	timeSource clock.TimeSource
 	scope      tally.Scope
 	logger     *zap.Logger
+	// admission, when set, decides what is served, waits, or is refused under load; known
+	// ranks the heartbeats of workers seen lately above registrations.
+	admission Admitter
+	known     *knownWorkers
 }
 
 // NewHandler returns the handler.
-func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger}
+func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger, known: newKnownWorkers()}
+	for _, opt := range opts {
+		opt(h)
+	}
+	return h
 }
 
 // RecordHeartbeats records each heartbeat as its own atomic create-or-update; one failing does
@@ -69,8 +78,17 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 
 func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
 	start := h.timeSource.Now()
-	result, err := h.heartbeat(ctx, namespaceID, namespace, entry)
+	instanceKey := entry.GetHeartbeat().GetWorkerInstanceKey()
+	var result *workerpb.HeartbeatResult
+	release, err := h.admit(ctx, namespaceID, instanceKey, h.heartbeatClass(namespaceID, entry), proto.Size(entry))
+	if err == nil {
+		result, err = h.heartbeat(ctx, namespaceID, namespace, entry)
+		release()
+	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
+	if err == nil && result.GetStatus() == statusActive {
+		h.known.add(fingerprint(namespaceID, instanceKey), start)
+	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)
 		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
@@ -204,6 +222,11 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	key := chasm.ExecutionKey{NamespaceID: req.GetNamespaceId(), BusinessID: req.GetWorkerInstanceKey()}
 	rescheduled, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
 		func(chasm.MutableContext) (*Worker, error) { return NewWorker(req.GetNamespace()), nil },
@@ -231,6 +254,11 @@ func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequ
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
 		if w.Status != statusActive {
 			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
@@ -251,6 +279,11 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	record, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, w *Worker) (*workerpb.WorkerRecord, error) {
 		record := &workerpb.WorkerRecord{
 			WorkerInstanceKey: req.GetWorkerInstanceKey(),
@@ -285,6 +318,11 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
 		pageSize = ListWorkerPageSizeMax
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), "", history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	listed, next, err := chasm.ListComponents[*Worker](ctx, h.engine, h.engine.Registry(), req.GetNamespaceId(),
 		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
 	if err != nil {
@@ -317,6 +355,11 @@ func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindin
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (workerpb.BindOutcome, error) {
 		entry := &workerpb.HeartbeatEntry{Unbound: req.GetUnbound()}
 		outcome := workerpb.BindOutcome_BIND_OUTCOME_APPLIED

@@ -81,6 +81,24 @@ var (
 	RPCLatency = NewTimerDef("rpc_latency", TagOperation)
 )
 
+// Admission control and the expiry brake (history).
+var (
+	// AdmissionShed counts calls refused at once with ResourceExhausted, by class (kind).
+	AdmissionShed = NewCounterDef("admission_shed", TagKind)
+	// AdmissionDropped counts calls dropped unserved because their caller's deadline passed.
+	AdmissionDropped = NewCounterDef("admission_dropped", TagKind)
+	// AdmissionQueued is the number of calls waiting for a slot, host-wide.
+	AdmissionQueued = NewGaugeDef("admission_queued")
+	// AdmissionQueuedBytes is the payload bytes of the calls waiting for a slot, host-wide.
+	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes")
+	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
+	AdmissionQueueDelay = NewTimerDef("admission_queue_delay", TagKind)
+	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind).
+	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged", TagKind)
+	// LeaseExpiriesDeferred counts lease expiries the brake held back (each recheck counts).
+	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred", TagKind)
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -98,4 +116,6 @@ var All = []interface {
 	OutboundTaskAttempts, OutboundTaskFailures, OutboundTaskBacklog,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
+	AdmissionShed, AdmissionDropped, AdmissionQueued, AdmissionQueuedBytes, AdmissionQueueDelay,
+	ExpiryBrakeEngaged, LeaseExpiriesDeferred,
 }
