@@ -9,10 +9,13 @@ import (
 // Metric names. Plain strings until common/metrics declares them; every scope is tagged with
 // queue=timer or queue=outbound (no per-shard tag: shard counts make it high-cardinality).
 const (
-	MetricTimerTasksFired      = "timer_tasks_fired"
-	MetricTimerTaskLag         = "timer_task_lag"
-	MetricTaskErrors           = "task_errors"
-	MetricTasksParked          = "tasks_parked"
+	MetricTimerTasksFired = "timer_tasks_fired"
+	MetricTimerTaskLag    = "timer_task_lag"
+	MetricTaskErrors      = "task_errors"
+	MetricTasksParked     = "tasks_parked"
+	// MetricTimerTasksDeferred counts timer tasks that declined to run and asked to be
+	// offered again later (Defer).
+	MetricTimerTasksDeferred   = "timer_tasks_deferred"
 	MetricTimerTasksSuperseded = "timer_tasks_superseded"
 	MetricTimerQueueInMemory   = "timer_queue_in_memory"
 	MetricTimerTasksStuck      = "timer_tasks_stuck"

@@ -48,6 +48,7 @@ type TimerQueue struct {
 	// same execution and type replaced them.
 	supersededCounter tally.Counter
 	parkedCounter     tally.Counter
+	deferredCounter   tally.Counter
 	readErrors        tally.Counter
 	inMemoryGauge     tally.Gauge
 	stuckGauge        tally.Gauge
@@ -154,6 +155,7 @@ func NewTimerQueue(
 		lagTimer:          scope.Timer(MetricTimerTaskLag),
 		errorCounter:      scope.Counter(MetricTaskErrors),
 		parkedCounter:     scope.Counter(MetricTasksParked),
+		deferredCounter:   scope.Counter(MetricTimerTasksDeferred),
 		supersededCounter: scope.Counter(MetricTimerTasksSuperseded),
 		readErrors:        scope.Counter(MetricTaskReadErrors),
 		inMemoryGauge:     shardScope.Gauge(MetricTimerQueueInMemory),
@@ -606,6 +608,17 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		return
 	}
 
+	if until, ok := asDeferred(err); ok {
+		e.fireAt = until
+		heap.Push(&q.pending, e)
+		isHead := e.index == 0
+		q.mu.Unlock()
+		q.deferredCounter.Inc(1)
+		if isHead {
+			q.wake()
+		}
+		return
+	}
 	backoff, becameStuck := e.failed(q.cfg.retry)
 	if becameStuck {
 		q.stuck++

@@ -93,8 +93,9 @@ var (
 	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes")
 	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
 	AdmissionQueueDelay = NewTimerDef("admission_queue_delay", TagKind)
-	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind).
-	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged", TagKind)
+	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
+	// and namespace ("" for the host-wide reason).
+	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged", TagKind, TagNamespace)
 	// LeaseExpiriesDeferred counts lease expiries the brake held back (each recheck counts).
 	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred", TagKind)
 )
