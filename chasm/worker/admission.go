@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/shard"
 	"github.com/vigilhq/vigil/history"
@@ -24,6 +26,24 @@ type HandlerOption func(*Handler)
 // known workers first, then registrations (paced), then describes and lists.
 func WithAdmission(a Admitter) HandlerOption {
 	return func(h *Handler) { h.admission = a }
+}
+
+// WithBrakeStatus makes DescribeWorker and ListWorkers report the expiry brake.
+func WithBrakeStatus(b *Brake) HandlerOption {
+	return func(h *Handler) { h.brake = b }
+}
+
+// brakeStatus is the brake of a namespace as the liveness view shows it (nil without a brake).
+func (h *Handler) brakeStatus(namespaceID string) *workerpb.ExpiryBrakeStatus {
+	if h.brake == nil {
+		return nil
+	}
+	st := h.brake.Status(namespaceID)
+	out := &workerpb.ExpiryBrakeStatus{Engaged: st.Engaged, Reasons: st.Reasons, HeldExpiries: int64(st.Held)}
+	if st.Engaged {
+		out.Since = timestamppb.New(st.Since)
+	}
+	return out
 }
 
 // knownWorkersRotation is how long a worker stays known without a heartbeat: longer than any

@@ -32,8 +32,8 @@ var Module = fx.Module("worker",
 		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, b *Brake, scope tally.Scope, logger *zap.Logger) *Library {
 			return NewLibrary(c, r, scope.SubScope("worker"), logger, WithExpiryBrake(b))
 		}),
-		func(e *history.Engine, c *Config, ts clock.TimeSource, a *history.Admission, scope tally.Scope, logger *zap.Logger) *Handler {
-			return NewHandler(e, c, ts, scope.SubScope("worker"), logger, WithAdmission(a))
+		func(e *history.Engine, c *Config, ts clock.TimeSource, a *history.Admission, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
+			return NewHandler(e, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
 		},
 		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
 			return func(s grpc.ServiceRegistrar) {

@@ -42,6 +42,7 @@ type Handler struct {
 	// ranks the heartbeats of workers seen lately above registrations.
 	admission Admitter
 	known     *knownWorkers
+	brake     *Brake
 }
 
 // NewHandler returns the handler.
@@ -303,7 +304,7 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
-	return &workerpb.DescribeWorkerResponse{Worker: record}, nil
+	return &workerpb.DescribeWorkerResponse{Worker: record, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}, nil
 }
 
 // ListWorkerPageSizeMax bounds one ListWorkers page.
@@ -328,7 +329,7 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if err != nil {
 		return nil, err
 	}
-	resp := &workerpb.ListWorkersResponse{NextPageToken: next}
+	resp := &workerpb.ListWorkersResponse{NextPageToken: next, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}
 	for _, l := range listed {
 		resp.Workers = append(resp.Workers, &workerpb.WorkerRecord{WorkerInstanceKey: l.Key.BusinessID, State: l.Component.WorkerState})
 	}

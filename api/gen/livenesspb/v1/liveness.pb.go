@@ -714,8 +714,10 @@ func (x *DescribeWorkerLivenessRequest) GetIncludeBoundActivities() bool {
 }
 
 type DescribeWorkerLivenessResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Worker *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The expiry brake as it applies to the worker's namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +759,88 @@ func (x *DescribeWorkerLivenessResponse) GetWorker() *WorkerLiveness {
 	return nil
 }
 
+func (x *DescribeWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
+// The expiry brake: while it is engaged, lease expiries are deferred, not executed, because
+// they are more likely the server's fault (it is behind) or the network's (a large share of
+// the namespace expiring at once) than the workers'. Expiries resume, oldest first, when it
+// comes off.
+type ExpiryBrake struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Engaged bool                   `protobuf:"varint,1,opt,name=engaged,proto3" json:"engaged,omitempty"`
+	// "server-behind" (this host's heartbeats queue too long), "mass-expiry" (this namespace).
+	Reasons []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// When the earliest of the reasons engaged.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// Expiries of the namespace being held back now.
+	HeldExpiries  int64 `protobuf:"varint,4,opt,name=held_expiries,json=heldExpiries,proto3" json:"held_expiries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryBrake) Reset() {
+	*x = ExpiryBrake{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryBrake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryBrake) ProtoMessage() {}
+
+func (x *ExpiryBrake) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryBrake.ProtoReflect.Descriptor instead.
+func (*ExpiryBrake) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExpiryBrake) GetEngaged() bool {
+	if x != nil {
+		return x.Engaged
+	}
+	return false
+}
+
+func (x *ExpiryBrake) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetHeldExpiries() int64 {
+	if x != nil {
+		return x.HeldExpiries
+	}
+	return 0
+}
+
 type ListWorkerLivenessRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -771,7 +855,7 @@ type ListWorkerLivenessRequest struct {
 
 func (x *ListWorkerLivenessRequest) Reset() {
 	*x = ListWorkerLivenessRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +867,7 @@ func (x *ListWorkerLivenessRequest) String() string {
 func (*ListWorkerLivenessRequest) ProtoMessage() {}
 
 func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +880,7 @@ func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListWorkerLivenessRequest) GetNamespace() string {
@@ -833,13 +917,15 @@ type ListWorkerLivenessResponse struct {
 	Workers []*WorkerLiveness `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Empty on the last page.
 	NextPageToken []byte `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The expiry brake as it applies to the namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkerLivenessResponse) Reset() {
 	*x = ListWorkerLivenessResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +937,7 @@ func (x *ListWorkerLivenessResponse) String() string {
 func (*ListWorkerLivenessResponse) ProtoMessage() {}
 
 func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +950,7 @@ func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListWorkerLivenessResponse) GetWorkers() []*WorkerLiveness {
@@ -881,6 +967,13 @@ func (x *ListWorkerLivenessResponse) GetNextPageToken() []byte {
 	return nil
 }
 
+func (x *ListWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
 type DrainWorkerRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Namespace         string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -893,7 +986,7 @@ type DrainWorkerRequest struct {
 
 func (x *DrainWorkerRequest) Reset() {
 	*x = DrainWorkerRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +998,7 @@ func (x *DrainWorkerRequest) String() string {
 func (*DrainWorkerRequest) ProtoMessage() {}
 
 func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1011,7 @@ func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerRequest.ProtoReflect.Descriptor instead.
 func (*DrainWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainWorkerRequest) GetNamespace() string {
@@ -950,7 +1043,7 @@ type DrainWorkerResponse struct {
 
 func (x *DrainWorkerResponse) Reset() {
 	*x = DrainWorkerResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1055,7 @@ func (x *DrainWorkerResponse) String() string {
 func (*DrainWorkerResponse) ProtoMessage() {}
 
 func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1068,7 @@ func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerResponse.ProtoReflect.Descriptor instead.
 func (*DrainWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
 }
 
 type ListHostsRequest struct {
@@ -990,7 +1083,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1095,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1108,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListHostsRequest) GetNamespace() string {
@@ -1055,7 +1148,7 @@ type HostLiveness struct {
 
 func (x *HostLiveness) Reset() {
 	*x = HostLiveness{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1160,7 @@ func (x *HostLiveness) String() string {
 func (*HostLiveness) ProtoMessage() {}
 
 func (x *HostLiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1173,7 @@ func (x *HostLiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostLiveness.ProtoReflect.Descriptor instead.
 func (*HostLiveness) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HostLiveness) GetHostName() string {
@@ -1130,7 +1223,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1235,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1248,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHostsResponse) GetHosts() []*HostLiveness {
@@ -1226,17 +1319,24 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +
-	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"_\n" +
+	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"\xa6\x01\n" +
 	"\x1eDescribeWorkerLivenessResponse\x12=\n" +
-	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\"\xba\x01\n" +
+	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"\x98\x01\n" +
+	"\vExpiryBrake\x12\x18\n" +
+	"\aengaged\x18\x01 \x01(\bR\aengaged\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
+	"\rheld_expiries\x18\x04 \x01(\x03R\fheldExpiries\"\xba\x01\n" +
 	"\x19ListWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12:\n" +
 	"\x05state\x18\x02 \x01(\x0e2$.vigil.api.liveness.v1.LivenessStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x85\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\xcc\x01\n" +
 	"\x1aListWorkerLivenessResponse\x12?\n" +
 	"\aworkers\x18\x01 \x03(\v2%.vigil.api.liveness.v1.WorkerLivenessR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"~\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"~\n" +
 	"\x12DrainWorkerRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x12\x1a\n" +
@@ -1284,7 +1384,7 @@ func file_api_proto_v1_liveness_proto_rawDescGZIP() []byte {
 }
 
 var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(LivenessState)(0),                     // 0: vigil.api.liveness.v1.LivenessState
 	(InactiveReason)(0),                    // 1: vigil.api.liveness.v1.InactiveReason
@@ -1296,54 +1396,58 @@ var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(*WorkerLiveness)(nil),                 // 7: vigil.api.liveness.v1.WorkerLiveness
 	(*DescribeWorkerLivenessRequest)(nil),  // 8: vigil.api.liveness.v1.DescribeWorkerLivenessRequest
 	(*DescribeWorkerLivenessResponse)(nil), // 9: vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	(*ListWorkerLivenessRequest)(nil),      // 10: vigil.api.liveness.v1.ListWorkerLivenessRequest
-	(*ListWorkerLivenessResponse)(nil),     // 11: vigil.api.liveness.v1.ListWorkerLivenessResponse
-	(*DrainWorkerRequest)(nil),             // 12: vigil.api.liveness.v1.DrainWorkerRequest
-	(*DrainWorkerResponse)(nil),            // 13: vigil.api.liveness.v1.DrainWorkerResponse
-	(*ListHostsRequest)(nil),               // 14: vigil.api.liveness.v1.ListHostsRequest
-	(*HostLiveness)(nil),                   // 15: vigil.api.liveness.v1.HostLiveness
-	(*ListHostsResponse)(nil),              // 16: vigil.api.liveness.v1.ListHostsResponse
-	(*v1.WorkerHeartbeat)(nil),             // 17: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),            // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 19: google.protobuf.Timestamp
+	(*ExpiryBrake)(nil),                    // 10: vigil.api.liveness.v1.ExpiryBrake
+	(*ListWorkerLivenessRequest)(nil),      // 11: vigil.api.liveness.v1.ListWorkerLivenessRequest
+	(*ListWorkerLivenessResponse)(nil),     // 12: vigil.api.liveness.v1.ListWorkerLivenessResponse
+	(*DrainWorkerRequest)(nil),             // 13: vigil.api.liveness.v1.DrainWorkerRequest
+	(*DrainWorkerResponse)(nil),            // 14: vigil.api.liveness.v1.DrainWorkerResponse
+	(*ListHostsRequest)(nil),               // 15: vigil.api.liveness.v1.ListHostsRequest
+	(*HostLiveness)(nil),                   // 16: vigil.api.liveness.v1.HostLiveness
+	(*ListHostsResponse)(nil),              // 17: vigil.api.liveness.v1.ListHostsResponse
+	(*v1.WorkerHeartbeat)(nil),             // 18: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),            // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 20: google.protobuf.Timestamp
 }
 var file_api_proto_v1_liveness_proto_depIdxs = []int32{
-	17, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	18, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
+	18, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	19, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
 	2,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
 	2,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	19, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
-	19, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	20, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
+	20, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: vigil.api.liveness.v1.WorkerLiveness.state:type_name -> vigil.api.liveness.v1.LivenessState
-	17, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	19, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
-	18, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
-	19, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	19, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	18, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	20, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
+	19, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
+	20, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	20, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 12: vigil.api.liveness.v1.WorkerLiveness.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	19, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
-	19, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
+	20, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
+	20, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
 	6,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
 	7,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	0,  // 17: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
-	7,  // 18: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	19, // 19: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	15, // 20: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	3,  // 21: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	8,  // 22: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	10, // 23: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	12, // 24: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	14, // 25: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	4,  // 26: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	9,  // 27: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	11, // 28: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	13, // 29: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	16, // 30: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	10, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	20, // 18: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
+	0,  // 19: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
+	7,  // 20: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	10, // 21: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	20, // 22: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	16, // 23: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
+	3,  // 24: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	8,  // 25: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	11, // 26: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	13, // 27: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	15, // 28: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	4,  // 29: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	9,  // 30: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	12, // 31: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	14, // 32: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	17, // 33: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	29, // [29:34] is the sub-list for method output_type
+	24, // [24:29] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }
@@ -1358,7 +1462,7 @@ func file_api_proto_v1_liveness_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_liveness_proto_rawDesc), len(file_api_proto_v1_liveness_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
