@@ -45,7 +45,8 @@ func newFleet(t *testing.T, client livenesspb.WorkerLivenessServiceClient, inter
 }
 
 func (f *fleet) beat(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, f.interval)
+	// As the SDK: a deadline longer than the interval (its RPCs have 10s).
+	ctx, cancel := context.WithTimeout(ctx, max(f.interval, 2*time.Second))
 	defer cancel()
 	_, err := f.client.RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{
 		Namespace:       "default",
@@ -225,7 +226,7 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	client := dialLiveness(t, cluster.Address())
 
 	live := keysOf("live", 20)
-	workers := newFleet(t, client, 500*time.Millisecond, 4*time.Second)
+	workers := newFleet(t, client, 500*time.Millisecond, 6*time.Second)
 	workers.start(live...)
 	require.Eventually(t, func() bool { return workers.minBeats(live) >= 2 }, 60*time.Second, 50*time.Millisecond)
 
@@ -235,15 +236,15 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	var exhausted, floodCalls atomic.Int64
 	floodCtx, stopFlood := context.WithCancel(context.Background())
 	var flood sync.WaitGroup
-	for g := range 16 {
+	for g := range 48 {
 		flood.Add(1)
 		go func() {
 			defer flood.Done()
 			for i := 0; floodCtx.Err() == nil; i++ {
 				ctx, cancel := context.WithTimeout(floodCtx, time.Second)
 				var err error
-				if i%4 == 3 {
-					_, err = client.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{Namespace: "default"})
+				if i%8 == 7 {
+					_, err = client.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{Namespace: "default", PageSize: 100})
 				} else {
 					_, err = client.RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{
 						Namespace:       "default",
@@ -264,7 +265,8 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	start := workers.minBeats(live)
 	require.Eventually(t, func() bool {
 		return exhausted.Load() >= 100 && workers.minBeats(live) >= start+16
-	}, 3*time.Minute, 100*time.Millisecond, "refused %d of %d flood calls", exhausted.Load(), floodCalls.Load())
+	}, 3*time.Minute, 100*time.Millisecond, "the flood was not refused, or the fleet could not beat")
+	t.Logf("flood: %d calls, %d refused with ResourceExhausted", floodCalls.Load(), exhausted.Load())
 	neverInactive(t, client, live)
 
 	// The slowdown ends and the flood stops: the backlog clears and the fleet carries on.
