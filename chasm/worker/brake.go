@@ -107,6 +107,7 @@ type namespaceBrake struct {
 	activeKnown bool
 	// candidates are the workers whose lease ran out within the window, by instance key.
 	candidates map[string]*expiryCandidate
+	prunedAt   time.Time
 	shareOn    bool
 	shareSince time.Time
 	secondary  *rate.Limiter
@@ -138,7 +139,10 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 		ns.candidates[instanceKey] = c
 	}
 	c.lastSeen = now
-	b.evaluateLocked(now)
+	// Only this namespace, and its pruning at most once a second: Hold runs for every held
+	// expiry at every recheck, so it must not walk every candidate each time.
+	b.evaluateBehindLocked(now)
+	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
 
 	recheck := b.recheckAfter(now)
 	c.held = true
@@ -244,6 +248,13 @@ func (b *Brake) namespaceLocked(namespaceID, name string) *namespaceBrake {
 }
 
 func (b *Brake) evaluateLocked(now time.Time) {
+	b.evaluateBehindLocked(now)
+	for id, ns := range b.namespaces {
+		b.evaluateNamespaceLocked(id, ns, now, true)
+	}
+}
+
+func (b *Brake) evaluateBehindLocked(now time.Time) {
 	if b.load != nil {
 		if limit := b.cfg.QueueDelay(); limit > 0 {
 			if delay := b.load.HeartbeatQueueDelay(); delay > limit {
@@ -263,36 +274,39 @@ func (b *Brake) evaluateLocked(now time.Time) {
 		b.logger.Info("expiry brake off: the server caught up, deferred lease expiries resume oldest first",
 			zap.Duration("engaged-for", now.Sub(b.behindSince)))
 	}
-	for id, ns := range b.namespaces {
-		window := b.cfg.Window(ns.name)
-		held := 0
+}
+
+// evaluateNamespaceLocked prunes the namespace's candidates older than the window (always when
+// force, else at most once a second) and turns the share rule on or off.
+func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.Time, force bool) {
+	window := b.cfg.Window(ns.name)
+	if force || now.Sub(ns.prunedAt) >= time.Second {
+		ns.prunedAt = now
 		for key, c := range ns.candidates {
 			if now.Sub(c.lastSeen) > window {
 				delete(ns.candidates, key)
-			} else if c.held {
-				held++
 			}
 		}
-		n := len(ns.candidates)
-		threshold := b.cfg.Threshold(ns.name)
-		on := ns.activeKnown && threshold < 1 && n >= b.cfg.MinExpiries(ns.name) &&
-			float64(n) > threshold*float64(max(ns.active, int64(n)))
-		if on == ns.shareOn {
-			continue
-		}
-		ns.shareOn = on
-		fields := []zap.Field{
-			tag.NamespaceID(id), tag.Namespace(ns.name), zap.Int("expiring", n), zap.Int64("active", ns.active),
-			zap.Float64("threshold", threshold), zap.Duration("window", window),
-		}
-		if on {
-			ns.shareSince = now
-			metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(1)
-			b.logger.Warn("expiry brake on: a large share of the namespace's workers is expiring at once; expiries deferred", fields...)
-		} else {
-			metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(0)
-			b.logger.Info("expiry brake off: expiries resume oldest first",
-				append(fields, zap.Int("held", held), zap.Duration("engaged-for", now.Sub(ns.shareSince)))...)
-		}
+	}
+	n := len(ns.candidates)
+	threshold := b.cfg.Threshold(ns.name)
+	on := ns.activeKnown && threshold < 1 && n >= b.cfg.MinExpiries(ns.name) &&
+		float64(n) > threshold*float64(max(ns.active, int64(n)))
+	if on == ns.shareOn {
+		return
+	}
+	ns.shareOn = on
+	fields := []zap.Field{
+		tag.NamespaceID(id), tag.Namespace(ns.name), zap.Int("expiring", n), zap.Int64("active", ns.active),
+		zap.Float64("threshold", threshold), zap.Duration("window", window),
+	}
+	if on {
+		ns.shareSince = now
+		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(1)
+		b.logger.Warn("expiry brake on: a large share of the namespace's workers is expiring at once; expiries deferred", fields...)
+	} else {
+		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(0)
+		b.logger.Info("expiry brake off: expiries resume oldest first",
+			append(fields, zap.Duration("engaged-for", now.Sub(ns.shareSince)))...)
 	}
 }
