@@ -131,20 +131,29 @@ func keysOf(prefix string, n int) []string {
 
 func describeLiveness(t *testing.T, client livenesspb.WorkerLivenessServiceClient, key string) *livenesspb.WorkerLiveness {
 	t.Helper()
-	resp, err := client.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{
-		Namespace: "default", WorkerInstanceKey: key,
-	})
-	require.NoError(t, err)
-	return resp.GetWorker()
+	return describeRetrying(t, client, key).GetWorker()
+}
+
+// describeRetrying describes a worker, retrying while the server sheds reads
+// (ResourceExhausted: heartbeats come first), as a client should.
+func describeRetrying(t *testing.T, client livenesspb.WorkerLivenessServiceClient, key string) *livenesspb.DescribeWorkerLivenessResponse {
+	t.Helper()
+	for {
+		resp, err := client.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{
+			Namespace: "default", WorkerInstanceKey: key,
+		})
+		if status.Code(err) == codes.ResourceExhausted {
+			time.Sleep(20 * time.Millisecond) // backoff before the retry, not a wait for an outcome
+			continue
+		}
+		require.NoError(t, err)
+		return resp
+	}
 }
 
 func describeBrake(t *testing.T, client livenesspb.WorkerLivenessServiceClient, key string) *livenesspb.ExpiryBrake {
 	t.Helper()
-	resp, err := client.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{
-		Namespace: "default", WorkerInstanceKey: key,
-	})
-	require.NoError(t, err)
-	return resp.GetExpiryBrake()
+	return describeRetrying(t, client, key).GetExpiryBrake()
 }
 
 // neverInactive checks that each worker is ACTIVE and was never brought back from INACTIVE.
