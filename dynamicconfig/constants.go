@@ -151,7 +151,8 @@ that refuses at once), this is about the server's own capacity.`,
 	ExpiryBrakeQueueDelay = NewGlobalDurationSetting(
 		"history.expiryBrakeQueueDelay",
 		2*time.Second,
-		`The expiry brake engages while heartbeats wait longer than this for a slot in history:
+		`The expiry brake engages while heartbeats spend longer than this in history (waiting for
+a slot, then for their write):
 the host is behind, and a lease that runs out now more likely lost its heartbeat in the queue
 than its worker. 0 disables this trigger.`,
 	)

@@ -145,8 +145,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) {
 		g.inFlight++
 		a.mu.Unlock()
-		a.noteQueueDelay(class, 0)
-		return a.releaser(g, now), nil
+		return a.releaser(g, class, now, now), nil
 	}
 	if class == ClassRead && a.queuedByCls[ClassHeartbeat]+a.queuedByCls[ClassRegistration] > 0 {
 		a.mu.Unlock()
@@ -194,15 +193,14 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		}
 		a.mu.Unlock()
 		// Granted as the caller left: pass the slot on.
-		a.releaser(g, a.ts.Now())()
+		a.releaser(g, class, w.enqueued, a.ts.Now())()
 		a.count(metrics.AdmissionDropped, class)
 		return nil, callerGone(ctx)
 	}
 	granted := a.ts.Now()
 	a.updateQueuedGauges()
-	a.noteQueueDelay(class, granted.Sub(w.enqueued))
 	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag(class.String())).Record(granted.Sub(w.enqueued))
-	release := a.releaser(g, granted)
+	release := a.releaser(g, class, w.enqueued, granted)
 	if hasDeadline && !granted.Before(deadline) {
 		release()
 		a.count(metrics.AdmissionDropped, class)
@@ -211,8 +209,10 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	return release, nil
 }
 
-// HeartbeatQueueDelay is how long heartbeats have recently waited for a slot (smoothed, and
-// decaying to zero once nothing waits): the measure of how far behind the host is.
+// HeartbeatQueueDelay is how long heartbeats have recently spent in history, waiting for a
+// slot and then for their write (smoothed, or the oldest still waiting, and decaying to zero
+// once nothing arrives): the measure of how far behind the host is. A slow write path shows
+// here even when the slots keep the queue short.
 func (a *Admission) HeartbeatQueueDelay() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -278,12 +278,15 @@ func (a *Admission) gateLocked(shardID int32) *gate {
 }
 
 // releaser returns the function that frees the slot taken at start, measures the service time
-// and hands the slot to the next waiter, highest class first.
-func (a *Admission) releaser(g *gate, start time.Time) func() {
+// (and a heartbeat's whole time in history, from arrival) and hands the slot to the next
+// waiter, highest class first.
+func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.Time) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			took := a.ts.Now().Sub(start)
+			now := a.ts.Now()
+			took := now.Sub(start)
+			a.noteQueueDelay(class, now.Sub(arrived))
 			a.mu.Lock()
 			g.service += (took - g.service) / 10
 			g.inFlight--

@@ -230,6 +230,8 @@ func TestOverloadSlowWritePath(t *testing.T) {
 		DynamicConfig: map[dynamicconfig.Key]any{
 			dynamicconfig.AdmissionMaxInFlightPerShard.Key(): 4,
 			dynamicconfig.RegistrationAdmitRPS.Key():         20.0,
+			// The fleet's calls have 2s deadlines (the SDK's have 10s): behind means 500ms.
+			dynamicconfig.ExpiryBrakeQueueDelay.Key(): "500ms",
 		},
 	})
 	client := dialLiveness(t, cluster.Address())
