@@ -153,6 +153,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		return nil, exhausted("history is serving heartbeats first; retry the read later")
 	}
 	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
+		a.stillBehindLocked(class, 0)
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
@@ -166,6 +167,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		}
 		wait := time.Duration(float64(ahead+1)/float64(limit)*float64(g.service)) + g.service
 		if now.Add(wait).After(deadline) {
+			a.stillBehindLocked(class, wait)
 			a.mu.Unlock()
 			a.count(metrics.AdmissionShed, class)
 			return nil, exhausted(fmt.Sprintf("history shard %d cannot serve this call before its deadline (about %v of work queued)",
@@ -186,6 +188,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		a.mu.Lock()
 		if !w.granted {
 			a.removeWaiterLocked(g, w)
+			a.stillBehindLocked(class, a.ts.Now().Sub(w.enqueued))
 			a.mu.Unlock()
 			a.updateQueuedGauges()
 			a.count(metrics.AdmissionDropped, class)
@@ -244,6 +247,19 @@ func (a *Admission) oldestHeartbeatWaitLocked() time.Duration {
 		}
 	}
 	return oldest
+}
+
+// stillBehindLocked records a heartbeat refused because the host is behind: it counts as a
+// heartbeat that took wait (its estimated wait), and in any case keeps the measure from
+// decaying. Without it, a host that refuses every heartbeat would look idle, and caught up.
+func (a *Admission) stillBehindLocked(class AdmissionClass, wait time.Duration) {
+	if class != ClassHeartbeat {
+		return
+	}
+	if wait > 0 {
+		a.hbQueueDelay += (wait - a.hbQueueDelay) / 20
+	}
+	a.hbDelayAt = a.ts.Now()
 }
 
 func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
