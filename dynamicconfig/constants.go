@@ -122,7 +122,7 @@ the cost of a fleet restarting at once without slowing heartbeats of known worke
 var (
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",
-		64,
+		8,
 		`Most calls history serves at once per shard; the others wait, heartbeats of known workers
 first, then registrations, then reads. Enough to fill a group commit, few enough that a call's
 wait can be estimated and refused early when it would outlast its caller's deadline.`,

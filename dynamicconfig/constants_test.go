@@ -37,7 +37,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{OutboundRetryMaxInterval, "history.outboundRetryMaxInterval", 30 * time.Second},
 		{NamespaceRPS, "frontend.namespaceRPS", 10000.0},
 		{NamespaceRegistrationRPS, "frontend.namespaceRegistrationRPS", 1000.0},
-		{AdmissionMaxInFlightPerShard, "history.admissionMaxInFlightPerShard", 64},
+		{AdmissionMaxInFlightPerShard, "history.admissionMaxInFlightPerShard", 8},
 		{AdmissionMaxQueued, "history.admissionMaxQueued", 20000},
 		{AdmissionMaxQueuedBytes, "history.admissionMaxQueuedBytes", 64 << 20},
 		{RegistrationAdmitRPS, "history.registrationAdmitRPS", 2000.0},
