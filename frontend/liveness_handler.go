@@ -94,7 +94,19 @@ func (h *LivenessHandler) DescribeWorkerLiveness(ctx context.Context, req *liven
 	if err != nil {
 		return nil, err
 	}
-	return &livenesspb.DescribeWorkerLivenessResponse{Worker: workerLiveness(resp.GetWorker())}, nil
+	return &livenesspb.DescribeWorkerLivenessResponse{
+		Worker: workerLiveness(resp.GetWorker()), ExpiryBrake: expiryBrake(resp.GetExpiryBrake()),
+	}, nil
+}
+
+// expiryBrake shows history's expiry brake in the liveness view.
+func expiryBrake(b *workerpb.ExpiryBrakeStatus) *livenesspb.ExpiryBrake {
+	if b == nil {
+		return nil
+	}
+	return &livenesspb.ExpiryBrake{
+		Engaged: b.GetEngaged(), Reasons: b.GetReasons(), Since: b.GetSince(), HeldExpiries: b.GetHeldExpiries(),
+	}
 }
 
 // ListWorkerLiveness pages through the namespace's workers in any state.
@@ -121,7 +133,7 @@ func (h *LivenessHandler) ListWorkerLiveness(ctx context.Context, req *livenessp
 	if err != nil {
 		return nil, err
 	}
-	resp := &livenesspb.ListWorkerLivenessResponse{}
+	resp := &livenesspb.ListWorkerLivenessResponse{ExpiryBrake: expiryBrake(page.GetExpiryBrake())}
 	for _, record := range page.GetWorkers() {
 		w := workerLiveness(record)
 		w.BoundActivities = nil

@@ -51,6 +51,9 @@ var Module = fx.Module("history",
 		func() *StopMode { return &StopMode{} },
 		NewLocalConn,
 		newRouterFx,
+		func(dc *dynamicconfig.Collection, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
+			return NewAdmission(NewAdmissionConfig(dc), ts, scope.SubScope("history"), logger)
+		},
 	),
 	// Nothing in the host depends on the server: ask for it so that it exists and serves.
 	fx.Invoke(func(*Server) {}),

@@ -221,7 +221,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			})
 			return hs, nil
 		}),
-		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection) {
+		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake) {
 			ids := func() []string {
 				var out []string
 				for _, name := range namespaces.Names() {
@@ -232,6 +232,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				return out
 			}
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
+			g.ReportActiveTo(brake.SetActiveCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),
 		clusterModule,

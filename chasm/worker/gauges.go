@@ -26,6 +26,8 @@ type StateGauges struct {
 	ts           clock.TimeSource
 	scope        tally.Scope
 	logger       *zap.Logger
+	// activeSink, when set, receives each namespace's ACTIVE count (the expiry brake's base).
+	activeSink func(namespaceID string, n int64)
 
 	stop chan struct{}
 	done chan struct{}
@@ -45,6 +47,10 @@ func NewStateGauges(
 		ts: ts, scope: scope, logger: logger, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
+
+// ReportActiveTo passes every namespace's ACTIVE count to sink at each report; call before
+// Start.
+func (g *StateGauges) ReportActiveTo(sink func(namespaceID string, n int64)) { g.activeSink = sink }
 
 // Start reports once, then at every interval, until Stop.
 func (g *StateGauges) Start() {
@@ -86,6 +92,9 @@ func (g *StateGauges) Report(ctx context.Context) {
 				return
 			}
 			total += n
+			if state == "ACTIVE" && g.activeSink != nil {
+				g.activeSink(ns, n)
+			}
 		}
 		metrics.WorkersByState.With(g.scope, metrics.StateTag(state)).Update(float64(total))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/history"
 )
 
 // Engine is what the handler needs of the host: transactions and listing.
@@ -42,12 +43,23 @@ type Handler struct {
 	hostStart time.Time
 
 	registrations *registrationLimiter
+
+	// admission, when set, decides what is served, waits, or is refused under load; known
+	// ranks the heartbeats of workers seen lately above registrations.
+	admission Admitter
+	known     *knownWorkers
+	brake     *Brake
 }
 
 // NewHandler returns the handler. It is built when the host starts.
-func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
-		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope)}
+func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
+		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
+		known: newKnownWorkers()}
+	for _, opt := range opts {
+		opt(h)
+	}
+	return h
 }
 
 // orphanPolicy is what orphan reconciliation reads for a namespace.
@@ -85,8 +97,18 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 
 func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
 	start := h.timeSource.Now()
-	result, err := h.heartbeat(ctx, req, entry)
+	namespaceID := req.GetNamespaceId()
+	instanceKey := entry.GetHeartbeat().GetWorkerInstanceKey()
+	var result *workerpb.HeartbeatResult
+	release, err := h.admit(ctx, namespaceID, instanceKey, h.heartbeatClass(namespaceID, entry), proto.Size(entry))
+	if err == nil {
+		result, err = h.heartbeat(ctx, req, entry)
+		release()
+	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
+	if err == nil && result.GetStatus() == statusActive {
+		h.known.add(fingerprint(namespaceID, instanceKey), start)
+	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)
 		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
@@ -276,6 +298,11 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
 	if err != nil {
 		return nil, err
@@ -313,6 +340,11 @@ func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequ
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
 		if w.Status != statusActive {
 			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
@@ -333,6 +365,11 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	record, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, w *Worker) (*workerpb.WorkerRecord, error) {
 		record := &workerpb.WorkerRecord{
 			WorkerInstanceKey: req.GetWorkerInstanceKey(),
@@ -352,7 +389,7 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
-	return &workerpb.DescribeWorkerResponse{Worker: record}, nil
+	return &workerpb.DescribeWorkerResponse{Worker: record, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}, nil
 }
 
 // ListWorkerPageSizeMax bounds one ListWorkers page.
@@ -367,12 +404,17 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
 		pageSize = ListWorkerPageSizeMax
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), "", history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	listed, next, err := chasm.ListComponents[*Worker](ctx, h.engine, h.engine.Registry(), req.GetNamespaceId(),
 		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
 	if err != nil {
 		return nil, err
 	}
-	resp := &workerpb.ListWorkersResponse{NextPageToken: next}
+	resp := &workerpb.ListWorkersResponse{NextPageToken: next, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}
 	for _, l := range listed {
 		resp.Workers = append(resp.Workers, &workerpb.WorkerRecord{WorkerInstanceKey: l.Key.BusinessID, State: l.Component.WorkerState})
 	}
@@ -399,6 +441,11 @@ func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindin
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (workerpb.BindOutcome, error) {
 		entry := &workerpb.HeartbeatEntry{Unbound: req.GetUnbound()}
 		outcome := workerpb.BindOutcome_BIND_OUTCOME_APPLIED

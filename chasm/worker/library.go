@@ -12,14 +12,27 @@ import (
 type Library struct {
 	config      *Config
 	rescheduler ActivityRescheduler
+	brake       ExpiryBrake
 	scope       tally.Scope
 	logger      *zap.Logger
 }
 
+// LibraryOption configures a Library.
+type LibraryOption func(*Library)
+
+// WithExpiryBrake lets brake hold lease expiries back (see Brake).
+func WithExpiryBrake(brake ExpiryBrake) LibraryOption {
+	return func(l *Library) { l.brake = brake }
+}
+
 // NewLibrary returns the worker library. rescheduler delivers dead workers' activities to
 // their shards.
-func NewLibrary(config *Config, rescheduler ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
-	return &Library{config: config, rescheduler: rescheduler, scope: scope, logger: logger.With(zap.String("component", "worker"))}
+func NewLibrary(config *Config, rescheduler ActivityRescheduler, scope tally.Scope, logger *zap.Logger, opts ...LibraryOption) *Library {
+	l := &Library{config: config, rescheduler: rescheduler, scope: scope, logger: logger.With(zap.String("component", "worker"))}
+	for _, opt := range opts {
+		opt(l)
+	}
+	return l
 }
 
 // Name implements chasm.Library.
@@ -44,7 +57,7 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 		// out history.leaseExpiryGraceAfterRestart, so an outage of the server is not taken for
 		// the death of every worker.
 		chasm.NewRegistrablePureTask("leaseExpiry",
-			&LeaseExpiryTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},
+			&LeaseExpiryTaskExecutor{config: l.config, brake: l.brake, scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer(), chasm.WithRestartGrace()),
 		chasm.NewRegistrablePureTask("cleanup",
 			&WorkerCleanupTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},

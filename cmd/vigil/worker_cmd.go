@@ -41,6 +41,7 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER INSTANCE KEY\tSTATE\tTASK QUEUE\tHOST\tIDENTITY\tLEASE / SINCE\tBOUND\tRESURRECTIONS")
 	var token []byte
+	var brake *livenesspb.ExpiryBrake
 	now := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -51,6 +52,9 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintln(stderr, "vigil:", err)
 			return 1
+		}
+		if brake == nil {
+			brake = resp.GetExpiryBrake()
 		}
 		for _, w := range resp.GetWorkers() {
 			hb := w.GetLastHeartbeat()
@@ -63,6 +67,11 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	_ = tw.Flush()
+	if brake.GetEngaged() {
+		// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
+		fmt.Fprintf(stdout, "\nexpiry brake ON (%s) since %s: %d lease expiries held back\n",
+			strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
+	}
 	return 0
 }
 

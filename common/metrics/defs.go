@@ -82,6 +82,9 @@ var (
 	// TimerTaskFailures counts failed executions of timer tasks (each will be retried). History
 	// counts the same failures by task type as task_errors.
 	TimerTaskFailures = NewCounterDef("timer_task_failures", TagQueue)
+	// TimerTasksDeferred counts timer tasks that declined to run and asked to be offered
+	// again later (the expiry brake's held lease expiries).
+	TimerTasksDeferred = NewCounterDef("timer_tasks_deferred", TagQueue)
 	// TimerTasksSuperseded counts timer tasks skipped because a later one replaced them.
 	TimerTasksSuperseded = NewCounterDef("timer_tasks_superseded", TagQueue)
 	// TimerQueueInMemory is the number of timer tasks a shard holds in memory.
@@ -137,6 +140,25 @@ var (
 	TaskTokensRefused = NewCounterDef("task_tokens_refused")
 )
 
+// Admission control and the expiry brake (history).
+var (
+	// AdmissionShed counts calls refused at once with ResourceExhausted, by class (kind).
+	AdmissionShed = NewCounterDef("admission_shed", TagKind)
+	// AdmissionDropped counts calls dropped unserved because their caller's deadline passed.
+	AdmissionDropped = NewCounterDef("admission_dropped", TagKind)
+	// AdmissionQueued is the number of calls waiting for a slot, host-wide.
+	AdmissionQueued = NewGaugeDef("admission_queued")
+	// AdmissionQueuedBytes is the payload bytes of the calls waiting for a slot, host-wide.
+	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes")
+	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
+	AdmissionQueueDelay = NewTimerDef("admission_queue_delay", TagKind)
+	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
+	// and namespace ("" for the host-wide reason).
+	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged", TagKind, TagNamespace)
+	// LeaseExpiriesDeferred counts lease expiries the brake held back (each recheck counts).
+	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred", TagKind)
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -152,10 +174,12 @@ var All = []interface {
 	GroupCommitLatency, CorruptExecutions,
 	ClusterHostsAlive, ShardsOwned, ShardAcquisitions, ShardReleases, ShardLosses, ShardHandoffLatency,
 	HistoryRequestsForwarded, HistoryRequestsRerouted,
-	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksSuperseded, TimerQueueInMemory,
+	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksDeferred, TimerTasksSuperseded, TimerQueueInMemory,
 	TimerTasksStuck, TasksParked, TaskReadErrors, OutboundTaskAttempts, OutboundTaskFailures,
 	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
 	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
+	AdmissionShed, AdmissionDropped, AdmissionQueued, AdmissionQueuedBytes, AdmissionQueueDelay,
+	ExpiryBrakeEngaged, LeaseExpiriesDeferred,
 }

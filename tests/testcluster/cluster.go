@@ -6,15 +6,18 @@ import (
 	"cmp"
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/server"
 )
 
@@ -35,6 +38,28 @@ type Options struct {
 	// Auth and TLS are the server's static auth and TLS configuration (default: off).
 	Auth auth.Config
 	TLS  auth.TLSConfig
+	// SlowWrites, when set, slows every write to the store by its delay per execution
+	// written: the test hook for an overloaded write path.
+	SlowWrites *SlowWrites
+}
+
+// SlowWrites slows the store's batch writes by Delay per execution written; change it at any
+// time (0: full speed).
+type SlowWrites struct{ delay atomic.Int64 }
+
+// Set changes the delay per execution written.
+func (s *SlowWrites) Set(d time.Duration) { s.delay.Store(int64(d)) }
+
+type slowStore struct {
+	persistence.Store
+	slow *SlowWrites
+}
+
+func (s *slowStore) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
+	if d := time.Duration(s.slow.delay.Load()); d > 0 {
+		time.Sleep(d * time.Duration(len(writes)))
+	}
+	return s.Store.WriteBatch(ctx, writes)
 }
 
 // Cluster is a running vigil server.
@@ -78,9 +103,16 @@ func New(t testing.TB, opts Options) *Cluster {
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
 	}
-	srv, err := server.New(cfg,
+	serverOpts := []server.Option{
 		server.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))),
-		server.WithDynamicConfigClient(dc))
+		server.WithDynamicConfigClient(dc),
+	}
+	if opts.SlowWrites != nil {
+		serverOpts = append(serverOpts, server.WithFxOptions(fx.Decorate(func(s persistence.Store) persistence.Store {
+			return &slowStore{Store: s, slow: opts.SlowWrites}
+		})))
+	}
+	srv, err := server.New(cfg, serverOpts...)
 	if err != nil {
 		t.Fatalf("testcluster: build server: %v", err)
 	}

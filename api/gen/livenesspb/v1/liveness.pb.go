@@ -714,8 +714,10 @@ func (x *DescribeWorkerLivenessRequest) GetIncludeBoundActivities() bool {
 }
 
 type DescribeWorkerLivenessResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Worker *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The expiry brake as it applies to the worker's namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +759,88 @@ func (x *DescribeWorkerLivenessResponse) GetWorker() *WorkerLiveness {
 	return nil
 }
 
+func (x *DescribeWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
+// The expiry brake: while it is engaged, lease expiries are deferred, not executed, because
+// they are more likely the server's fault (it is behind) or the network's (a large share of
+// the namespace expiring at once) than the workers'. Expiries resume, oldest first, when it
+// comes off.
+type ExpiryBrake struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Engaged bool                   `protobuf:"varint,1,opt,name=engaged,proto3" json:"engaged,omitempty"`
+	// "server-behind" (this host's heartbeats queue too long), "mass-expiry" (this namespace).
+	Reasons []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// When the earliest of the reasons engaged.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// Expiries of the namespace being held back now.
+	HeldExpiries  int64 `protobuf:"varint,4,opt,name=held_expiries,json=heldExpiries,proto3" json:"held_expiries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryBrake) Reset() {
+	*x = ExpiryBrake{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryBrake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryBrake) ProtoMessage() {}
+
+func (x *ExpiryBrake) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryBrake.ProtoReflect.Descriptor instead.
+func (*ExpiryBrake) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExpiryBrake) GetEngaged() bool {
+	if x != nil {
+		return x.Engaged
+	}
+	return false
+}
+
+func (x *ExpiryBrake) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetHeldExpiries() int64 {
+	if x != nil {
+		return x.HeldExpiries
+	}
+	return 0
+}
+
 type ListWorkerLivenessRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -771,7 +855,7 @@ type ListWorkerLivenessRequest struct {
 
 func (x *ListWorkerLivenessRequest) Reset() {
 	*x = ListWorkerLivenessRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +867,7 @@ func (x *ListWorkerLivenessRequest) String() string {
 func (*ListWorkerLivenessRequest) ProtoMessage() {}
 
 func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +880,7 @@ func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListWorkerLivenessRequest) GetNamespace() string {
@@ -833,13 +917,15 @@ type ListWorkerLivenessResponse struct {
 	Workers []*WorkerLiveness `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Empty on the last page.
 	NextPageToken []byte `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The expiry brake as it applies to the namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkerLivenessResponse) Reset() {
 	*x = ListWorkerLivenessResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +937,7 @@ func (x *ListWorkerLivenessResponse) String() string {
 func (*ListWorkerLivenessResponse) ProtoMessage() {}
 
 func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +950,7 @@ func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListWorkerLivenessResponse) GetWorkers() []*WorkerLiveness {
@@ -881,6 +967,13 @@ func (x *ListWorkerLivenessResponse) GetNextPageToken() []byte {
 	return nil
 }
 
+func (x *ListWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
 type DrainWorkerRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Namespace         string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -893,7 +986,7 @@ type DrainWorkerRequest struct {
 
 func (x *DrainWorkerRequest) Reset() {
 	*x = DrainWorkerRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +998,7 @@ func (x *DrainWorkerRequest) String() string {
 func (*DrainWorkerRequest) ProtoMessage() {}
 
 func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1011,7 @@ func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerRequest.ProtoReflect.Descriptor instead.
 func (*DrainWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainWorkerRequest) GetNamespace() string {
@@ -950,7 +1043,7 @@ type DrainWorkerResponse struct {
 
 func (x *DrainWorkerResponse) Reset() {
 	*x = DrainWorkerResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1055,7 @@ func (x *DrainWorkerResponse) String() string {
 func (*DrainWorkerResponse) ProtoMessage() {}
 
 func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1068,7 @@ func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerResponse.ProtoReflect.Descriptor instead.
 func (*DrainWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
 }
 
 type ListHostsRequest struct {
@@ -990,7 +1083,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1095,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1108,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListHostsRequest) GetNamespace() string {
@@ -1055,7 +1148,7 @@ type HostLiveness struct {
 
 func (x *HostLiveness) Reset() {
 	*x = HostLiveness{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1160,7 @@ func (x *HostLiveness) String() string {
 func (*HostLiveness) ProtoMessage() {}
 
 func (x *HostLiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1173,7 @@ func (x *HostLiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostLiveness.ProtoReflect.Descriptor instead.
 func (*HostLiveness) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HostLiveness) GetHostName() string {
@@ -1130,7 +1223,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1235,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1248,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHostsResponse) GetHosts() []*HostLiveness {
@@ -1180,7 +1273,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1285,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1298,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
 }
 
 // ClusterHost is one live vigil server of the cluster.
@@ -1228,7 +1321,7 @@ type ClusterHost struct {
 
 func (x *ClusterHost) Reset() {
 	*x = ClusterHost{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1333,7 @@ func (x *ClusterHost) String() string {
 func (*ClusterHost) ProtoMessage() {}
 
 func (x *ClusterHost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1346,7 @@ func (x *ClusterHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterHost.ProtoReflect.Descriptor instead.
 func (*ClusterHost) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClusterHost) GetHostId() string {
@@ -1320,7 +1413,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1425,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1438,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeClusterResponse) GetHosts() []*ClusterHost {
@@ -1430,17 +1523,24 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +
-	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"_\n" +
+	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"\xa6\x01\n" +
 	"\x1eDescribeWorkerLivenessResponse\x12=\n" +
-	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\"\xba\x01\n" +
+	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"\x98\x01\n" +
+	"\vExpiryBrake\x12\x18\n" +
+	"\aengaged\x18\x01 \x01(\bR\aengaged\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
+	"\rheld_expiries\x18\x04 \x01(\x03R\fheldExpiries\"\xba\x01\n" +
 	"\x19ListWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12:\n" +
 	"\x05state\x18\x02 \x01(\x0e2$.vigil.api.liveness.v1.LivenessStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x85\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\xcc\x01\n" +
 	"\x1aListWorkerLivenessResponse\x12?\n" +
 	"\aworkers\x18\x01 \x03(\v2%.vigil.api.liveness.v1.WorkerLivenessR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"~\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"~\n" +
 	"\x12DrainWorkerRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x12\x1a\n" +
@@ -1507,7 +1607,7 @@ func file_api_proto_v1_liveness_proto_rawDescGZIP() []byte {
 }
 
 var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(LivenessState)(0),                     // 0: vigil.api.liveness.v1.LivenessState
 	(InactiveReason)(0),                    // 1: vigil.api.liveness.v1.InactiveReason
@@ -1519,63 +1619,67 @@ var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(*WorkerLiveness)(nil),                 // 7: vigil.api.liveness.v1.WorkerLiveness
 	(*DescribeWorkerLivenessRequest)(nil),  // 8: vigil.api.liveness.v1.DescribeWorkerLivenessRequest
 	(*DescribeWorkerLivenessResponse)(nil), // 9: vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	(*ListWorkerLivenessRequest)(nil),      // 10: vigil.api.liveness.v1.ListWorkerLivenessRequest
-	(*ListWorkerLivenessResponse)(nil),     // 11: vigil.api.liveness.v1.ListWorkerLivenessResponse
-	(*DrainWorkerRequest)(nil),             // 12: vigil.api.liveness.v1.DrainWorkerRequest
-	(*DrainWorkerResponse)(nil),            // 13: vigil.api.liveness.v1.DrainWorkerResponse
-	(*ListHostsRequest)(nil),               // 14: vigil.api.liveness.v1.ListHostsRequest
-	(*HostLiveness)(nil),                   // 15: vigil.api.liveness.v1.HostLiveness
-	(*ListHostsResponse)(nil),              // 16: vigil.api.liveness.v1.ListHostsResponse
-	(*DescribeClusterRequest)(nil),         // 17: vigil.api.liveness.v1.DescribeClusterRequest
-	(*ClusterHost)(nil),                    // 18: vigil.api.liveness.v1.ClusterHost
-	(*DescribeClusterResponse)(nil),        // 19: vigil.api.liveness.v1.DescribeClusterResponse
-	(*v1.WorkerHeartbeat)(nil),             // 20: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),            // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 22: google.protobuf.Timestamp
+	(*ExpiryBrake)(nil),                    // 10: vigil.api.liveness.v1.ExpiryBrake
+	(*ListWorkerLivenessRequest)(nil),      // 11: vigil.api.liveness.v1.ListWorkerLivenessRequest
+	(*ListWorkerLivenessResponse)(nil),     // 12: vigil.api.liveness.v1.ListWorkerLivenessResponse
+	(*DrainWorkerRequest)(nil),             // 13: vigil.api.liveness.v1.DrainWorkerRequest
+	(*DrainWorkerResponse)(nil),            // 14: vigil.api.liveness.v1.DrainWorkerResponse
+	(*ListHostsRequest)(nil),               // 15: vigil.api.liveness.v1.ListHostsRequest
+	(*HostLiveness)(nil),                   // 16: vigil.api.liveness.v1.HostLiveness
+	(*ListHostsResponse)(nil),              // 17: vigil.api.liveness.v1.ListHostsResponse
+	(*DescribeClusterRequest)(nil),         // 18: vigil.api.liveness.v1.DescribeClusterRequest
+	(*ClusterHost)(nil),                    // 19: vigil.api.liveness.v1.ClusterHost
+	(*DescribeClusterResponse)(nil),        // 20: vigil.api.liveness.v1.DescribeClusterResponse
+	(*v1.WorkerHeartbeat)(nil),             // 21: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),            // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 23: google.protobuf.Timestamp
 }
 var file_api_proto_v1_liveness_proto_depIdxs = []int32{
-	20, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	21, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
+	21, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	22, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
 	2,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
 	2,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	22, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
-	22, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	23, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
+	23, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: vigil.api.liveness.v1.WorkerLiveness.state:type_name -> vigil.api.liveness.v1.LivenessState
-	20, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	22, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
-	21, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
-	22, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	22, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	21, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	23, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
+	22, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
+	23, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	23, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 12: vigil.api.liveness.v1.WorkerLiveness.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	22, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
-	22, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
+	23, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
+	23, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
 	6,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
 	7,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	0,  // 17: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
-	7,  // 18: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	22, // 19: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	15, // 20: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	22, // 21: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
-	22, // 22: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
-	22, // 23: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
-	18, // 24: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
-	3,  // 25: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	8,  // 26: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	10, // 27: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	12, // 28: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	14, // 29: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	17, // 30: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
-	4,  // 31: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	9,  // 32: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	11, // 33: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	13, // 34: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	16, // 35: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	19, // 36: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
-	31, // [31:37] is the sub-list for method output_type
-	25, // [25:31] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	10, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	23, // 18: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
+	0,  // 19: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
+	7,  // 20: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	10, // 21: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	23, // 22: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	16, // 23: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
+	23, // 24: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
+	23, // 25: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
+	23, // 26: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
+	19, // 27: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
+	3,  // 28: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	8,  // 29: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	11, // 30: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	13, // 31: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	15, // 32: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	18, // 33: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
+	4,  // 34: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	9,  // 35: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	12, // 36: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	14, // 37: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	17, // 38: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	20, // 39: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }
@@ -1590,7 +1694,7 @@ func file_api_proto_v1_liveness_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_liveness_proto_rawDesc), len(file_api_proto_v1_liveness_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
