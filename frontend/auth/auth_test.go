@@ -129,7 +129,11 @@ func TestAPIKeys(t *testing.T) {
 		require.Equal(t, RoleAdmin, c.RoleIn("anything"))
 	})
 	t.Run("AlteredKey", func(t *testing.T) {
-		_, err := a.Authenticate(ctx, key[:len(key)-1]+"A")
+		last := "A"
+		if key[len(key)-1] == 'A' {
+			last = "B" // a key ending in "A" would not be altered by it
+		}
+		_, err := a.Authenticate(ctx, key[:len(key)-1]+last)
 		require.ErrorContains(t, err, "not valid")
 		require.NotContains(t, err.Error(), key[len(APIKeyPrefix)+17:], "the secret is never echoed")
 	})
