@@ -4,6 +4,7 @@ import (
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/namespace"
@@ -31,6 +32,9 @@ type Deps struct {
 	TimeSource clock.TimeSource
 	// Logger; default: discard.
 	Logger *zap.Logger
+	// Watch is this host's live-view hub (WatchWorkers, the web page); nil: WatchWorkers is
+	// Unimplemented.
+	Watch *watch.Hub
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
 }

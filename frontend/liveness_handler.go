@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -27,6 +28,8 @@ const (
 type LivenessHandler struct {
 	livenesspb.UnimplementedWorkerLivenessServiceServer
 	deps Deps
+	// watchers counts open watches (WatchWorkers and the web page's stream).
+	watchers atomic.Int64
 }
 
 // NewLivenessHandler returns the extended API handler.

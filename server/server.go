@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
@@ -109,8 +110,15 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		history.Module,
 		worker.Module,
 		activityModule,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		// The live view: worker changes committed on this host feed the hub, the hub feeds
+		// WatchWorkers and the web page.
+		fx.Provide(
+			func(ts clock.TimeSource) *watch.Hub { return watch.NewHub(watch.Options{TimeSource: ts}) },
+			func(h *watch.Hub) worker.ChangeSink { return h },
+		),
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection, hub *watch.Hub) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
+				Watch:         hub,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,
@@ -120,10 +128,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				MetricsScope:  scope.SubScope("frontend"),
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
+			liveness := frontend.NewLivenessHandler(deps)
 			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize},
-				deps, workflow, frontend.NewLivenessHandler(deps))
+				deps, workflow, liveness)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { fs.Start(); return nil },
@@ -133,10 +142,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 					return nil
 				},
 			})
-			return fs, nil
+			return fs, liveness, nil
 		}),
-		fx.Provide(func(lc fx.Lifecycle) (*frontend.HTTPServer, error) {
-			var httpOpts []frontend.HTTPOption
+		fx.Provide(func(lc fx.Lifecycle, liveness *frontend.LivenessHandler) (*frontend.HTTPServer, error) {
+			httpOpts := []frontend.HTTPOption{frontend.WithLiveView(liveness, namespaces)}
 			if cfg.Frontend.Pprof {
 				httpOpts = append(httpOpts, frontend.WithPprof())
 			}

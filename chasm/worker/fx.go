@@ -24,8 +24,8 @@ var Module = fx.Module("worker",
 		func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
 		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
-		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
-			return NewLibrary(c, r, scope.SubScope("worker"), logger)
+		chasm.AsLibrary(func(p libraryParams) *Library {
+			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger).WithChangeSink(p.Changes)
 		}),
 		func(e *history.Engine, c *Config, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
 			return NewHandler(e, c, ts, scope.SubScope("worker"), logger)
@@ -38,6 +38,16 @@ var Module = fx.Module("worker",
 		}),
 	),
 )
+
+// libraryParams are the library's dependencies; Changes (the live view's hub) is optional.
+type libraryParams struct {
+	fx.In
+	Config      *Config
+	Rescheduler ActivityRescheduler
+	Scope       tally.Scope
+	Logger      *zap.Logger
+	Changes     ChangeSink `optional:"true"`
+}
 
 // RescheduleReceiver applies reschedule batches on the activities' own shard.
 type RescheduleReceiver interface {

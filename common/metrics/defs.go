@@ -97,6 +97,17 @@ var (
 	RPCLatency = NewTimerDef("rpc_latency", TagOperation)
 )
 
+// Live view (WatchWorkers and the web page's stream).
+var (
+	// WatchersOpen is the number of open watch streams (gRPC and web page).
+	WatchersOpen = NewGaugeDef("watchers_open")
+	// WatchEventsSent counts events sent to watchers.
+	WatchEventsSent = NewCounterDef("watch_events_sent")
+	// WatchResyncs counts resyncs: a cursor the server no longer holds, or a watcher that fell
+	// behind its buffer.
+	WatchResyncs = NewCounterDef("watch_resyncs")
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -115,4 +126,5 @@ var All = []interface {
 	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
+	WatchersOpen, WatchEventsSent, WatchResyncs,
 }
