@@ -84,7 +84,8 @@ func Changes(key chasm.ExecutionKey, before, after *workerpb.WorkerState, delete
 	if after.GetDrainRequested() && !before.GetDrainRequested() {
 		events = append(events, ev(ChangeDrainRequested))
 	}
-	if n := acknowledged(before, after); n > 0 {
+	// Acknowledgements of reschedule batches are transactions of their own (no status change).
+	if n := acknowledged(before, after); n > 0 && from == to {
 		e := ev(ChangeActivitiesRescheduled)
 		e.Count = n
 		events = append(events, e)

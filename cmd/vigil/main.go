@@ -3,6 +3,7 @@
 //	vigil server start [flags]          run frontend and history in one process
 //	vigil worker list [flags]           the liveness view of a namespace's workers
 //	vigil worker describe KEY [flags]   one worker's liveness record
+//	vigil worker watch [flags]          the workers' changes, live
 //	vigil version
 package main
 
@@ -45,6 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return workerList(args[2:], stdout, stderr)
 			case "describe":
 				return workerDescribe(args[2:], stdout, stderr)
+			case "watch":
+				ctx, stop := signalContext()
+				defer stop()
+				return workerWatch(ctx, args[2:], stdout, stderr)
 			}
 		}
 	}
@@ -60,6 +65,7 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil worker watch [flags]          print worker changes live (--query Q, --output json)
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

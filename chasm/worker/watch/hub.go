@@ -300,7 +300,7 @@ func (s *Subscription) Next(ctx context.Context) (events []Event, cursor uint64,
 		var timer <-chan time.Time
 		stop := func() {}
 		if !wake.IsZero() {
-			ch, t := ts.NewTimer(wake.Sub(now))
+			ch, t := ts.NewTimerAt(wake)
 			timer, stop = ch, func() { t.Stop() }
 		}
 		select {
