@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
 )
 
@@ -18,14 +18,14 @@ type Kind uint8
 
 // Event kinds. The worker ones equal worker.ChangeKind.
 const (
-	KindRegistered            = Kind(worker.ChangeRegistered)
-	KindHeartbeat             = Kind(worker.ChangeHeartbeat)
-	KindInactive              = Kind(worker.ChangeInactive)
-	KindResurrected           = Kind(worker.ChangeResurrected)
-	KindCleanedUp             = Kind(worker.ChangeCleanedUp)
-	KindDeleted               = Kind(worker.ChangeDeleted)
-	KindDrainRequested        = Kind(worker.ChangeDrainRequested)
-	KindActivitiesRescheduled = Kind(worker.ChangeActivitiesRescheduled)
+	KindRegistered                 = Kind(worker.ChangeRegistered)
+	KindHeartbeat                  = Kind(worker.ChangeHeartbeat)
+	KindInactive                   = Kind(worker.ChangeInactive)
+	KindResurrected                = Kind(worker.ChangeResurrected)
+	KindCleanedUp                  = Kind(worker.ChangeCleanedUp)
+	KindDeleted                    = Kind(worker.ChangeDeleted)
+	KindDrainRequested             = Kind(worker.ChangeDrainRequested)
+	KindActivitiesRescheduled      = Kind(worker.ChangeActivitiesRescheduled)
 	KindHostOnline            Kind = 100
 	KindHostOffline           Kind = 101
 )

@@ -10,9 +10,9 @@ import (
 	workerv1 "go.temporal.io/api/worker/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
 )
 
