@@ -107,14 +107,19 @@ func printEvent(w io.Writer, ev *livenesspb.WorkerEvent, asJSON bool) {
 	}
 	wl := ev.GetWorker()
 	hb := wl.GetLastHeartbeat()
-	extra := ""
+	// The lease as it stood at the event, not at printing (a resumed stream replays).
+	extra := " lease=" + strings.TrimPrefix(leaseColumn(wl, ev.GetTime().AsTime()), "expires in ")
 	switch ev.GetType() {
 	case livenesspb.WorkerEventType_WORKER_EVENT_TYPE_INACTIVE:
 		extra = " reason=" + strings.TrimPrefix(ev.GetInactiveReason().String(), "INACTIVE_REASON_")
 	case livenesspb.WorkerEventType_WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED:
 		extra = fmt.Sprintf(" activities=%d", ev.GetCount())
 	}
-	fmt.Fprintf(w, "%s  %-22s %s state=%s host=%s task-queue=%s identity=%s bound=%d (%s)%s\n", at, kind,
+	if wl.GetState() != livenesspb.LivenessState_LIVENESS_STATE_ACTIVE && ev.GetType() != livenesspb.WorkerEventType_WORKER_EVENT_TYPE_INACTIVE &&
+		ev.GetType() != livenesspb.WorkerEventType_WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED {
+		extra = " (" + leaseColumn(wl, ev.GetTime().AsTime()) + ")"
+	}
+	fmt.Fprintf(w, "%s  %-22s %s state=%s host=%s task-queue=%s identity=%s bound=%d%s\n", at, kind,
 		wl.GetWorkerInstanceKey(), stateName(wl.GetState()), hb.GetHostInfo().GetHostName(), hb.GetTaskQueue(),
-		hb.GetWorkerIdentity(), wl.GetBoundActivityCount(), leaseColumn(wl, time.Now()), extra)
+		hb.GetWorkerIdentity(), wl.GetBoundActivityCount(), extra)
 }
