@@ -153,7 +153,8 @@ func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, 
 		}
 		wl := workerLiveness(record)
 		w.shown[wl.GetWorkerInstanceKey()] = true
-		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Cursor: c, Time: now, Worker: wl})
+		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Cursor: c, Time: now, Worker: wl,
+			HostName: record.GetState().GetLastHeartbeat().GetHostInfo().GetHostName()})
 	})
 	if err = cmpErr(sendErr, err); err != nil {
 		return err

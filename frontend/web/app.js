@@ -25,6 +25,8 @@ function ago(t) {
   return Math.round(d / 3600) + " h ago";
 }
 const clock = (t) => new Date(ms(t)).toLocaleTimeString();
+const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut down" }[short(w.inactiveReason)] || "–");
+const when = (t) => (t ? `${new Date(ms(t)).toLocaleString()} (${ago(t)})` : "");
 const hostOf = (w) => w.lastHeartbeat?.hostInfo?.hostName || "";
 
 function connect() {
@@ -80,7 +82,7 @@ function onEvent(ev) {
     const list = view.transitions.get(key) ?? [];
     list.unshift({ type, time: ev.time, extra: detailOf(ev, type) });
     view.transitions.set(key, list.slice(0, MAX_TRANSITIONS));
-    log(ev, type, key, detailOf(ev, type));
+    log(ev, type, w.lastHeartbeat?.workerIdentity || key, detailOf(ev, type), key);
   }
   render(type === "HEARTBEAT" ? "" : key);
   if (view.open === key) openDetail(key, false);
@@ -92,9 +94,10 @@ function detailOf(ev, type) {
   return "";
 }
 
-function log(ev, type, subject, extra) {
+function log(ev, type, subject, extra, key) {
   const li = document.createElement("li");
   li.dataset.type = type;
+  if (key) li.title = key;
   li.innerHTML = `<time>${esc(clock(ev.time))}</time><span class="t ${type}">${type}</span> <span class="key">${esc(subject)}</span> ${esc(extra || "")}`;
   const ol = $("#log");
   ol.prepend(li);
@@ -141,7 +144,7 @@ function draw() {
       <td>${esc(hostOf(w))}</td>
       <td>${esc(hb.taskQueue)}</td>
       <td>${esc([hb.sdkName, hb.sdkVersion].filter(Boolean).join(" "))}</td>
-      <td class="lease-cell" data-deadline="${esc(w.leaseDeadline)}" data-duration="${esc(w.leaseDuration)}" data-active="${st === "ACTIVE"}"></td>
+      <td class="lease-cell" data-deadline="${esc(w.leaseDeadline)}" data-duration="${esc(w.leaseDuration)}" data-active="${st === "ACTIVE"}" data-reason="${esc(reasonText(w))}"></td>
       <td class="ago" data-t="${esc(w.lastHeartbeatTime)}"></td>
       <td class="num">${esc(w.boundActivityCount || "0")}</td></tr>`;
   }).join("");
@@ -151,9 +154,15 @@ function draw() {
 // tick redraws what depends on the clock only.
 function tick() {
   for (const td of document.querySelectorAll("td.lease-cell")) {
-    if (td.dataset.active !== "true") { td.textContent = "–"; continue; }
-    const left = Math.max(0, (ms(td.dataset.deadline) - Date.now()) / 1000);
-    const total = parseFloat(td.dataset.duration) || left || 1;
+    if (td.dataset.active !== "true") { td.textContent = td.dataset.reason; continue; }
+    const left = (ms(td.dataset.deadline) - Date.now()) / 1000;
+    if (!(left > 0)) {
+      // Heartbeats reach the page at most every few seconds (coalesced): a lease that ran out
+      // here was most likely renewed already; the server says INACTIVE when it was not.
+      td.innerHTML = `<span class="lease due"><i></i></span><span class="muted">renewing</span>`;
+      continue;
+    }
+    const total = parseFloat(td.dataset.duration) || left;
     const pct = Math.min(100, (left / total) * 100);
     td.innerHTML = `<span class="lease ${pct < 34 ? "low" : ""}"><i style="width:${pct}%"></i></span>${left.toFixed(1)} s`;
   }
@@ -179,9 +188,9 @@ async function openDetail(key, focus = true) {
   const hb = w.lastHeartbeat || {};
   const fields = [
     ["State", short(w.state)], ["Identity", hb.workerIdentity], ["Host", hostOf(w)], ["Task queue", hb.taskQueue],
-    ["SDK", [hb.sdkName, hb.sdkVersion].filter(Boolean).join(" ")], ["Lease deadline", w.leaseDeadline], ["Lease duration", w.leaseDuration],
-    ["Last heartbeat", w.lastHeartbeatTime], ["First heartbeat", w.firstHeartbeatTime],
-    ["Inactive reason", short(w.inactiveReason)], ["Inactive since", w.inactiveTime], ["Cleanup", w.cleanupTime],
+    ["SDK", [hb.sdkName, hb.sdkVersion].filter(Boolean).join(" ")], ["Lease deadline", when(w.leaseDeadline)], ["Lease duration", w.leaseDuration],
+    ["Last heartbeat", when(w.lastHeartbeatTime)], ["First heartbeat", when(w.firstHeartbeatTime)],
+    ["Inactive reason", short(w.inactiveReason)], ["Inactive since", when(w.inactiveTime)], ["Cleanup", when(w.cleanupTime)],
     ["Resurrections", w.resurrectionCount || "0"], ["Drain requested", w.drainRequested ? "yes" : "no"],
     ["Pending reschedules", w.pendingRescheduleActivities || "0"],
   ];
