@@ -44,6 +44,7 @@ type Server struct {
 	server   *grpc.Server
 	listener net.Listener
 	workflow *WorkflowHandler
+	liveness *LivenessHandler
 	done     chan struct{}
 }
 
@@ -67,7 +68,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
 	livenesspb.RegisterWorkerLivenessServiceServer(s, liveness)
-	return &Server{logger: deps.Logger, server: s, listener: lis, workflow: workflow, done: make(chan struct{})}, nil
+	return &Server{logger: deps.Logger, server: s, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{})}, nil
 }
 
 // Address returns the address the server listens on.
@@ -89,6 +90,9 @@ func (s *Server) Start() {
 func (s *Server) Stop(ctx context.Context) {
 	// Without this a graceful stop would wait up to a minute for empty polls.
 	s.workflow.Stop()
+	if s.liveness != nil {
+		s.liveness.Stop() // and for open watches, which never end by themselves
+	}
 	stopped := make(chan struct{})
 	go func() {
 		s.server.GracefulStop()

@@ -86,6 +86,16 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 		return err
 	}
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
 	scope := h.deps.MetricsScope
 	open := metrics.WatchersOpen.With(scope)
 	h.watchers.Add(1)

@@ -116,3 +116,15 @@ func TestWatchRefusesBadRequests(t *testing.T) {
 }
 
 func statusCode(err error) codes.Code { return serviceerror.ToStatus(err).Code() }
+
+func TestWatchEndsOnStop(t *testing.T) {
+	env := newTestEnv(t)
+	env.deps.Watch = watch.NewHub(watch.Options{})
+	h := NewLivenessHandler(env.deps)
+	env.history.EXPECT().ListWorkers(gomock.Any(), gomock.Any()).Return(&workerpb.ListWorkersResponse{}, nil)
+	events, done := watchEvents(t, h, &livenesspb.WatchWorkersRequest{Namespace: testNamespace})
+	typ, _ := next(t, events)
+	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, typ)
+	h.Stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

@@ -155,7 +155,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { hs.Start(); return nil },
-				OnStop:  func(ctx context.Context) error { hs.Stop(ctx); return metricsCloser.Close() },
+				OnStop: func(ctx context.Context) error {
+					liveness.Stop() // the page's event streams would hold a graceful stop
+					hs.Stop(ctx)
+					return metricsCloser.Close()
+				},
 			})
 			return hs, nil
 		}),

@@ -216,6 +216,7 @@ type Subscription struct {
 	lastSent   map[string]time.Time
 	pending    map[string]Event // coalesced heartbeats waiting for their turn
 	lastCursor uint64
+	lastPrune  time.Time
 }
 
 // offer queues ev (hub.mu held). A full buffer is dropped whole and marks the watcher as
@@ -317,9 +318,10 @@ func (s *Subscription) Next(ctx context.Context) (events []Event, cursor uint64,
 // prune forgets when heartbeats of workers went out once that no longer holds any back, so a
 // long watch of a churning fleet keeps no entry per worker it ever saw.
 func (s *Subscription) prune(now time.Time) {
-	if len(s.lastSent) < 1024 {
+	if len(s.lastSent) < 1024 || now.Sub(s.lastPrune) < s.heartbeatEvery {
 		return
 	}
+	s.lastPrune = now
 	for key, last := range s.lastSent {
 		if _, held := s.pending[key]; !held && now.Sub(last) >= s.heartbeatEvery {
 			delete(s.lastSent, key)

@@ -1398,7 +1398,7 @@ type WorkerEvent struct {
 	InactiveReason InactiveReason `protobuf:"varint,5,opt,name=inactive_reason,json=inactiveReason,proto3,enum=vigil.api.liveness.v1.InactiveReason" json:"inactive_reason,omitempty"`
 	// For ACTIVITIES_RESCHEDULED: how many activities were handed back.
 	Count int64 `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"`
-	// For host events: the host name (host_info.host_name of its workers).
+	// The host (host_info.host_name of its workers) of a host event, or of the worker.
 	HostName string `protobuf:"bytes,7,opt,name=host_name,json=hostName,proto3" json:"host_name,omitempty"`
 	// For RESYNC: why.
 	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
