@@ -68,7 +68,8 @@ func Changes(key chasm.ExecutionKey, before, after *workerpb.WorkerState, delete
 	from, to := before.GetStatus(), after.GetStatus()
 	switch {
 	case from == to && to == statusActive:
-		if !proto.Equal(before.GetLastHeartbeatTime(), after.GetLastHeartbeatTime()) {
+		// Every accepted heartbeat increments the conflict token.
+		if before.GetConflictToken() != after.GetConflictToken() {
 			events = append(events, ev(ChangeHeartbeat))
 		}
 	case from == to:

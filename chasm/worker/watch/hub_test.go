@@ -20,6 +20,7 @@ const ns = "ns-1"
 
 func state(status workerpb.WorkerStatus, host string, hbTime time.Time) *workerpb.WorkerState {
 	return &workerpb.WorkerState{
+		ConflictToken:     hbTime.UnixNano(),
 		Status:            status,
 		LastHeartbeat:     &workerv1.WorkerHeartbeat{HostInfo: &workerv1.WorkerHostInfo{HostName: host}},
 		LastHeartbeatTime: timestamppb.New(hbTime),
