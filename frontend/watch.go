@@ -51,7 +51,7 @@ func parseCursor(s string) (cursor, error) {
 	e, q, ok := strings.Cut(s, "-")
 	epoch, err1 := strconv.ParseUint(e, 36, 64)
 	seq, err2 := strconv.ParseUint(q, 36, 64)
-	if !ok || err1 != nil || err2 != nil || seq == 0 {
+	if !ok || err1 != nil || err2 != nil || epoch == 0 {
 		return cursor{}, serviceerror.NewInvalidArgument(fmt.Sprintf("cursor %q is not a cursor of WatchWorkers", s))
 	}
 	return cursor{epoch, seq}, nil
@@ -109,7 +109,7 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 		return send(ev)
 	}
 	sub, pos, ok := hub.Subscribe(ns.ID, from.epoch, from.seq, every)
-	needSnapshot, resync := from.seq == 0 || !ok, ""
+	needSnapshot, resync := from.epoch == 0 || !ok, ""
 	if !ok {
 		resync = "the server no longer holds the events after this cursor"
 	}
@@ -117,7 +117,7 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 		if resync != "" {
 			metrics.WatchResyncs.With(scope).Inc(1)
 			if err := emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC,
-				Cursor: cursor{w.epoch, max(pos, 1)}.String(), Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
+				Cursor: cursor{w.epoch, pos}.String(), Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
 				sub.Close()
 				return err
 			}
@@ -154,7 +154,7 @@ type watcher struct {
 // cursor of the subscription's start.
 func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, emit func(*livenesspb.WorkerEvent) error) error {
 	w.latest = pos
-	c := cursor{w.epoch, max(pos, 1)}.String()
+	c := cursor{w.epoch, pos}.String()
 	now := timestamppb.New(h.deps.TimeSource.Now())
 	var sendErr error
 	err := scanWorkers(ctx, h.deps.History, w.ns, workerpb.WorkerStatus_WORKER_STATUS_UNSPECIFIED, func(record *workerpb.WorkerRecord) {

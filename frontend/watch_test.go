@@ -105,6 +105,7 @@ func TestWatchRefusesBadRequests(t *testing.T) {
 	for name, req := range map[string]*livenesspb.WatchWorkersRequest{
 		"query":           {Namespace: testNamespace, Query: "Nope = 1"},
 		"cursor":          {Namespace: testNamespace, Cursor: "not a cursor"},
+		"cursor epoch":    {Namespace: testNamespace, Cursor: "0-5"},
 		"heartbeat_every": {Namespace: testNamespace, HeartbeatEvery: durationpb.New(-1)},
 	} {
 		err := h.Watch(context.Background(), req, func(*livenesspb.WorkerEvent) error { return nil })

@@ -168,8 +168,9 @@ func (h *Hub) HostsOnline(namespaceID string) []string {
 	return out
 }
 
-// Subscribe opens a watcher of one namespace. With after == 0 it starts at the next event;
-// otherwise it resumes after event number after (of this epoch), and resumed is false when
+// Subscribe opens a watcher of one namespace. With epoch 0 (no cursor) it starts at the next
+// event; otherwise it resumes after event number after (0: before the first) of that epoch, and
+// resumed is false when
 // the hub no longer holds every event since: the watcher then starts at the next event and the
 // caller must resync (take a fresh snapshot). Position is the number of the last event before
 // the subscription's first: the cursor of a snapshot taken now.
@@ -187,7 +188,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 		oldest = h.seq - uint64(len(h.ring)) + 1
 	}
 	switch {
-	case after == 0:
+	case epoch == 0:
 	case epoch == h.epoch && after <= h.seq && after+1 >= oldest:
 		resumed = true
 		for seq := after + 1; seq <= h.seq; seq++ {
@@ -198,7 +199,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 	if resumed {
 		return s, after, true
 	}
-	return s, h.seq, after == 0
+	return s, h.seq, epoch == 0
 }
 
 // Subscription is one watcher's bounded buffer.

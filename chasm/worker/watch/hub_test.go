@@ -143,6 +143,12 @@ func TestHubResumeByCursor(t *testing.T) {
 	require.Equal(t, []uint64{3, 4, 5}, []uint64{events[0].Seq, events[1].Seq, events[2].Seq})
 	s.Close()
 
+	// The cursor of a snapshot taken before the first event resumes from the first.
+	s, _, ok = h.Subscribe(ns, h.Epoch(), 0, 0)
+	require.True(t, ok)
+	require.Len(t, drain(t, s), 5)
+	s.Close()
+
 	// Resuming at the head gives nothing, but resumes.
 	s, _, ok = h.Subscribe(ns, h.Epoch(), 5, 0)
 	require.True(t, ok)
