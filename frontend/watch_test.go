@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,4 +130,44 @@ func TestWatchEndsOnStop(t *testing.T) {
 	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, typ)
 	h.Stop()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+func TestWatchSlowWatcherResyncs(t *testing.T) {
+	env := newTestEnv(t)
+	hub := watch.NewHub(watch.Options{BufferSize: 4})
+	env.deps.Watch = hub
+	h := NewLivenessHandler(env.deps)
+	env.history.EXPECT().ListWorkers(gomock.Any(), gomock.Any()).Return(&workerpb.ListWorkersResponse{}, nil).Times(2)
+
+	events, gate := make(chan *livenesspb.WorkerEvent), make(chan struct{})
+	var gated atomic.Bool
+	go func() {
+		_ = h.Watch(t.Context(), &livenesspb.WatchWorkersRequest{Namespace: testNamespace}, func(ev *livenesspb.WorkerEvent) error {
+			events <- ev
+			if gated.Load() {
+				<-gate
+			}
+			return nil
+		})
+	}()
+	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, (<-events).GetType())
+	gated.Store(true)
+	publish := func(key string) {
+		hub.Publish(worker.Change{Kind: worker.ChangeDrainRequested, NamespaceID: env.ns.ID, WorkerInstanceKey: key,
+			State: watchedState(workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, "orders")})
+	}
+	publish("w-0")
+	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_DRAIN_REQUESTED, (<-events).GetType())
+	// The watcher is stuck in send: more than its buffer arrives meanwhile.
+	for i := range 10 {
+		publish(fmt.Sprint("w-", i+1))
+	}
+	close(gate)
+	resync := <-events
+	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC, resync.GetType())
+	require.Equal(t, "the watcher fell behind", resync.GetReason())
+	require.Equal(t, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, (<-events).GetType())
+	publish("w-99")
+	ev := <-events
+	require.Equal(t, "w-99", ev.GetWorker().GetWorkerInstanceKey(), "live again after the new snapshot")
 }
