@@ -49,7 +49,8 @@ type Options struct {
 	// RingSize is how many events the hub keeps for resuming watchers (default 32,768).
 	RingSize int
 	// BufferSize is how many undelivered events a watcher may have before it must resync
-	// (default 4,096).
+	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
+	// before while nothing else of that worker follows it).
 	BufferSize int
 	TimeSource clock.TimeSource
 }
@@ -76,7 +77,7 @@ func NewHub(opts Options) *Hub {
 		opts.RingSize = 32768
 	}
 	if opts.BufferSize <= 0 {
-		opts.BufferSize = 4096
+		opts.BufferSize = 16384
 	}
 	if opts.TimeSource == nil {
 		opts.TimeSource = clock.NewRealTimeSource()
@@ -211,6 +212,7 @@ type Subscription struct {
 
 	// Under hub.mu.
 	buf      []Event
+	last     map[string]int // worker → index in buf of its last event
 	overflow bool
 
 	// Owned by the reader (Next).
@@ -226,11 +228,32 @@ func (s *Subscription) offer(ev Event) {
 	if ev.NamespaceID != s.namespaceID || s.overflow {
 		return
 	}
-	if len(s.buf) >= s.hub.opts.BufferSize {
-		s.buf, s.overflow = nil, true
-	} else {
-		s.buf = append(s.buf, ev)
+	if ev.WorkerInstanceKey != "" {
+		// A heartbeat replaces the worker's previous one still in the buffer if nothing of that
+		// worker came after it: a watcher that is busy (sending a snapshot, a slow client) holds
+		// at most one heartbeat per worker, not one per heartbeat.
+		if i, ok := s.last[ev.WorkerInstanceKey]; ok && ev.Kind == KindHeartbeat && s.buf[i].Kind == KindHeartbeat {
+			s.buf[i] = ev
+			s.notifyReader()
+			return
+		}
 	}
+	if len(s.buf) >= s.hub.opts.BufferSize {
+		s.buf, s.last, s.overflow = nil, nil, true
+		s.notifyReader()
+		return
+	}
+	if ev.WorkerInstanceKey != "" {
+		if s.last == nil {
+			s.last = make(map[string]int)
+		}
+		s.last[ev.WorkerInstanceKey] = len(s.buf)
+	}
+	s.buf = append(s.buf, ev)
+	s.notifyReader()
+}
+
+func (s *Subscription) notifyReader() {
 	select {
 	case s.notify <- struct{}{}:
 	default:
@@ -254,14 +277,14 @@ func (s *Subscription) Next(ctx context.Context) (events []Event, cursor uint64,
 	for {
 		s.hub.mu.Lock()
 		batch, overflow := s.buf, s.overflow
-		s.buf = nil
+		s.buf, s.last = nil, nil
 		s.hub.mu.Unlock()
 		if overflow {
 			return nil, 0, true, nil
 		}
 		now := ts.Now()
 		for _, ev := range batch {
-			cursor = ev.Seq
+			cursor = max(cursor, ev.Seq) // a replaced heartbeat carries a later number
 			if ev.Kind == KindHeartbeat && s.heartbeatEvery > 0 {
 				if last, ok := s.lastSent[ev.WorkerInstanceKey]; ok && now.Sub(last) < s.heartbeatEvery {
 					s.pending[ev.WorkerInstanceKey] = ev

@@ -231,3 +231,33 @@ func TestChangesOfCommits(t *testing.T) {
 }
 
 func chasmKey() chasm.ExecutionKey { return chasm.ExecutionKey{NamespaceID: ns, BusinessID: "w"} }
+
+func TestHubBusyWatcherHoldsOneHeartbeatPerWorker(t *testing.T) {
+	ts := clock.NewFakeTimeSource()
+	h := NewHub(Options{TimeSource: ts, BufferSize: 9})
+	s, _, _ := h.Subscribe(ns, 0, 0, 0)
+	defer s.Close()
+	for _, key := range []string{"a", "b", "c"} {
+		h.Publish(change(worker.ChangeRegistered, key, state(active, "m", ts.Now())))
+	}
+	for range 100 {
+		ts.Advance(time.Millisecond)
+		for _, key := range []string{"a", "b", "c"} {
+			h.Publish(change(worker.ChangeHeartbeat, key, state(active, "m", ts.Now())))
+		}
+	}
+	h.Publish(change(worker.ChangeDrainRequested, "a", state(active, "m", ts.Now())))
+	ts.Advance(time.Millisecond)
+	h.Publish(change(worker.ChangeHeartbeat, "a", state(active, "m", ts.Now())))
+
+	events := drain(t, s)
+	require.Equal(t, []string{
+		fmt.Sprintf("%d:am", KindRegistered), fmt.Sprintf("%d:m", KindHostOnline),
+		fmt.Sprintf("%d:bm", KindRegistered), fmt.Sprintf("%d:cm", KindRegistered),
+		fmt.Sprintf("%d:am", KindHeartbeat), fmt.Sprintf("%d:bm", KindHeartbeat), fmt.Sprintf("%d:cm", KindHeartbeat),
+		fmt.Sprintf("%d:am", KindDrainRequested),
+		fmt.Sprintf("%d:am", KindHeartbeat), // after a transition: appended, never moved before it
+	}, kinds(events), "300 heartbeats took 3 places in a buffer of 9")
+	require.Equal(t, ts.Now().Add(-time.Millisecond), events[4].State.GetLastHeartbeatTime().AsTime(), "the latest heartbeat of a before its drain")
+	require.Equal(t, ts.Now(), events[8].State.GetLastHeartbeatTime().AsTime())
+}
