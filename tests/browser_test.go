@@ -90,6 +90,16 @@ func TestLivePageInBrowser(t *testing.T) {
 	}
 	require.Equal(t, true, b.eval(t, `window.__notReloaded === true`), "the page was updated in place, not reloaded")
 	b.screenshot(t, filepath.Join(artifacts, "live-page-offline.png"))
+
+	// The filter box takes the ListWorkers query syntax; a bad query says why.
+	filter := func(q string) {
+		b.eval(t, fmt.Sprintf(`document.querySelector("#filter").value = %q; document.querySelector("#filter-form").requestSubmit()`, q))
+	}
+	filter(`TaskQueue = "billing"`)
+	b.waitFor(t, `document.querySelectorAll("#workers tbody tr").length === 1 && document.querySelector("#workers tbody tr .ident").textContent === "billing-worker"`)
+	require.Contains(t, b.eval(t, `location.search`), "query=")
+	filter(`Nope = 1`)
+	b.waitFor(t, `!document.querySelector("#error").hidden && document.querySelector("#error").textContent.includes("unknown column")`)
 	t.Logf("screenshots in %s", artifacts)
 }
 
