@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/auth"
@@ -47,6 +48,9 @@ type Deps struct {
 	}
 	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
 	APIKeys auth.APIKeyStore
+	// Watch is this host's live-view hub (WatchWorkers, the web page); nil: WatchWorkers is
+	// Unimplemented.
+	Watch *watch.Hub
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
 	// Cluster describes the vigil hosts for DescribeCluster; nil: Unimplemented.

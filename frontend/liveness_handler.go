@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -28,11 +30,22 @@ const (
 type LivenessHandler struct {
 	livenesspb.UnimplementedWorkerLivenessServiceServer
 	deps Deps
+	// watchers counts open watches (WatchWorkers and the web page's stream).
+	watchers atomic.Int64
+	// stopping is closed by Stop: open watches end.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // NewLivenessHandler returns the extended API handler.
 func NewLivenessHandler(deps Deps) *LivenessHandler {
-	return &LivenessHandler{deps: deps.withDefaults()}
+	return &LivenessHandler{deps: deps.withDefaults(), stopping: make(chan struct{})}
+}
+
+// Stop ends every open watch (WatchWorkers, the web page's streams), so that a graceful stop of
+// the gRPC and HTTP servers does not wait for them. Idempotent.
+func (h *LivenessHandler) Stop() {
+	h.stopOnce.Do(func() { close(h.stopping) })
 }
 
 // RecordHeartbeat renews one worker's lease with the extended options.

@@ -52,6 +52,7 @@ type Server struct {
 	server   *grpc.Server
 	listener net.Listener
 	workflow *WorkflowHandler
+	liveness *LivenessHandler
 	done     chan struct{}
 
 	serveOnce sync.Once
@@ -70,7 +71,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
 	}
-	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, done: make(chan struct{})}
+	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{})}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)...),
@@ -152,6 +153,9 @@ func (s *Server) Stop(ctx context.Context) {
 	s.ready.Store(false)
 	// Without this a graceful stop would wait up to a minute for empty polls.
 	s.workflow.Stop()
+	if s.liveness != nil {
+		s.liveness.Stop() // and for open watches, which never end by themselves
+	}
 	stopped := make(chan struct{})
 	go func() {
 		s.server.GracefulStop()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
@@ -155,12 +156,19 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Supply(cfg.Auth),
 		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
 		authModule(cfg.Auth),
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth) (*frontend.Server, error) {
+		// The live view: worker changes committed on this host feed the hub, the hub feeds
+		// WatchWorkers and the web page.
+		fx.Provide(
+			func(ts clock.TimeSource) *watch.Hub { return watch.NewHub(watch.Options{TimeSource: ts}) },
+			func(h *watch.Hub) worker.ChangeSink { return h },
+		),
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, hub *watch.Hub) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
 				TaskTokens:    a.TaskTokens,
 				TaskTokenKeys: a.TokenKeys,
+				Watch:         hub,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,
@@ -173,14 +181,16 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			workflow := frontend.NewWorkflowHandler(deps)
 			var tlsConfig *tls.Config
 			if cfg.TLS.Enabled() {
+				var err error
 				if tlsConfig, err = auth.NewServerTLSConfig(cfg.TLS, o.logger); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
+			liveness := frontend.NewLivenessHandler(deps)
 			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize, TLS: tlsConfig},
-				deps, workflow, frontend.NewLivenessHandler(deps))
+				deps, workflow, liveness)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { fs.Start(); return nil },
@@ -190,16 +200,16 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 					return nil
 				},
 			})
-			return fs, nil
+			return fs, liveness, nil
 		}),
-		fx.Provide(func(lc fx.Lifecycle, a frontendAuth) (*frontend.HTTPServer, error) {
-			var httpOpts []frontend.HTTPOption
+		fx.Provide(func(lc fx.Lifecycle, a frontendAuth, liveness *frontend.LivenessHandler) (*frontend.HTTPServer, error) {
+			var adminGuard func(*http.Request) (int, error) // auth off: open (profiles: loopback only)
+			if a.Interceptor != nil {
+				adminGuard = a.Interceptor.HTTPAdminGuard
+			}
+			httpOpts := []frontend.HTTPOption{frontend.WithLiveView(liveness, namespaces, adminGuard)}
 			if cfg.Frontend.Pprof {
-				var guard func(*http.Request) (int, error) // auth off: loopback callers only
-				if a.Interceptor != nil {
-					guard = a.Interceptor.HTTPAdminGuard
-				}
-				httpOpts = append(httpOpts, frontend.WithPprof(guard))
+				httpOpts = append(httpOpts, frontend.WithPprof(adminGuard)) // nil: loopback callers only
 			}
 			if cfg.TLS.Enabled() {
 				httpTLS := cfg.TLS
@@ -217,7 +227,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { hs.Start(); return nil },
-				OnStop:  func(ctx context.Context) error { hs.Stop(ctx); return metricsCloser.Close() },
+				OnStop: func(ctx context.Context) error {
+					liveness.Stop() // the page's event streams would hold a graceful stop
+					hs.Stop(ctx)
+					return metricsCloser.Close()
+				},
 			})
 			return hs, nil
 		}),

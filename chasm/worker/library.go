@@ -15,6 +15,15 @@ type Library struct {
 	brake       ExpiryBrake
 	scope       tally.Scope
 	logger      *zap.Logger
+	// changes receives committed changes (WithChangeSink); nil: nobody watches.
+	changes ChangeSink
+}
+
+// WithChangeSink makes the library report every committed worker change to sink (the live
+// view's hub). Call it before the library is registered.
+func (l *Library) WithChangeSink(sink ChangeSink) *Library {
+	l.changes = sink
+	return l
 }
 
 // LibraryOption configures a Library.
@@ -40,13 +49,18 @@ func (l *Library) Name() string { return LibraryName }
 
 // Components implements chasm.Library.
 func (l *Library) Components() []*chasm.RegistrableComponent {
+	opts := []chasm.ComponentOption{
+		chasm.WithCollections(BoundActivities.Name()),
+		// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
+		// in place: a transaction need not copy the previous one.
+		chasm.WithSharedStateFields("last_heartbeat"),
+	}
+	if l.changes != nil {
+		opts = append(opts, chasm.WithCommitObserver(commitObserver(l.changes)))
+	}
 	return []*chasm.RegistrableComponent{
 		chasm.NewRegistrableComponent("worker",
-			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} },
-			chasm.WithCollections(BoundActivities.Name()),
-			// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
-			// in place: a transaction need not copy the previous one.
-			chasm.WithSharedStateFields("last_heartbeat")),
+			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} }, opts...),
 	}
 }
 

@@ -5,6 +5,7 @@
 //	vigil worker describe KEY [flags]   one worker's liveness record
 //	vigil cluster describe [flags]      the vigil hosts of a cluster and their shards
 //	vigil apikey create|list|revoke     manage API keys (admin)
+//	vigil worker watch [flags]          the workers' changes, live
 //	vigil version
 package main
 
@@ -55,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return workerList(args[2:], stdout, stderr)
 			case "describe":
 				return workerDescribe(args[2:], stdout, stderr)
+			case "watch":
+				ctx, stop := signalContext()
+				defer stop()
+				return workerWatch(ctx, args[2:], stdout, stderr)
 			}
 		}
 	}
@@ -74,6 +79,7 @@ Usage:
   vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
   vigil apikey list | revoke ID       list API keys, or revoke one at once on every host
   vigil tasktoken rotate              sign task tokens with a new cluster key (cluster admin)
+  vigil worker watch [flags]          print worker changes live (--query Q, --output json)
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

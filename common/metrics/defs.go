@@ -159,6 +159,17 @@ var (
 	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred", TagKind)
 )
 
+// Live view (WatchWorkers and the web page's stream).
+var (
+	// WatchersOpen is the number of open watch streams (gRPC and web page).
+	WatchersOpen = NewGaugeDef("watchers_open")
+	// WatchEventsSent counts events sent to watchers.
+	WatchEventsSent = NewCounterDef("watch_events_sent")
+	// WatchResyncs counts resyncs: a cursor the server no longer holds, or a watcher that fell
+	// behind its buffer.
+	WatchResyncs = NewCounterDef("watch_resyncs")
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -182,4 +193,5 @@ var All = []interface {
 	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
 	AdmissionShed, AdmissionDropped, AdmissionQueued, AdmissionQueuedBytes, AdmissionQueueDelay,
 	ExpiryBrakeEngaged, LeaseExpiriesDeferred,
+	WatchersOpen, WatchEventsSent, WatchResyncs,
 }
