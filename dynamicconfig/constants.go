@@ -141,6 +141,14 @@ ResourceExhausted (the SDK backs off and polls again). An SDK worker holds about
 activity, two workflow, one worker-command poll), so the default fits some 5,000 workers per
 frontend. 0 or less: no limit.`,
 	)
+	MaxWorkersPerNamespace = NewNamespaceIntSetting(
+		"worker.maxWorkersPerNamespace",
+		1_000_000,
+		`Worker records (ACTIVE, INACTIVE and CLEANED_UP) a namespace may hold; a heartbeat that would
+register one more is refused with ResourceExhausted. Counted from the store at every
+workers_by_state report (worker.stateGaugeInterval) plus this host's registrations since; 0 or
+less: no limit.`,
+	)
 	WorkerRegistrationRPS = NewNamespaceFloatSetting(
 		"worker.registrationRPS",
 		1000,

@@ -235,7 +235,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			})
 			return hs, nil
 		}),
-		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake) {
+		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake, h *worker.Handler) {
 			ids := func() []string {
 				var out []string
 				for _, name := range namespaces.Names() {
@@ -247,6 +247,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			}
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
 			g.ReportActiveTo(brake.SetActiveCount)
+			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),
 		clusterModule,

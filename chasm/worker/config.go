@@ -48,10 +48,12 @@ type Config struct {
 	LeaseIntervalMultiplier func(namespace string) float64
 	MaxBindingsPerWorker    func(namespace string) int
 	// RegistrationRPS bounds new worker keys per second per namespace (nil: no limit).
-	RegistrationRPS      func(namespace string) float64
-	RescheduleChunkSize  int
-	OrphanDetection      func(namespace string) bool
-	OrphanDetectionGrace func(namespace string) time.Duration
+	RegistrationRPS func(namespace string) float64
+	// MaxWorkersPerNamespace bounds a namespace's worker records (nil or ≤ 0: no limit).
+	MaxWorkersPerNamespace func(namespace string) int
+	RescheduleChunkSize    int
+	OrphanDetection        func(namespace string) bool
+	OrphanDetectionGrace   func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -66,6 +68,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		LeaseIntervalMultiplier: dynamicconfig.LeaseIntervalMultiplier.Get(dc),
 		MaxBindingsPerWorker:    dynamicconfig.MaxBindingsPerWorker.Get(dc),
 		RegistrationRPS:         dynamicconfig.WorkerRegistrationRPS.Get(dc),
+		MaxWorkersPerNamespace:  dynamicconfig.MaxWorkersPerNamespace.Get(dc),
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
 		OrphanDetection:         OrphanDetection.Get(dc),
 		OrphanDetectionGrace:    OrphanDetectionGrace.Get(dc),

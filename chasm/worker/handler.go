@@ -43,6 +43,7 @@ type Handler struct {
 	hostStart time.Time
 
 	registrations *registrationLimiter
+	capacity      *workerCap
 
 	// admission, when set, decides what is served, waits, or is refused under load; known
 	// ranks the heartbeats of workers seen lately above registrations.
@@ -55,12 +56,17 @@ type Handler struct {
 func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
 	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
 		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
-		known: newKnownWorkers()}
+		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
+		known:    newKnownWorkers()}
 	for _, opt := range opts {
 		opt(h)
 	}
 	return h
 }
+
+// SetWorkerCount tells the handler how many worker records a namespace holds in the store
+// (StateGauges.ReportTotalTo): the base of worker.maxWorkersPerNamespace.
+func (h *Handler) SetWorkerCount(namespaceID string, n int64) { h.capacity.setCount(namespaceID, n) }
 
 // orphanPolicy is what orphan reconciliation reads for a namespace.
 func (h *Handler) orphanPolicy(namespace string) OrphanPolicy {
@@ -172,6 +178,9 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 				// Checked under the lock, after create-or-update decided this is a new worker:
 				// a refused registration leaves nothing behind.
 				if err := h.registrations.allow(namespace); err != nil {
+					return nil, err
+				}
+				if err := h.capacity.admit(namespaceID, namespace); err != nil {
 					return nil, err
 				}
 				err = TransitionRegistered.Apply(w, mctx, ev)

@@ -321,3 +321,25 @@ func TestUpdateBindings(t *testing.T) {
 	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_WORKER_NOT_ACTIVE, update("w1", []*workerpb.ActivityBinding{binding("c", 1)}, nil))
 	require.Zero(t, b.describe("w1").State.BoundActivityCount)
 }
+
+func TestMaxWorkersPerNamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.dc.OverrideValue(dynamicconfig.MaxWorkersPerNamespace.Key(), 2)
+	b.mustBeat("w1")
+	b.mustBeat("w2")
+
+	refused := b.beat("w3")
+	require.NotNil(t, refused.Error)
+	require.EqualValues(t, codes.ResourceExhausted, refused.Error.Code)
+	require.Contains(t, refused.Error.Message, "worker.maxWorkersPerNamespace")
+	_, err := b.handler.DescribeWorker(b.ctx, &workerpb.DescribeWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "w3"})
+	var notFound *serviceerror.NotFound
+	require.ErrorAs(t, err, &notFound, "a refused registration leaves nothing behind")
+
+	b.mustBeat("w1") // known workers keep heartbeating at the cap
+
+	b.handler.SetWorkerCount(testNamespaceID, 1) // the store counted one record (say w2 was deleted)
+	b.mustBeat("w3")
+	require.NotNil(t, b.beat("w4").Error, "one counted plus one registered since: the cap again")
+}
