@@ -147,9 +147,18 @@ func (c *shardController) reconcile(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	if len(release) > 0 {
+	switch {
+	case len(release) > 0 && alive[self]:
 		c.release(ctx, release, true)
 		c.engine.logger.Info("handed shards off", zap.Int32s("shards", shardIDs(release)))
+	case len(release) > 0:
+		// This host's own membership lapsed (it could not renew, e.g. it was paused): the
+		// others may own these shards already, and the leases in them could not be renewed
+		// here meanwhile. That is no handoff: nothing is recorded as released (the next owner
+		// applies the takeover grace), and every shard counts as lost.
+		c.release(ctx, release, false)
+		metrics.ShardLosses.With(c.engine.scope).Inc(int64(len(release)))
+		c.engine.logger.Warn("membership lapsed: stopped serving shards", zap.Int32s("shards", shardIDs(release)))
 	}
 	var errs []error
 	var acquired []int32
