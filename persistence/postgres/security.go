@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 var _ persistence.SecurityStore = (*Store)(nil)
@@ -18,7 +19,7 @@ const apiKeyColumns = `id, key_hash, namespace, roles, description, create_time,
 // CreateAPIKey implements persistence.SecurityStore.
 func (s *Store) CreateAPIKey(ctx context.Context, key persistence.APIKeyRecord) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		key.ID, key.Hash, key.Namespace, key.Roles, key.Description, unixNanos(key.CreateTime), unixNanos(key.RevokeTime))
+		key.ID, key.Hash, key.Namespace, key.Roles, key.Description, sqlcommon.OptionalTime(key.CreateTime), sqlcommon.OptionalTime(key.RevokeTime))
 	if err != nil {
 		if pgErr, ok := statementError(err); ok && pgErr.Code == sqlstateUniqueViolation {
 			return &persistence.AlreadyExistsError{Msg: fmt.Sprintf("api key %q already exists", key.ID)}
@@ -60,7 +61,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, namespace string) ([]*persisten
 // RevokeAPIKey implements persistence.SecurityStore.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string, revokeTime time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoke_time = CASE WHEN revoke_time = 0 THEN $1 ELSE revoke_time END
-		WHERE id = $2`, unixNanos(revokeTime), id)
+		WHERE id = $2`, sqlcommon.OptionalTime(revokeTime), id)
 	if err != nil {
 		return fmt.Errorf("postgres: revoke api key: %w", err)
 	}
@@ -76,7 +77,7 @@ func (s *Store) AddClusterKey(ctx context.Context, key persistence.ClusterKey) e
 		return errors.New("postgres: add cluster key: empty secret")
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO cluster_keys (version, secret, create_time) VALUES ($1, $2, $3)
-		ON CONFLICT (version) DO NOTHING`, key.Version, key.Secret, unixNanos(key.CreateTime)); err != nil {
+		ON CONFLICT (version) DO NOTHING`, key.Version, key.Secret, sqlcommon.OptionalTime(key.CreateTime)); err != nil {
 		return fmt.Errorf("postgres: add cluster key: %w", err)
 	}
 	return nil
@@ -96,7 +97,7 @@ func (s *Store) ListClusterKeys(ctx context.Context) ([]persistence.ClusterKey, 
 		if err := rows.Scan(&k.Version, &k.Secret, &created); err != nil {
 			return nil, fmt.Errorf("postgres: list cluster keys: %w", err)
 		}
-		k.CreateTime = fromUnixNanos(created)
+		k.CreateTime = sqlcommon.FromOptionalTime(created)
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
@@ -109,29 +110,11 @@ func scanAPIKeys(rows pgx.Rows) ([]*persistence.APIKeyRecord, error) {
 	defer rows.Close()
 	var out []*persistence.APIKeyRecord
 	for rows.Next() {
-		k := &persistence.APIKeyRecord{}
-		var created, revoked int64
-		if err := rows.Scan(&k.ID, &k.Hash, &k.Namespace, &k.Roles, &k.Description, &created, &revoked); err != nil {
+		k, err := sqlcommon.ScanAPIKey(rows.Scan)
+		if err != nil {
 			return nil, err
 		}
-		k.CreateTime = fromUnixNanos(created)
-		k.RevokeTime = fromUnixNanos(revoked)
 		out = append(out, k)
 	}
 	return out, rows.Err()
-}
-
-// unixNanos stores the zero time as 0, so "not revoked" is a plain integer comparison.
-func unixNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

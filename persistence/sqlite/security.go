@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 var _ persistence.SecurityStore = (*Store)(nil)
@@ -17,7 +18,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, key persistence.APIKeyRecord) 
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, key_hash, namespace, roles, description, create_time, revoke_time)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			key.ID, key.Hash, key.Namespace, key.Roles, key.Description, unixNanos(key.CreateTime), unixNanos(key.RevokeTime))
+			key.ID, key.Hash, key.Namespace, key.Roles, key.Description, sqlcommon.OptionalTime(key.CreateTime), sqlcommon.OptionalTime(key.RevokeTime))
 		return err
 	})
 	if err != nil {
@@ -65,7 +66,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, revokeTime time.Tim
 	var n int64
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoke_time = CASE WHEN revoke_time = 0 THEN ? ELSE revoke_time END
-			WHERE id = ?`, unixNanos(revokeTime), id)
+			WHERE id = ?`, sqlcommon.OptionalTime(revokeTime), id)
 		if err != nil {
 			return err
 		}
@@ -88,7 +89,7 @@ func (s *Store) AddClusterKey(ctx context.Context, key persistence.ClusterKey) e
 	}
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO cluster_keys (version, secret, create_time) VALUES (?, ?, ?)
-			ON CONFLICT (version) DO NOTHING`, key.Version, key.Secret, unixNanos(key.CreateTime))
+			ON CONFLICT (version) DO NOTHING`, key.Version, key.Secret, sqlcommon.OptionalTime(key.CreateTime))
 		return err
 	})
 	if err != nil {
@@ -111,7 +112,7 @@ func (s *Store) ListClusterKeys(ctx context.Context) ([]persistence.ClusterKey, 
 		if err := rows.Scan(&k.Version, &k.Secret, &created); err != nil {
 			return nil, fmt.Errorf("sqlite: list cluster keys: %w", err)
 		}
-		k.CreateTime = fromUnixNanos(created)
+		k.CreateTime = sqlcommon.FromOptionalTime(created)
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
@@ -124,29 +125,11 @@ func scanAPIKeys(rows *sql.Rows) ([]*persistence.APIKeyRecord, error) {
 	defer rows.Close()
 	var out []*persistence.APIKeyRecord
 	for rows.Next() {
-		k := &persistence.APIKeyRecord{}
-		var created, revoked int64
-		if err := rows.Scan(&k.ID, &k.Hash, &k.Namespace, &k.Roles, &k.Description, &created, &revoked); err != nil {
+		k, err := sqlcommon.ScanAPIKey(rows.Scan)
+		if err != nil {
 			return nil, err
 		}
-		k.CreateTime = fromUnixNanos(created)
-		k.RevokeTime = fromUnixNanos(revoked)
 		out = append(out, k)
 	}
 	return out, rows.Err()
-}
-
-// unixNanos stores the zero time as 0, so "not revoked" is a plain integer comparison.
-func unixNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }
