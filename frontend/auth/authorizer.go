@@ -122,6 +122,8 @@ var MethodAccess = map[string]Access{
 
 	workflowService + "GetSystemInfo":     {},
 	workflowService + "DescribeNamespace": {},
+	// Lists every namespace's name and description to any authenticated caller, as Temporal does.
+	workflowService + "ListNamespaces": {},
 
 	// Workers.
 	workflowService + "RecordWorkerHeartbeat":        {Role: RoleWorker},
@@ -157,11 +159,13 @@ var MethodAccess = map[string]Access{
 	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
 	workflowService + "RecordActivityTaskHeartbeatById":  {Role: RoleWriter},
 
-	// Admins.
-	livenessService + "DrainWorker": {Role: RoleAdmin},
-	adminService + "CreateAPIKey":   {Role: RoleAdmin},
-	adminService + "ListAPIKeys":    {Role: RoleAdmin},
-	adminService + "RevokeAPIKey":   {Role: RoleAdmin},
+	// Admins. (Both are refused anyway: namespaces come from the static configuration.)
+	workflowService + "RegisterNamespace": {Role: RoleAdmin},
+	workflowService + "UpdateNamespace":   {Role: RoleAdmin},
+	livenessService + "DrainWorker":       {Role: RoleAdmin},
+	adminService + "CreateAPIKey":         {Role: RoleAdmin},
+	adminService + "ListAPIKeys":          {Role: RoleAdmin},
+	adminService + "RevokeAPIKey":         {Role: RoleAdmin},
 	// No namespace in the request: needs the admin role of every namespace.
 	adminService + "RotateTaskTokenKey": {Role: RoleAdmin},
 }
