@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -165,7 +166,7 @@ func TestSecurity_Matrix(t *testing.T) {
 
 	var methods []string
 	for m := range auth.MethodAccess {
-		if !strings.HasPrefix(m, "/grpc.health") { // not served
+		if !strings.HasPrefix(m, "/grpc.health") { // anonymous: checked below
 			methods = append(methods, m)
 		}
 	}
@@ -196,6 +197,11 @@ func TestSecurity_Matrix(t *testing.T) {
 	require.True(t, proto.Equal(workerBefore, workerAfter), "denied calls changed the worker:\n%v\n%v", workerBefore, workerAfter)
 	require.True(t, proto.Equal(activityBefore, activityAfter), "denied calls changed the activity:\n%v\n%v", activityBefore, activityAfter)
 
+	t.Run("HealthNeedsNoCredentials", func(t *testing.T) {
+		resp, err := healthpb.NewHealthClient(conn("")).Check(ctx, &healthpb.HealthCheckRequest{Service: "temporal.api.workflowservice.v1.WorkflowService"})
+		require.NoError(t, err)
+		require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	})
 	t.Run("Valid", func(t *testing.T) {
 		for _, m := range methods {
 			access := auth.MethodAccess[m]
