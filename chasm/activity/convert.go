@@ -97,6 +97,8 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED
 	case statusTimedOut:
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT
+	case statusTerminated:
+		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED
 	}
 	return info
 }
