@@ -47,6 +47,8 @@ var matrixRequests = map[string]string{
 	"RecordHeartbeat":                  `{"namespace":"default","workerHeartbeat":{"workerInstanceKey":"w-1","workerIdentity":"hijack"}}`,
 	"StartActivityExecution":           `{"namespace":"default","activityId":"act-2","activityType":{"name":"x"},"taskQueue":{"name":"tq"},"startToCloseTimeout":"60s","requestId":"r2"}`,
 	"RequestCancelActivityExecution":   `{"namespace":"default","activityId":"act-1","requestId":"c1"}`,
+	"TerminateActivityExecution":       `{"namespace":"default","activityId":"act-1","reason":"hijack"}`,
+	"DeleteActivityExecution":          `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskCompletedById": `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskFailedById":    `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskCanceledById":  `{"namespace":"default","activityId":"act-1"}`,

@@ -145,6 +145,8 @@ var MethodAccess = map[string]Access{
 	workflowService + "CountWorkers":              {Role: RoleReader},
 	workflowService + "DescribeActivityExecution": {Role: RoleReader},
 	workflowService + "PollActivityExecution":     {Role: RoleReader},
+	workflowService + "ListActivityExecutions":    {Role: RoleReader},
+	workflowService + "CountActivityExecutions":   {Role: RoleReader},
 	livenessService + "DescribeWorkerLiveness":    {Role: RoleReader},
 	livenessService + "ListWorkerLiveness":        {Role: RoleReader},
 	livenessService + "ListHosts":                 {Role: RoleReader},
@@ -154,6 +156,8 @@ var MethodAccess = map[string]Access{
 	// the tokens its own workers polled, may not use them.
 	workflowService + "StartActivityExecution":           {Role: RoleWriter},
 	workflowService + "RequestCancelActivityExecution":   {Role: RoleWriter},
+	workflowService + "TerminateActivityExecution":       {Role: RoleWriter},
+	workflowService + "DeleteActivityExecution":          {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWriter},
 	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
