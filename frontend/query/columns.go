@@ -149,6 +149,10 @@ func ParseActivityStatus(s string) (enumspb.ActivityExecutionStatus, bool) {
 	return enumspb.ACTIVITY_EXECUTION_STATUS_UNSPECIFIED, false
 }
 
+// ActivityStatusName is the spelling of an activity execution status in queries and listings
+// ("Running", "TimedOut").
+func ActivityStatusName(s enumspb.ActivityExecutionStatus) string { return activityStatusName(s) }
+
 func activityStatusName(s enumspb.ActivityExecutionStatus) string {
 	switch s {
 	case enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING:
