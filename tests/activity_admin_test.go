@@ -77,7 +77,15 @@ func TestActivityListCountTerminateDelete(t *testing.T) {
 	_, err = wf.DeleteActivityExecution(ctx, &workflowservice.DeleteActivityExecutionRequest{Namespace: "default", ActivityId: "a-2"})
 	var precondition *serviceerror.FailedPrecondition
 	require.True(t, errors.As(err, &precondition), "deleting a running activity: %v", err)
-	_, err = wf.DeleteActivityExecution(ctx, &workflowservice.DeleteActivityExecutionRequest{Namespace: "default", ActivityId: "a-1"})
+	// Unavailable (retry) while the terminated attempt is still being unbound from A.
+	for {
+		_, err = wf.DeleteActivityExecution(ctx, &workflowservice.DeleteActivityExecutionRequest{Namespace: "default", ActivityId: "a-1"})
+		var unavailable *serviceerror.Unavailable
+		if !errors.As(err, &unavailable) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"a-2"}, listActivityIDs(t, c, ""))
 	_, err = wf.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{Namespace: "default", ActivityId: "a-1"})

@@ -778,7 +778,8 @@ func (h *Handler) TerminateActivity(ctx context.Context, req *activitypb.Termina
 
 // DeleteActivity removes a closed activity run and everything stored for it. A running one
 // is FailedPrecondition: terminate (or cancel) it first, so that its worker is unbound and
-// told to stop before the record goes.
+// told to stop before the record goes. While the unbind is still pending it is Unavailable,
+// which clients retry.
 func (h *Handler) DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error) {
 	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
 	if err != nil {
@@ -788,6 +789,11 @@ func (h *Handler) DeleteActivity(ctx context.Context, req *activitypb.DeleteActi
 		if !a.IsClosed() {
 			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
 				"activity %s is still running (%s): terminate or cancel it before deleting it", req.GetActivityId(), StatusName(a.Status)))
+		}
+		if len(a.PendingUnbinds) > 0 {
+			// Deleting now would drop the UnbindTask, and its worker would keep the binding.
+			return struct{}{}, serviceerror.NewUnavailable(fmt.Sprintf(
+				"activity %s is still being unbound from its worker: retry", req.GetActivityId()))
 		}
 		mctx.DeleteExecution()
 		return struct{}{}, nil

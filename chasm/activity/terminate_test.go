@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/vigilhq/vigil/chasm/activity"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
@@ -29,6 +30,11 @@ func TestTerminateStartedActivity(t *testing.T) {
 	_, err = b.heartbeat(task.TaskToken, "late")
 	requireNotFound(t, err)
 	require.Equal(t, activitypb.ActivityStatus_ACTIVITY_STATUS_TERMINATED, b.describe("a1").Status)
+
+	// Not deletable until its worker is unbound (clients retry Unavailable).
+	_, err = b.handler.DeleteActivity(b.ctx, &activitypb.DeleteActivityRequest{NamespaceId: testNamespaceID, ActivityId: "a1"})
+	var unavailable *serviceerror.Unavailable
+	require.ErrorAs(t, err, &unavailable)
 
 	// Unbound from its worker, and the worker is told to stop.
 	b.runSideEffects()
