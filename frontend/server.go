@@ -116,6 +116,7 @@ var errNotReady = serviceerror.NewUnavailable("vigil is starting or stopping: re
 var answeredWhileStarting = map[string]bool{
 	"GetSystemInfo":     true,
 	"DescribeNamespace": true,
+	"ListNamespaces":    true,
 }
 
 // readinessInterceptor answers Unavailable until Start, except answeredWhileStarting. It runs
