@@ -120,7 +120,7 @@ func (h *WorkflowHandler) RegisterNamespace(_ context.Context, req *workflowserv
 		return nil, serviceerror.NewNamespaceAlreadyExists(fmt.Sprintf("namespace %q already exists", req.GetNamespace()))
 	}
 	return nil, serviceerror.NewFailedPrecondition(fmt.Sprintf(
-		"namespace %q cannot be created at run time: vigil's namespaces are declared in the server configuration (namespaces:), the same on every host; add it there and restart the servers",
+		"namespace %q cannot be created at run time: vigil's namespaces are declared in the server configuration (namespaces: in the config file, or vigil server start --namespace NAME), the same on every host; add it there and restart the servers",
 		req.GetNamespace()))
 }
 
