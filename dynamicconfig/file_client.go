@@ -57,8 +57,9 @@ func WithMetricsScope(scope tally.Scope) FileClientOption {
 //	      namespace: fast-ns
 //	  - value: 60m
 //
-// A file that cannot be read or parsed is rejected whole: at construction that is an error; on a
-// reload the previous values stay in effect and the reason is logged.
+// A file that cannot be read or parsed, or that gives a declared setting a value of the wrong
+// type (`value: banana` for a duration), is rejected whole: at construction that is an error; on
+// a reload the previous values stay in effect and the reason (key, line, why) is logged.
 type FileClient struct {
 	config     FileClientConfig
 	logger     *zap.Logger
@@ -288,7 +289,11 @@ func parseFile(content []byte) (map[string]fileKey, error) {
 			}
 			var v any
 			if err := e.Value.Decode(&v); err != nil {
-				return nil, fmt.Errorf("key %q, item %d: %w", key, i+1, err)
+				return nil, fmt.Errorf("key %q, item %d (line %d): %w", key, i+1, e.Value.Line, err)
+			}
+			// The setting's own type check: a value it cannot use rejects the file.
+			if err := ValidateValue(Key(key), v); err != nil {
+				return nil, fmt.Errorf("key %q, item %d (line %d): value %v: %w", key, i+1, e.Value.Line, v, err)
 			}
 			var cons Constraints
 			if e.Constraints != nil && e.Constraints.Namespace != nil {

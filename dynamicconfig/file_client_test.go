@@ -131,6 +131,9 @@ func TestNewFileClientErrors(t *testing.T) {
 		{name: "UnsupportedConstraint", content: "worker.maxBindingsPerWorker:\n  - value: 5\n    constraints:\n      taskQueueName: q\n", wantErr: "taskQueueName"},
 		{name: "EmptyNamespaceConstraint", content: "worker.maxBindingsPerWorker:\n  - value: 5\n    constraints:\n      namespace: \"\"\n", wantErr: "empty namespace"},
 		{name: "KeysDifferingOnlyInCase", content: "a.b:\n  - value: 1\nA.B:\n  - value: 2\n", wantErr: "differ only in case"},
+		{name: "WrongTypeForADuration", content: "matching.InactiveWorkerCleanupDelay:\n  - value: 5m\n  - value: banana\n",
+			wantErr: `key "matching.InactiveWorkerCleanupDelay", item 2 (line 3): value banana`},
+		{name: "WrongTypeForAnInt", content: "worker.maxBindingsPerWorker:\n  - value: lots\n", wantErr: `"worker.maxBindingsPerWorker", item 1 (line 2)`},
 		{name: "PollIntervalBelowMinimum", content: sampleFile, interval: 100 * time.Millisecond, wantErr: "below the minimum"},
 	}
 	for _, tt := range tests {
@@ -190,6 +193,23 @@ func TestFileClientReload(t *testing.T) {
 		writeFile(t, b.path, sampleFile)
 		require.NoError(t, b.client.Reload())
 		require.Equal(t, 5*time.Minute, get("fast-ns"))
+	})
+
+	t.Run("WrongTypeKeepsPreviousValues", func(t *testing.T) {
+		t.Parallel()
+		b := setupFileClient(t, sampleFile)
+		get := InactiveWorkerCleanupDelay.Get(b.coll)
+		writeFile(t, b.path, "matching.InactiveWorkerCleanupDelay:\n  - value: 1m\n    constraints:\n      namespace: fast-ns\n  - value: banana\nworker.maxBindingsPerWorker:\n  - value: 9\n")
+		err := b.client.Reload()
+		require.ErrorContains(t, err, `key "matching.InactiveWorkerCleanupDelay", item 2 (line 5): value banana`)
+		// Rejected whole: neither the valid item of the same key nor the other key applies.
+		require.Equal(t, 5*time.Minute, get("fast-ns"), "the previous value, not the default")
+		require.Equal(t, 60*time.Minute, get("other"))
+		require.Equal(t, 5000, MaxBindingsPerWorker.Get(b.coll)("ns"))
+		rejected := b.logs.FilterMessage("dynamic config file rejected, keeping the previous values").All()
+		require.Len(t, rejected, 1)
+		require.Contains(t, rejected[0].ContextMap()["error"], "banana")
+		require.Zero(t, b.logs.FilterMessage("dynamic config reloaded").Len())
 	})
 
 	t.Run("DeletedFileKeepsPreviousValues", func(t *testing.T) {

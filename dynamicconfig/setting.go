@@ -119,12 +119,12 @@ func NewNamespaceDurationSetting(key Key, def time.Duration, description string)
 }
 
 func newGlobal[T any](key Key, def T, description string, convert func(any) (T, error)) GlobalSetting[T] {
-	registerKey(key)
+	registerKey(key, validatorOf(convert))
 	return GlobalSetting[T]{key: key, def: def, description: description, convert: convert}
 }
 
 func newNamespace[T any](key Key, def T, description string, convert func(any) (T, error)) NamespaceSetting[T] {
-	registerKey(key)
+	registerKey(key, validatorOf(convert))
 	return NamespaceSetting[T]{key: key, def: def, description: description, convert: convert}
 }
 
@@ -132,7 +132,32 @@ func newNamespace[T any](key Key, def T, description string, convert func(any) (
 // reads (usually typos). Declaring a key twice is allowed: tests may declare their own settings.
 var declaredKeys sync.Map // normalized key -> Key
 
-func registerKey(key Key) { declaredKeys.Store(key.normalized(), key) }
+// declaredValidators holds, for every declared key, a check that a value converts to the
+// setting's type: files are checked with it when they are loaded, so that a value of the
+// wrong type is refused then, not silently replaced by the default at first use.
+var declaredValidators sync.Map // normalized key -> func(any) error
+
+func registerKey(key Key, validate func(any) error) {
+	declaredKeys.Store(key.normalized(), key)
+	declaredValidators.Store(key.normalized(), validate)
+}
+
+func validatorOf[T any](convert func(any) (T, error)) func(any) error {
+	return func(v any) error {
+		_, err := convert(v)
+		return err
+	}
+}
+
+// ValidateValue checks that value is of the type the setting declared with key expects (a
+// duration for a duration setting, and so on). Keys no setting declares are not checked.
+func ValidateValue(key Key, value any) error {
+	validate, ok := declaredValidators.Load(key.normalized())
+	if !ok {
+		return nil
+	}
+	return validate.(func(any) error)(value)
+}
 
 // IsDeclared reports whether some setting with this key (compared case-insensitively) has been
 // declared in the running binary.

@@ -42,6 +42,10 @@ type HistoryClient interface {
 	PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error)
 	DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error)
 	RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error)
+	TerminateActivity(ctx context.Context, req *activitypb.TerminateActivityRequest) (*activitypb.TerminateActivityResponse, error)
+	DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error)
+	// ListActivities pages through every activity of a namespace, whatever its shard.
+	ListActivities(ctx context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error)
 }
 
 // Router maps workers to shards and shards to connections; *history.Router implements it.
@@ -199,4 +203,28 @@ func (c *routedHistoryClient) RequestCancelActivity(ctx context.Context, req *ac
 		return nil, err
 	}
 	return client.RequestCancelActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) TerminateActivity(ctx context.Context, req *activitypb.TerminateActivityRequest) (*activitypb.TerminateActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.TerminateActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.DeleteActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) ListActivities(ctx context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error) {
+	conn, err := c.router.ConnForShard(listShard)
+	if err != nil {
+		return nil, err
+	}
+	return activitypb.NewActivityHistoryServiceClient(conn).ListActivities(ctx, req)
 }

@@ -43,6 +43,21 @@ func (m *MockHistoryClient) EXPECT() *MockHistoryClientMockRecorder {
 	return m.recorder
 }
 
+// DeleteActivity mocks base method.
+func (m *MockHistoryClient) DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DeleteActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.DeleteActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// DeleteActivity indicates an expected call of DeleteActivity.
+func (mr *MockHistoryClientMockRecorder) DeleteActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteActivity", reflect.TypeOf((*MockHistoryClient)(nil).DeleteActivity), ctx, req)
+}
+
 // DescribeActivity mocks base method.
 func (m *MockHistoryClient) DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error) {
 	m.ctrl.T.Helper()
@@ -86,6 +101,21 @@ func (m *MockHistoryClient) DrainWorker(ctx context.Context, req *workerpb.Drain
 func (mr *MockHistoryClientMockRecorder) DrainWorker(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DrainWorker", reflect.TypeOf((*MockHistoryClient)(nil).DrainWorker), ctx, req)
+}
+
+// ListActivities mocks base method.
+func (m *MockHistoryClient) ListActivities(ctx context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ListActivities", ctx, req)
+	ret0, _ := ret[0].(*activitypb.ListActivitiesResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ListActivities indicates an expected call of ListActivities.
+func (mr *MockHistoryClientMockRecorder) ListActivities(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ListActivities", reflect.TypeOf((*MockHistoryClient)(nil).ListActivities), ctx, req)
 }
 
 // ListWorkers mocks base method.
@@ -265,6 +295,21 @@ func (m *MockHistoryClient) StartActivity(ctx context.Context, req *activitypb.S
 func (mr *MockHistoryClientMockRecorder) StartActivity(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "StartActivity", reflect.TypeOf((*MockHistoryClient)(nil).StartActivity), ctx, req)
+}
+
+// TerminateActivity mocks base method.
+func (m *MockHistoryClient) TerminateActivity(ctx context.Context, req *activitypb.TerminateActivityRequest) (*activitypb.TerminateActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "TerminateActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.TerminateActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// TerminateActivity indicates an expected call of TerminateActivity.
+func (mr *MockHistoryClientMockRecorder) TerminateActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "TerminateActivity", reflect.TypeOf((*MockHistoryClient)(nil).TerminateActivity), ctx, req)
 }
 
 // MockRouter is a mock of Router interface.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // the SDK compresses every request with gzip
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	adminpb "github.com/vigilhq/vigil/api/gen/adminpb/v1"
@@ -54,6 +57,11 @@ type Server struct {
 	workflow *WorkflowHandler
 	liveness *LivenessHandler
 	done     chan struct{}
+	// health answers grpc.health.v1.Health: NOT_SERVING until Start and from Stop on.
+	health *health.Server
+	// healthStopped ends open health watches when the server stops (a watch never ends by
+	// itself, and GracefulStop waits for every open stream).
+	healthStopped chan struct{}
 
 	serveOnce sync.Once
 	// ready is false until Start: calls are answered Unavailable, quickly, which the SDK
@@ -71,11 +79,13 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
 	}
-	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{})}
+	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{}),
+		health: health.NewServer(), healthStopped: make(chan struct{})}
+	srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)...),
-		grpc.ChainStreamInterceptor(malformedStreamInterceptor),
+		grpc.ChainStreamInterceptor(malformedStreamInterceptor, srv.healthWatchInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
@@ -92,6 +102,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	if deps.APIKeys != nil {
 		adminpb.RegisterAdminServiceServer(s, NewAdminHandler(deps))
 	}
+	healthpb.RegisterHealthServer(s, srv.health)
 	srv.server = s
 	return srv, nil
 }
@@ -105,17 +116,62 @@ var errNotReady = serviceerror.NewUnavailable("vigil is starting or stopping: re
 var answeredWhileStarting = map[string]bool{
 	"GetSystemInfo":     true,
 	"DescribeNamespace": true,
+	"ListNamespaces":    true,
 }
 
 // readinessInterceptor answers Unavailable until Start, except answeredWhileStarting. It runs
 // before the metrics interceptor so that the start-up's refusals are not counted as the
 // handlers' errors.
 func (s *Server) readinessInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !s.ready.Load() && !answeredWhileStarting[operation(info.FullMethod)] {
+	if !s.ready.Load() && !answeredWhileStarting[operation(info.FullMethod)] && !strings.HasPrefix(info.FullMethod, healthMethodPrefix) {
 		return nil, serviceerror.ToStatus(errNotReady).Err()
 	}
 	return handler(ctx, req)
 }
+
+// healthMethodPrefix is the health service's methods: always answered, NOT_SERVING while
+// the server starts or stops.
+var healthMethodPrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
+
+// HealthServices are the services grpc.health.v1.Health reports on, besides "" (the whole
+// server): SERVING exactly while the server is ready.
+var HealthServices = []string{
+	workflowservice.WorkflowService_ServiceDesc.ServiceName,
+	livenesspb.WorkerLivenessService_ServiceDesc.ServiceName,
+}
+
+func (s *Server) setHealth(status healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", status)
+	for _, name := range HealthServices {
+		s.health.SetServingStatus(name, status)
+	}
+}
+
+// healthWatchInterceptor ends a health watch when the server stops, after Shutdown has
+// published NOT_SERVING to it.
+func (s *Server) healthWatchInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != healthMethodPrefix+"Watch" {
+		return handler(srv, ss)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.healthStopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+}
+
+// contextStream is a stream with another context.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c *contextStream) Context() context.Context { return c.ctx }
 
 // Address returns the address the server listens on.
 func (s *Server) Address() string { return s.listener.Addr().String() }
@@ -143,14 +199,18 @@ func (s *Server) Serve() {
 func (s *Server) Start() {
 	s.Serve()
 	s.ready.Store(true)
+	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
 
 // Stop completes open long polls, lets in-flight calls finish until ctx ends, then closes
 // every connection. It must be called once, after Start.
 func (s *Server) Stop(ctx context.Context) {
 	s.Serve() // so that s.done closes even if Start was never called
-	// New calls are refused at once while the open ones finish.
+	// New calls are refused at once while the open ones finish; health checks say so (and
+	// stay NOT_SERVING: Shutdown ignores later updates), and open health watches hear it.
 	s.ready.Store(false)
+	s.health.Shutdown()
+	close(s.healthStopped)
 	// Without this a graceful stop would wait up to a minute for empty polls.
 	s.workflow.Stop()
 	if s.liveness != nil {

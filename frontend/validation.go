@@ -88,6 +88,19 @@ func (v *validator) validate(req any) error {
 		return firstError(requireNamespace(r.GetNamespace()), queryLength(r.GetQuery()))
 	case *workflowservice.StartActivityExecutionRequest:
 		return startActivityExecution(r)
+	case *workflowservice.ListActivityExecutionsRequest:
+		return firstError(requireNamespace(r.GetNamespace()), pageSize(r.GetPageSize()), queryLength(r.GetQuery()))
+	case *workflowservice.CountActivityExecutionsRequest:
+		return firstError(requireNamespace(r.GetNamespace()), queryLength(r.GetQuery()))
+	case *workflowservice.TerminateActivityExecutionRequest:
+		return firstError(
+			activityRun(r.GetNamespace(), r.GetActivityId(), r.GetRunId()),
+			maxLength("identity", r.GetIdentity(), MaxIdentityLength),
+			maxLength("request_id", r.GetRequestId(), MaxIdentityLength),
+			maxLength("reason", r.GetReason(), MaxIdentityLength),
+		)
+	case *workflowservice.DeleteActivityExecutionRequest:
+		return activityRun(r.GetNamespace(), r.GetActivityId(), r.GetRunId())
 	case *workflowservice.DescribeActivityExecutionRequest:
 		if len(r.GetLongPollToken()) > 0 {
 			return invalid("long_poll_token is not supported: use PollActivityExecution to wait for the outcome")

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/serviceerror"
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -123,38 +121,6 @@ func (h *WorkflowHandler) GetSystemInfo(context.Context, *workflowservice.GetSys
 		Capabilities: &workflowservice.GetSystemInfoResponse_Capabilities{
 			InternalErrorDifferentiation: true,
 		},
-	}, nil
-}
-
-// DescribeNamespace describes a configured namespace, with the capabilities that switch on the
-// SDK's worker heartbeats and worker commands.
-func (h *WorkflowHandler) DescribeNamespace(_ context.Context, req *workflowservice.DescribeNamespaceRequest) (*workflowservice.DescribeNamespaceResponse, error) {
-	var ns *namespace.Namespace
-	var err error
-	if req.GetNamespace() != "" {
-		ns, err = h.deps.Namespaces.GetByName(req.GetNamespace())
-	} else {
-		ns, err = h.deps.Namespaces.GetByID(req.GetId())
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &workflowservice.DescribeNamespaceResponse{
-		NamespaceInfo: &namespacepb.NamespaceInfo{
-			Name:        ns.Name,
-			Id:          ns.ID,
-			State:       enumspb.NAMESPACE_STATE_REGISTERED,
-			Description: ns.Description,
-			OwnerEmail:  ns.OwnerEmail,
-			Capabilities: &namespacepb.NamespaceInfo_Capabilities{
-				WorkerHeartbeats:             true,
-				WorkerCommands:               true,
-				WorkerPollCompleteOnShutdown: h.pollCompleteOnShutdown,
-			},
-			// Zero limits: vigil enforces no blob/memo size limits beyond gRPC's.
-			Limits: &namespacepb.NamespaceInfo_Limits{},
-		},
-		Config: &namespacepb.NamespaceConfig{},
 	}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -46,12 +47,15 @@ var matrixRequests = map[string]string{
 	"RecordHeartbeat":                  `{"namespace":"default","workerHeartbeat":{"workerInstanceKey":"w-1","workerIdentity":"hijack"}}`,
 	"StartActivityExecution":           `{"namespace":"default","activityId":"act-2","activityType":{"name":"x"},"taskQueue":{"name":"tq"},"startToCloseTimeout":"60s","requestId":"r2"}`,
 	"RequestCancelActivityExecution":   `{"namespace":"default","activityId":"act-1","requestId":"c1"}`,
+	"TerminateActivityExecution":       `{"namespace":"default","activityId":"act-1","reason":"hijack"}`,
+	"DeleteActivityExecution":          `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskCompletedById": `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskFailedById":    `{"namespace":"default","activityId":"act-1"}`,
 	"RespondActivityTaskCanceledById":  `{"namespace":"default","activityId":"act-1"}`,
 	"CreateAPIKey":                     `{"namespace":"default","roles":"admin"}`,
 	"RevokeAPIKey":                     `{"namespace":"default","id":"0000000000000000"}`,
 	"GetSystemInfo":                    `{}`,
+	"ListNamespaces":                   `{}`,
 	"RotateTaskTokenKey":               `{}`,
 }
 
@@ -164,7 +168,7 @@ func TestSecurity_Matrix(t *testing.T) {
 
 	var methods []string
 	for m := range auth.MethodAccess {
-		if !strings.HasPrefix(m, "/grpc.health") { // not served
+		if !strings.HasPrefix(m, "/grpc.health") { // anonymous: checked below
 			methods = append(methods, m)
 		}
 	}
@@ -174,7 +178,7 @@ func TestSecurity_Matrix(t *testing.T) {
 			for _, m := range methods {
 				access := auth.MethodAccess[m]
 				_, name := splitMethod(m)
-				if p.want == codes.PermissionDenied && access.Role == auth.RoleNone && (name == "GetSystemInfo" || p.name == "WrongRole") {
+				if p.want == codes.PermissionDenied && access.Role == auth.RoleNone && (name == "GetSystemInfo" || name == "ListNamespaces" || p.name == "WrongRole") {
 					continue // any authenticated principal may call it
 				}
 				err := call(t, m, p.key(access))
@@ -195,6 +199,11 @@ func TestSecurity_Matrix(t *testing.T) {
 	require.True(t, proto.Equal(workerBefore, workerAfter), "denied calls changed the worker:\n%v\n%v", workerBefore, workerAfter)
 	require.True(t, proto.Equal(activityBefore, activityAfter), "denied calls changed the activity:\n%v\n%v", activityBefore, activityAfter)
 
+	t.Run("HealthNeedsNoCredentials", func(t *testing.T) {
+		resp, err := healthpb.NewHealthClient(conn("")).Check(ctx, &healthpb.HealthCheckRequest{Service: "temporal.api.workflowservice.v1.WorkflowService"})
+		require.NoError(t, err)
+		require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	})
 	t.Run("Valid", func(t *testing.T) {
 		for _, m := range methods {
 			access := auth.MethodAccess[m]

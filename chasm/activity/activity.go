@@ -27,6 +27,7 @@ const (
 	statusFailed      = activitypb.ActivityStatus_ACTIVITY_STATUS_FAILED
 	statusCanceled    = activitypb.ActivityStatus_ACTIVITY_STATUS_CANCELED
 	statusTimedOut    = activitypb.ActivityStatus_ACTIVITY_STATUS_TIMED_OUT
+	statusTerminated  = activitypb.ActivityStatus_ACTIVITY_STATUS_TERMINATED
 )
 
 // Activity is the component: a view over ActivityState.
@@ -37,13 +38,13 @@ type Activity struct {
 // State implements chasm.Component.
 func (a *Activity) State() proto.Message { return a.ActivityState }
 
-// LifecycleState implements chasm.Component. CANCELED and TIMED_OUT count as failed, so that
+// LifecycleState implements chasm.Component. CANCELED, TIMED_OUT and TERMINATED count as failed, so that
 // the ALLOW_DUPLICATE_FAILED_ONLY reuse policy lets them start again, as Temporal does.
 func (a *Activity) LifecycleState() chasm.LifecycleState {
 	switch a.Status {
 	case statusCompleted:
 		return chasm.LifecycleCompleted
-	case statusFailed, statusCanceled, statusTimedOut:
+	case statusFailed, statusCanceled, statusTimedOut, statusTerminated:
 		return chasm.LifecycleFailed
 	}
 	return chasm.LifecycleRunning
@@ -78,6 +79,8 @@ func StatusName(s activitypb.ActivityStatus) string {
 		return "CANCELED"
 	case statusTimedOut:
 		return "TIMED_OUT"
+	case statusTerminated:
+		return "TERMINATED"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package activity
 
 import (
 	activityv1 "go.temporal.io/api/activity/v1"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -49,8 +50,10 @@ func ToActivityExecutionOutcome(o *activitypb.ActivityOutcome) *activityv1.Activ
 // ToActivityExecutionInfo is DescribeActivityExecutionResponse.info.
 func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivityState) *activityv1.ActivityExecutionInfo {
 	info := &activityv1.ActivityExecutionInfo{
-		ActivityId:             activityID,
-		RunId:                  runID,
+		ActivityId: activityID,
+		RunId:      runID,
+		// Never nil: the SDK's ActivityHandle.Describe reads its fields without a nil check.
+		SearchAttributes:       &commonpb.SearchAttributes{},
 		ActivityType:           s.GetActivityType(),
 		TaskQueue:              s.GetTaskQueue(),
 		ScheduleToCloseTimeout: s.GetScheduleToCloseTimeout(),
@@ -97,6 +100,8 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED
 	case statusTimedOut:
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT
+	case statusTerminated:
+		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED
 	}
 	return info
 }

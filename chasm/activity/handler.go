@@ -714,3 +714,92 @@ func isNotFound(err error) bool {
 	var notFound *serviceerror.NotFound
 	return errors.As(err, &notFound)
 }
+
+// ListActivityPageSizeMax bounds one ListActivities page.
+const ListActivityPageSizeMax = 1000
+
+// ListActivities pages through a namespace's activities (every run, open and closed), of one
+// status when the request names one. Any host answers it for the whole namespace: it reads the
+// store, not the shards' caches, so the page is as of the last commit.
+func (h *Handler) ListActivities(ctx context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error) {
+	if req.GetNamespaceId() == "" {
+		return nil, invalidArgument("namespace_id is required")
+	}
+	lister, ok := h.engine.(chasm.Lister)
+	if !ok {
+		return nil, serviceerror.NewUnimplemented("this history engine cannot list activities")
+	}
+	pageSize := int(req.GetPageSize())
+	if pageSize <= 0 || pageSize > ListActivityPageSizeMax {
+		pageSize = ListActivityPageSizeMax
+	}
+	listed, next, err := chasm.ListComponents[*Activity](ctx, lister, h.engine.Registry(), req.GetNamespaceId(),
+		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &activitypb.ListActivitiesResponse{NextPageToken: next}
+	for _, l := range listed {
+		resp.Activities = append(resp.Activities, &activitypb.ListedActivity{
+			ActivityId: l.Key.BusinessID, RunId: l.Key.RunID, State: l.Component.ActivityState,
+		})
+	}
+	return resp, nil
+}
+
+// TerminateActivity closes a SCHEDULED or STARTED activity as TERMINATED at once (see
+// TransitionTerminated). Terminating a TERMINATED activity is a no-op; one that closed
+// otherwise is FailedPrecondition.
+func (h *Handler) TerminateActivity(ctx context.Context, req *activitypb.TerminateActivityRequest) (*activitypb.TerminateActivityResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	terminated := false
+	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+		switch a.Status {
+		case statusScheduled, statusStarted:
+			terminated = true
+			return struct{}{}, TransitionTerminated.Apply(a, mctx, EventTerminated{Reason: req.GetReason(), Identity: req.GetIdentity()})
+		case statusTerminated:
+			return struct{}{}, errNothingToWrite
+		}
+		return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+			"activity %s is already closed (%s)", req.GetActivityId(), StatusName(a.Status)))
+	})
+	if err != nil && !errors.Is(err, errNothingToWrite) {
+		return nil, err
+	}
+	if terminated {
+		ActivitiesClosed.With(h.scope, metrics.StateTag(StatusName(statusTerminated))).Inc(1)
+	}
+	return &activitypb.TerminateActivityResponse{}, nil
+}
+
+// DeleteActivity removes a closed activity run and everything stored for it. A running one
+// is FailedPrecondition: terminate (or cancel) it first, so that its worker is unbound and
+// told to stop before the record goes. While the unbind is still pending it is Unavailable,
+// which clients retry.
+func (h *Handler) DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error) {
+	ref, err := h.ref(req.GetNamespaceId(), req.GetActivityId(), req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
+		if !a.IsClosed() {
+			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+				"activity %s is still running (%s): terminate or cancel it before deleting it", req.GetActivityId(), StatusName(a.Status)))
+		}
+		if len(a.PendingUnbinds) > 0 {
+			// Deleting now would drop the UnbindTask, and its worker would keep the binding.
+			return struct{}{}, serviceerror.NewUnavailable(fmt.Sprintf(
+				"activity %s is still being unbound from its worker: retry", req.GetActivityId()))
+		}
+		mctx.DeleteExecution()
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &activitypb.DeleteActivityResponse{}, nil
+}

@@ -24,6 +24,7 @@ import (
 //	STARTED ─failed, no retry / worker lost, attempts exhausted─► FAILED
 //	SCHEDULED, STARTED ─schedule-to-close; SCHEDULED ─schedule-to-start─► TIMED_OUT
 //	SCHEDULED ─cancel requested─► CANCELED;  STARTED ─cancel requested─► STARTED ─canceled─► CANCELED
+//	SCHEDULED, STARTED ─terminated─► TERMINATED (at once; the running attempt is fenced and unbound)
 
 // Destinations of the outbound tasks that do not go to a history shard.
 const (
@@ -81,6 +82,12 @@ type EventCanceled struct {
 	Details   *commonpb.Payloads
 	RequestID string
 	Reason    string
+}
+
+// EventTerminated closes the activity as TERMINATED (TerminateActivityExecution).
+type EventTerminated struct {
+	Reason   string
+	Identity string
 }
 
 // EventCancelRequested asks the worker running the current attempt to stop.
@@ -277,6 +284,29 @@ var (
 				FailureInfo: &failurepb.Failure_CanceledFailureInfo{CanceledFailureInfo: &failurepb.CanceledFailureInfo{
 					Details: ev.Details, Identity: a.WorkerIdentity,
 				}},
+			}}})
+			return nil
+		})
+
+	// TransitionTerminated closes the activity at once, whatever its worker does: a running
+	// attempt is unbound from its worker and sent a CancelActivity command (its worker should
+	// stop), and its late completion, failure or heartbeat is refused as stale (the activity is
+	// no longer STARTED). A queued task of a SCHEDULED activity is refused when polled.
+	TransitionTerminated = chasm.NewTransition(
+		[]activitypb.ActivityStatus{statusScheduled, statusStarted}, statusTerminated,
+		func(a *Activity, ctx chasm.MutableContext, ev EventTerminated) error {
+			if a.Status == statusStarted {
+				sendCancelCommand(a, ctx)
+				endAttempt(a, ctx)
+			}
+			reason := ev.Reason
+			if reason == "" {
+				reason = "activity terminated"
+			}
+			closeActivity(a, ctx, &activitypb.ActivityOutcome{Value: &activitypb.ActivityOutcome_Failure{Failure: &failurepb.Failure{
+				Message:     reason,
+				Source:      failureSource,
+				FailureInfo: &failurepb.Failure_TerminatedFailureInfo{TerminatedFailureInfo: &failurepb.TerminatedFailureInfo{Identity: ev.Identity}},
 			}}})
 			return nil
 		})

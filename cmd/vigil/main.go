@@ -49,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return apikeyCmd(args[1:], stdout, stderr)
 	case "tasktoken":
 		return tasktokenCmd(args[1:], stdout, stderr)
+	case "activity":
+		return activityCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -75,6 +77,8 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil activity list [--query Q]     list standalone activities (ActivityId, TaskQueue, ExecutionStatus, ...)
+  vigil activity terminate ID         terminate a standalone activity at once
   vigil cluster describe [flags]      list the cluster's vigil hosts, their addresses and shards
   vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
   vigil apikey list | revoke ID       list API keys, or revoke one at once on every host

@@ -122,6 +122,8 @@ var MethodAccess = map[string]Access{
 
 	workflowService + "GetSystemInfo":     {},
 	workflowService + "DescribeNamespace": {},
+	// Lists every namespace's name and description to any authenticated caller, as Temporal does.
+	workflowService + "ListNamespaces": {},
 
 	// Workers.
 	workflowService + "RecordWorkerHeartbeat":        {Role: RoleWorker},
@@ -143,6 +145,8 @@ var MethodAccess = map[string]Access{
 	workflowService + "CountWorkers":              {Role: RoleReader},
 	workflowService + "DescribeActivityExecution": {Role: RoleReader},
 	workflowService + "PollActivityExecution":     {Role: RoleReader},
+	workflowService + "ListActivityExecutions":    {Role: RoleReader},
+	workflowService + "CountActivityExecutions":   {Role: RoleReader},
 	livenessService + "DescribeWorkerLiveness":    {Role: RoleReader},
 	livenessService + "ListWorkerLiveness":        {Role: RoleReader},
 	livenessService + "ListHosts":                 {Role: RoleReader},
@@ -152,16 +156,20 @@ var MethodAccess = map[string]Access{
 	// the tokens its own workers polled, may not use them.
 	workflowService + "StartActivityExecution":           {Role: RoleWriter},
 	workflowService + "RequestCancelActivityExecution":   {Role: RoleWriter},
+	workflowService + "TerminateActivityExecution":       {Role: RoleWriter},
+	workflowService + "DeleteActivityExecution":          {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWriter},
 	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
 	workflowService + "RecordActivityTaskHeartbeatById":  {Role: RoleWriter},
 
-	// Admins.
-	livenessService + "DrainWorker": {Role: RoleAdmin},
-	adminService + "CreateAPIKey":   {Role: RoleAdmin},
-	adminService + "ListAPIKeys":    {Role: RoleAdmin},
-	adminService + "RevokeAPIKey":   {Role: RoleAdmin},
+	// Admins. (Both are refused anyway: namespaces come from the static configuration.)
+	workflowService + "RegisterNamespace": {Role: RoleAdmin},
+	workflowService + "UpdateNamespace":   {Role: RoleAdmin},
+	livenessService + "DrainWorker":       {Role: RoleAdmin},
+	adminService + "CreateAPIKey":         {Role: RoleAdmin},
+	adminService + "ListAPIKeys":          {Role: RoleAdmin},
+	adminService + "RevokeAPIKey":         {Role: RoleAdmin},
 	// No namespace in the request: needs the admin role of every namespace.
 	adminService + "RotateTaskTokenKey": {Role: RoleAdmin},
 }

@@ -18,39 +18,60 @@ const (
 type column struct {
 	name  string
 	typ   columnType
-	str   func(*Worker) string
-	time  func(*Worker) time.Time
+	str   func(row) string
+	time  func(row) time.Time
 	alias bool
 }
 
-var columns = []column{
-	{name: "WorkerInstanceKey", typ: stringColumn, str: func(w *Worker) string { return w.WorkerInstanceKey }},
-	{name: "WorkerIdentity", typ: stringColumn, str: func(w *Worker) string { return w.WorkerIdentity }},
-	{name: "HostName", typ: stringColumn, str: func(w *Worker) string { return w.HostName }},
-	{name: "TaskQueue", typ: stringColumn, str: func(w *Worker) string { return w.TaskQueue }},
-	{name: "DeploymentName", typ: stringColumn, str: func(w *Worker) string { return w.DeploymentName }},
-	{name: "BuildId", typ: stringColumn, str: func(w *Worker) string { return w.BuildID }},
-	{name: "SdkName", typ: stringColumn, str: func(w *Worker) string { return w.SdkName }},
-	{name: "SdkVersion", typ: stringColumn, str: func(w *Worker) string { return w.SdkVersion }},
-	{name: "Status", typ: statusColumn},
-	// Temporal's server accepts both spellings.
-	{name: "WorkerStatus", typ: statusColumn, alias: true},
-	{name: "StartTime", typ: timeColumn, time: func(w *Worker) time.Time { return w.StartTime }},
-	{name: "HeartbeatTime", typ: timeColumn, time: func(w *Worker) time.Time { return w.HeartbeatTime }},
+// row is what a query is evaluated against: a *Worker or an *Activity.
+type row interface {
+	statusValue() int32
 }
 
-var columnsByLowerName = func() map[string]*column {
-	m := make(map[string]*column, len(columns))
-	for i := range columns {
-		m[strings.ToLower(columns[i].name)] = &columns[i]
-	}
-	return m
-}()
+func (w *Worker) statusValue() int32   { return int32(w.Status) }
+func (a *Activity) statusValue() int32 { return int32(a.Status) }
 
-// Columns returns the names of the columns a query may use.
-func Columns() []string {
-	names := make([]string, 0, len(columns))
-	for _, c := range columns {
+func workerStr(f func(*Worker) string) func(row) string {
+	return func(r row) string { return f(r.(*Worker)) }
+}
+
+func workerTime(f func(*Worker) time.Time) func(row) time.Time {
+	return func(r row) time.Time { return f(r.(*Worker)) }
+}
+
+func activityStr(f func(*Activity) string) func(row) string {
+	return func(r row) string { return f(r.(*Activity)) }
+}
+
+func activityTime(f func(*Activity) time.Time) func(row) time.Time {
+	return func(r row) time.Time { return f(r.(*Activity)) }
+}
+
+// schema is what one listing can be filtered by: its columns and its status enum.
+type schema struct {
+	columns     []column
+	byLower     map[string]*column
+	parseStatus func(string) (int32, bool)
+	statusName  func(int32) string
+	statusHint  string
+}
+
+func newSchema(columns []column, parse func(string) (int32, bool), name func(int32) string, hint string) *schema {
+	s := &schema{columns: columns, byLower: make(map[string]*column, len(columns)), parseStatus: parse, statusName: name, statusHint: hint}
+	for i := range columns {
+		s.byLower[strings.ToLower(columns[i].name)] = &s.columns[i]
+	}
+	return s
+}
+
+func (s *schema) lookupColumn(name string) (*column, bool) {
+	c, ok := s.byLower[strings.ToLower(name)]
+	return c, ok
+}
+
+func (s *schema) names() []string {
+	names := make([]string, 0, len(s.columns))
+	for _, c := range s.columns {
 		if !c.alias {
 			names = append(names, c.name)
 		}
@@ -58,9 +79,96 @@ func Columns() []string {
 	return names
 }
 
-func lookupColumn(name string) (*column, bool) {
-	c, ok := columnsByLowerName[strings.ToLower(name)]
-	return c, ok
+func (s *schema) timeColumns() []string {
+	var names []string
+	for _, c := range s.columns {
+		if c.typ == timeColumn && !c.alias {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
+var workerSchema = newSchema([]column{
+	{name: "WorkerInstanceKey", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.WorkerInstanceKey })},
+	{name: "WorkerIdentity", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.WorkerIdentity })},
+	{name: "HostName", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.HostName })},
+	{name: "TaskQueue", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.TaskQueue })},
+	{name: "DeploymentName", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.DeploymentName })},
+	{name: "BuildId", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.BuildID })},
+	{name: "SdkName", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.SdkName })},
+	{name: "SdkVersion", typ: stringColumn, str: workerStr(func(w *Worker) string { return w.SdkVersion })},
+	{name: "Status", typ: statusColumn},
+	// Temporal's server accepts both spellings.
+	{name: "WorkerStatus", typ: statusColumn, alias: true},
+	{name: "StartTime", typ: timeColumn, time: workerTime(func(w *Worker) time.Time { return w.StartTime })},
+	{name: "HeartbeatTime", typ: timeColumn, time: workerTime(func(w *Worker) time.Time { return w.HeartbeatTime })},
+}, func(s string) (int32, bool) {
+	st, ok := ParseStatus(s)
+	return int32(st), ok
+}, func(v int32) string { return statusName(enumspb.WorkerStatus(v)) }, "Running, ShuttingDown or Shutdown")
+
+var activitySchema = newSchema([]column{
+	{name: "ActivityId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityID })},
+	{name: "RunId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.RunID })},
+	{name: "ActivityType", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityType })},
+	{name: "TaskQueue", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.TaskQueue })},
+	// The worker running the current attempt (empty while none does).
+	{name: "WorkerInstanceKey", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.WorkerInstanceKey })},
+	{name: "ExecutionStatus", typ: statusColumn},
+	{name: "Status", typ: statusColumn, alias: true},
+	{name: "StartTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	{name: "CloseTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
+}, func(s string) (int32, bool) {
+	st, ok := ParseActivityStatus(s)
+	return int32(st), ok
+}, func(v int32) string { return activityStatusName(enumspb.ActivityExecutionStatus(v)) },
+	"Running, Completed, Failed, Canceled, Terminated or TimedOut")
+
+// Columns returns the names of the columns a worker query may use.
+func Columns() []string { return workerSchema.names() }
+
+// ActivityColumns returns the names of the columns an activity query may use.
+func ActivityColumns() []string { return activitySchema.names() }
+
+// ParseActivityStatus reads an activity execution status as users write it: "Running",
+// "RUNNING", "TimedOut", "TIMED_OUT" or "ACTIVITY_EXECUTION_STATUS_TIMED_OUT", in any case.
+func ParseActivityStatus(s string) (enumspb.ActivityExecutionStatus, bool) {
+	norm := strings.ToUpper(strings.TrimSpace(s))
+	norm = strings.TrimPrefix(norm, "ACTIVITY_EXECUTION_STATUS_")
+	norm = strings.ReplaceAll(norm, "_", "")
+	for _, st := range []enumspb.ActivityExecutionStatus{
+		enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING, enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED,
+		enumspb.ACTIVITY_EXECUTION_STATUS_FAILED, enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED,
+		enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED, enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT,
+	} {
+		if strings.ToUpper(activityStatusName(st)) == norm {
+			return st, true
+		}
+	}
+	return enumspb.ACTIVITY_EXECUTION_STATUS_UNSPECIFIED, false
+}
+
+// ActivityStatusName is the spelling of an activity execution status in queries and listings
+// ("Running", "TimedOut").
+func ActivityStatusName(s enumspb.ActivityExecutionStatus) string { return activityStatusName(s) }
+
+func activityStatusName(s enumspb.ActivityExecutionStatus) string {
+	switch s {
+	case enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING:
+		return "Running"
+	case enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED:
+		return "Completed"
+	case enumspb.ACTIVITY_EXECUTION_STATUS_FAILED:
+		return "Failed"
+	case enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED:
+		return "Canceled"
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED:
+		return "Terminated"
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT:
+		return "TimedOut"
+	}
+	return s.String()
 }
 
 // ParseStatus reads a worker status the way users write it: "Running", "RUNNING" or

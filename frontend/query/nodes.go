@@ -4,18 +4,16 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
 )
 
 type node interface {
-	eval(*Worker) bool
+	eval(row) bool
 	format(*strings.Builder)
 }
 
 type andNode []node
 
-func (n andNode) eval(w *Worker) bool {
+func (n andNode) eval(w row) bool {
 	for _, term := range n {
 		if !term.eval(w) {
 			return false
@@ -28,7 +26,7 @@ func (n andNode) format(b *strings.Builder) { formatJoined(b, n, " AND ") }
 
 type orNode []node
 
-func (n orNode) eval(w *Worker) bool {
+func (n orNode) eval(w row) bool {
 	for _, term := range n {
 		if term.eval(w) {
 			return true
@@ -56,7 +54,7 @@ type stringCompare struct {
 	value string
 }
 
-func (n *stringCompare) eval(w *Worker) bool {
+func (n *stringCompare) eval(w row) bool {
 	got := n.col.str(w)
 	switch n.op {
 	case "=":
@@ -81,7 +79,7 @@ type stringIn struct {
 	not    bool
 }
 
-func (n *stringIn) eval(w *Worker) bool { return slices.Contains(n.values, n.col.str(w)) != n.not }
+func (n *stringIn) eval(w row) bool { return slices.Contains(n.values, n.col.str(w)) != n.not }
 
 func (n *stringIn) format(b *strings.Builder) {
 	quoted := make([]string, len(n.values))
@@ -100,13 +98,14 @@ func formatIn(b *strings.Builder, col string, not bool, values []string) {
 }
 
 type statusIn struct {
-	values []enumspb.WorkerStatus
+	sch    *schema
+	values []int32
 	not    bool
 	// list marks a query written with IN, to format it back the same way.
 	list bool
 }
 
-func (n *statusIn) eval(w *Worker) bool { return slices.Contains(n.values, w.Status) != n.not }
+func (n *statusIn) eval(w row) bool { return slices.Contains(n.values, w.statusValue()) != n.not }
 
 func (n *statusIn) format(b *strings.Builder) {
 	if !n.list {
@@ -114,12 +113,12 @@ func (n *statusIn) format(b *strings.Builder) {
 		if n.not {
 			op = " != "
 		}
-		b.WriteString("Status" + op + quote(statusName(n.values[0])))
+		b.WriteString("Status" + op + quote(n.sch.statusName(n.values[0])))
 		return
 	}
 	quoted := make([]string, len(n.values))
 	for i, v := range n.values {
-		quoted[i] = quote(statusName(v))
+		quoted[i] = quote(n.sch.statusName(v))
 	}
 	formatIn(b, "Status", n.not, quoted)
 }
@@ -132,7 +131,7 @@ type timeCompare struct {
 	value time.Time
 }
 
-func (n *timeCompare) eval(w *Worker) bool {
+func (n *timeCompare) eval(w row) bool {
 	got := n.col.time(w)
 	if got.IsZero() {
 		return false
@@ -165,7 +164,7 @@ type timeBetween struct {
 	not      bool
 }
 
-func (n *timeBetween) eval(w *Worker) bool {
+func (n *timeBetween) eval(w row) bool {
 	got := n.col.time(w)
 	if got.IsZero() {
 		return false
@@ -188,7 +187,7 @@ type isNull struct {
 	not bool
 }
 
-func (n *isNull) eval(w *Worker) bool {
+func (n *isNull) eval(w row) bool {
 	var null bool
 	if n.col.typ == timeColumn {
 		null = n.col.time(w).IsZero()

@@ -3,8 +3,6 @@ package query
 import (
 	"strings"
 	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // Grammar (keywords and columns case-insensitive):
@@ -21,6 +19,7 @@ import (
 //	op         = "=" | "!=" | "<>" | "<" | ">" | "<=" | ">="
 //	value      = 'single-quoted' | "double-quoted"
 type parser struct {
+	sch    *schema
 	tokens []token
 	i      int
 }
@@ -109,9 +108,9 @@ func isReserved(word string) bool {
 
 func (p *parser) parsePredicate() (node, error) {
 	colTok := p.next()
-	col, ok := lookupColumn(colTok.text)
+	col, ok := p.sch.lookupColumn(colTok.text)
 	if !ok {
-		return nil, errorAt(colTok.pos, "unknown column %q (known columns: %s)", colTok.text, strings.Join(Columns(), ", "))
+		return nil, errorAt(colTok.pos, "unknown column %q (known columns: %s)", colTok.text, strings.Join(p.sch.names(), ", "))
 	}
 	opTok := p.next()
 	switch {
@@ -152,7 +151,7 @@ func (p *parser) parseComparison(col *column, opTok token) (node, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &statusIn{values: []enumspb.WorkerStatus{status}, not: op == "!="}, nil
+			return &statusIn{sch: p.sch, values: []int32{status}, not: op == "!="}, nil
 		}
 		value, err := p.stringValue(col)
 		if err != nil {
@@ -191,7 +190,7 @@ func (p *parser) parseIn(col *column, opTok token, not bool) (node, error) {
 		return nil, errorAt(open.pos, "expected '(' after IN, found %s", open.describe())
 	}
 	var strs []string
-	var statuses []enumspb.WorkerStatus
+	var statuses []int32
 	for {
 		if col.typ == statusColumn {
 			status, err := p.statusValue(col)
@@ -215,14 +214,14 @@ func (p *parser) parseIn(col *column, opTok token, not bool) (node, error) {
 		}
 	}
 	if col.typ == statusColumn {
-		return &statusIn{values: statuses, not: not, list: true}, nil
+		return &statusIn{sch: p.sch, values: statuses, not: not, list: true}, nil
 	}
 	return &stringIn{col: col, values: strs, not: not}, nil
 }
 
 func (p *parser) parseBetween(col *column, opTok token, not bool) (node, error) {
 	if col.typ != timeColumn {
-		return nil, errorAt(opTok.pos, "BETWEEN is only supported for StartTime and HeartbeatTime, not %s", col.name)
+		return nil, errorAt(opTok.pos, "BETWEEN is only supported for %s, not %s", strings.Join(p.sch.timeColumns(), " and "), col.name)
 	}
 	from, err := p.timeValue(col)
 	if err != nil {
@@ -262,15 +261,15 @@ func (p *parser) stringValue(col *column) (string, error) {
 	return t.text, nil
 }
 
-func (p *parser) statusValue(col *column) (enumspb.WorkerStatus, error) {
+func (p *parser) statusValue(col *column) (int32, error) {
 	t := p.peek()
 	s, err := p.stringValue(col)
 	if err != nil {
 		return 0, err
 	}
-	status, ok := ParseStatus(s)
+	status, ok := p.sch.parseStatus(s)
 	if !ok {
-		return 0, errorAt(t.pos, "unknown %s %q (use Running, ShuttingDown or Shutdown)", col.name, s)
+		return 0, errorAt(t.pos, "unknown %s %q (use %s)", col.name, s, p.sch.statusHint)
 	}
 	return status, nil
 }

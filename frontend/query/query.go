@@ -43,6 +43,20 @@ type Worker struct {
 	HeartbeatTime time.Time
 }
 
+// Activity is what an activity query (ParseActivities) is evaluated against.
+type Activity struct {
+	ActivityID   string
+	RunID        string
+	ActivityType string
+	TaskQueue    string
+	// WorkerInstanceKey is the worker running the current attempt; empty while none does.
+	WorkerInstanceKey string
+	Status            enumspb.ActivityExecutionStatus
+	// Zero when unknown (CloseTime: while running).
+	StartTime time.Time
+	CloseTime time.Time
+}
+
 // Error is a query that cannot be parsed or does not type-check. Pos is the byte offset of the
 // offending token.
 type Error struct {
@@ -61,10 +75,18 @@ func errorAt(pos int, format string, args ...any) *Error {
 // Query is a parsed query. The zero query (from an empty string) matches every worker.
 type Query struct {
 	root node
+	sch  *schema
 }
 
-// Parse parses text. An empty (or all-blank) text matches everything.
-func Parse(text string) (*Query, error) {
+// Parse parses a worker query (ListWorkers). An empty (or all-blank) text matches everything.
+func Parse(text string) (*Query, error) { return parse(text, workerSchema) }
+
+// ParseActivities parses an activity query (ListActivityExecutions): columns ActivityId,
+// RunId, ActivityType, TaskQueue, WorkerInstanceKey, ExecutionStatus (alias Status),
+// StartTime and CloseTime, in the same syntax.
+func ParseActivities(text string) (*Query, error) { return parse(text, activitySchema) }
+
+func parse(text string, sch *schema) (*Query, error) {
 	if len(text) > MaxLength {
 		return nil, errorAt(MaxLength, "query is longer than %d bytes", MaxLength)
 	}
@@ -72,7 +94,7 @@ func Parse(text string) (*Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{tokens: tokens}
+	p := &parser{sch: sch, tokens: tokens}
 	if p.peek().kind == tokEOF {
 		return &Query{}, nil
 	}
@@ -86,15 +108,23 @@ func Parse(text string) (*Query, error) {
 		}
 		return nil, errorAt(t.pos, "expected AND, OR or end of query, found %s", t.describe())
 	}
-	return &Query{root: root}, nil
+	return &Query{root: root, sch: sch}, nil
 }
 
-// Matches reports whether w satisfies the query.
+// Matches reports whether w satisfies the query (from Parse).
 func (q *Query) Matches(w *Worker) bool {
 	if q == nil || q.root == nil {
 		return true
 	}
-	return q.root.eval(w)
+	return q.sch == workerSchema && q.root.eval(w)
+}
+
+// MatchesActivity reports whether a satisfies the query (from ParseActivities).
+func (q *Query) MatchesActivity(a *Activity) bool {
+	if q == nil || q.root == nil {
+		return true
+	}
+	return q.sch == activitySchema && q.root.eval(a)
 }
 
 // String returns the query in canonical form: every column in its documented spelling, every

@@ -1319,6 +1319,395 @@ func (*RequestCancelActivityResponse) Descriptor() ([]byte, []int) {
 	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
+type ListActivitiesRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	// Only activities of this status; UNSPECIFIED: every status.
+	Status        ActivityStatus `protobuf:"varint,2,opt,name=status,proto3,enum=vigil.activity.v1.ActivityStatus" json:"status,omitempty"`
+	PageSize      int32          `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	NextPageToken []byte         `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActivitiesRequest) Reset() {
+	*x = ListActivitiesRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesRequest) ProtoMessage() {}
+
+func (x *ListActivitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesRequest.ProtoReflect.Descriptor instead.
+func (*ListActivitiesRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListActivitiesRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *ListActivitiesRequest) GetStatus() ActivityStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ActivityStatus_ACTIVITY_STATUS_UNSPECIFIED
+}
+
+func (x *ListActivitiesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListActivitiesRequest) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type ListedActivity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ActivityId    string                 `protobuf:"bytes,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	State         *ActivityState         `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedActivity) Reset() {
+	*x = ListedActivity{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedActivity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedActivity) ProtoMessage() {}
+
+func (x *ListedActivity) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedActivity.ProtoReflect.Descriptor instead.
+func (*ListedActivity) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListedActivity) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *ListedActivity) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ListedActivity) GetState() *ActivityState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+type ListActivitiesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Activities    []*ListedActivity      `protobuf:"bytes,1,rep,name=activities,proto3" json:"activities,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActivitiesResponse) Reset() {
+	*x = ListActivitiesResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActivitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActivitiesResponse) ProtoMessage() {}
+
+func (x *ListActivitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActivitiesResponse.ProtoReflect.Descriptor instead.
+func (*ListActivitiesResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListActivitiesResponse) GetActivities() []*ListedActivity {
+	if x != nil {
+		return x.Activities
+	}
+	return nil
+}
+
+func (x *ListActivitiesResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+type TerminateActivityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId    string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Identity      string                 `protobuf:"bytes,5,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminateActivityRequest) Reset() {
+	*x = TerminateActivityRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminateActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminateActivityRequest) ProtoMessage() {}
+
+func (x *TerminateActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminateActivityRequest.ProtoReflect.Descriptor instead.
+func (*TerminateActivityRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TerminateActivityRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *TerminateActivityRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *TerminateActivityRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *TerminateActivityRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TerminateActivityRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+type TerminateActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminateActivityResponse) Reset() {
+	*x = TerminateActivityResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminateActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminateActivityResponse) ProtoMessage() {}
+
+func (x *TerminateActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminateActivityResponse.ProtoReflect.Descriptor instead.
+func (*TerminateActivityResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+type DeleteActivityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId    string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteActivityRequest) Reset() {
+	*x = DeleteActivityRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteActivityRequest) ProtoMessage() {}
+
+func (x *DeleteActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteActivityRequest.ProtoReflect.Descriptor instead.
+func (*DeleteActivityRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteActivityRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *DeleteActivityRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *DeleteActivityRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type DeleteActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteActivityResponse) Reset() {
+	*x = DeleteActivityResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteActivityResponse) ProtoMessage() {}
+
+func (x *DeleteActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteActivityResponse.ProtoReflect.Descriptor instead.
+func (*DeleteActivityResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
 var File_chasm_activity_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
@@ -1437,7 +1826,36 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bidentity\x18\x06 \x01(\tR\bidentity\"\x1f\n" +
-	"\x1dRequestCancelActivityResponse2\xa3\t\n" +
+	"\x1dRequestCancelActivityResponse\"\xba\x01\n" +
+	"\x15ListActivitiesRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x129\n" +
+	"\x06status\x18\x02 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x80\x01\n" +
+	"\x0eListedActivity\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x126\n" +
+	"\x05state\x18\x03 \x01(\v2 .vigil.activity.v1.ActivityStateR\x05state\"\x83\x01\n" +
+	"\x16ListActivitiesResponse\x12A\n" +
+	"\n" +
+	"activities\x18\x01 \x03(\v2!.vigil.activity.v1.ListedActivityR\n" +
+	"activities\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xa9\x01\n" +
+	"\x18TerminateActivityRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bidentity\x18\x05 \x01(\tR\bidentity\"\x1b\n" +
+	"\x19TerminateActivityResponse\"r\n" +
+	"\x15DeleteActivityRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\"\x18\n" +
+	"\x16DeleteActivityResponse2\xe1\v\n" +
 	"\x16ActivityHistoryService\x12b\n" +
 	"\rStartActivity\x12'.vigil.activity.v1.StartActivityRequest\x1a(.vigil.activity.v1.StartActivityResponse\x12\x86\x01\n" +
 	"\x19RecordActivityTaskStarted\x123.vigil.activity.v1.RecordActivityTaskStartedRequest\x1a4.vigil.activity.v1.RecordActivityTaskStartedResponse\x12\x8f\x01\n" +
@@ -1447,7 +1865,10 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\x1bRecordActivityTaskHeartbeat\x125.vigil.activity.v1.RecordActivityTaskHeartbeatRequest\x1a6.vigil.activity.v1.RecordActivityTaskHeartbeatResponse\x12z\n" +
 	"\x15PollActivityExecution\x12/.vigil.activity.v1.PollActivityExecutionRequest\x1a0.vigil.activity.v1.PollActivityExecutionResponse\x12k\n" +
 	"\x10DescribeActivity\x12*.vigil.activity.v1.DescribeActivityRequest\x1a+.vigil.activity.v1.DescribeActivityResponse\x12z\n" +
-	"\x15RequestCancelActivity\x12/.vigil.activity.v1.RequestCancelActivityRequest\x1a0.vigil.activity.v1.RequestCancelActivityResponseBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
+	"\x15RequestCancelActivity\x12/.vigil.activity.v1.RequestCancelActivityRequest\x1a0.vigil.activity.v1.RequestCancelActivityResponse\x12e\n" +
+	"\x0eListActivities\x12(.vigil.activity.v1.ListActivitiesRequest\x1a).vigil.activity.v1.ListActivitiesResponse\x12n\n" +
+	"\x11TerminateActivity\x12+.vigil.activity.v1.TerminateActivityRequest\x1a,.vigil.activity.v1.TerminateActivityResponse\x12e\n" +
+	"\x0eDeleteActivity\x12(.vigil.activity.v1.DeleteActivityRequest\x1a).vigil.activity.v1.DeleteActivityResponseBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
 
 var (
 	file_chasm_activity_proto_v1_service_proto_rawDescOnce sync.Once
@@ -1461,7 +1882,7 @@ func file_chasm_activity_proto_v1_service_proto_rawDescGZIP() []byte {
 	return file_chasm_activity_proto_v1_service_proto_rawDescData
 }
 
-var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*StartActivityRequest)(nil),                 // 0: vigil.activity.v1.StartActivityRequest
 	(*StartActivityResponse)(nil),                // 1: vigil.activity.v1.StartActivityResponse
@@ -1481,74 +1902,91 @@ var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*DescribeActivityResponse)(nil),             // 15: vigil.activity.v1.DescribeActivityResponse
 	(*RequestCancelActivityRequest)(nil),         // 16: vigil.activity.v1.RequestCancelActivityRequest
 	(*RequestCancelActivityResponse)(nil),        // 17: vigil.activity.v1.RequestCancelActivityResponse
-	(*v1.ActivityType)(nil),                      // 18: temporal.api.common.v1.ActivityType
-	(*durationpb.Duration)(nil),                  // 19: google.protobuf.Duration
-	(*v1.RetryPolicy)(nil),                       // 20: temporal.api.common.v1.RetryPolicy
-	(*v1.Payloads)(nil),                          // 21: temporal.api.common.v1.Payloads
-	(*v1.Header)(nil),                            // 22: temporal.api.common.v1.Header
-	(v11.ActivityIdReusePolicy)(0),               // 23: temporal.api.enums.v1.ActivityIdReusePolicy
-	(v11.ActivityIdConflictPolicy)(0),            // 24: temporal.api.enums.v1.ActivityIdConflictPolicy
-	(*v1.Priority)(nil),                          // 25: temporal.api.common.v1.Priority
-	(*timestamppb.Timestamp)(nil),                // 26: google.protobuf.Timestamp
-	(*v12.Failure)(nil),                          // 27: temporal.api.failure.v1.Failure
-	(*ActivityOutcome)(nil),                      // 28: vigil.activity.v1.ActivityOutcome
-	(*ActivityState)(nil),                        // 29: vigil.activity.v1.ActivityState
+	(*ListActivitiesRequest)(nil),                // 18: vigil.activity.v1.ListActivitiesRequest
+	(*ListedActivity)(nil),                       // 19: vigil.activity.v1.ListedActivity
+	(*ListActivitiesResponse)(nil),               // 20: vigil.activity.v1.ListActivitiesResponse
+	(*TerminateActivityRequest)(nil),             // 21: vigil.activity.v1.TerminateActivityRequest
+	(*TerminateActivityResponse)(nil),            // 22: vigil.activity.v1.TerminateActivityResponse
+	(*DeleteActivityRequest)(nil),                // 23: vigil.activity.v1.DeleteActivityRequest
+	(*DeleteActivityResponse)(nil),               // 24: vigil.activity.v1.DeleteActivityResponse
+	(*v1.ActivityType)(nil),                      // 25: temporal.api.common.v1.ActivityType
+	(*durationpb.Duration)(nil),                  // 26: google.protobuf.Duration
+	(*v1.RetryPolicy)(nil),                       // 27: temporal.api.common.v1.RetryPolicy
+	(*v1.Payloads)(nil),                          // 28: temporal.api.common.v1.Payloads
+	(*v1.Header)(nil),                            // 29: temporal.api.common.v1.Header
+	(v11.ActivityIdReusePolicy)(0),               // 30: temporal.api.enums.v1.ActivityIdReusePolicy
+	(v11.ActivityIdConflictPolicy)(0),            // 31: temporal.api.enums.v1.ActivityIdConflictPolicy
+	(*v1.Priority)(nil),                          // 32: temporal.api.common.v1.Priority
+	(*timestamppb.Timestamp)(nil),                // 33: google.protobuf.Timestamp
+	(*v12.Failure)(nil),                          // 34: temporal.api.failure.v1.Failure
+	(*ActivityOutcome)(nil),                      // 35: vigil.activity.v1.ActivityOutcome
+	(*ActivityState)(nil),                        // 36: vigil.activity.v1.ActivityState
+	(ActivityStatus)(0),                          // 37: vigil.activity.v1.ActivityStatus
 }
 var file_chasm_activity_proto_v1_service_proto_depIdxs = []int32{
-	18, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	19, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	19, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	19, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
-	20, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	21, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
-	22, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
-	23, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
-	24, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
-	25, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
-	18, // 12: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	21, // 13: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
-	22, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
-	26, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	26, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	26, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
-	19, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	21, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	20, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	25, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
-	21, // 24: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
-	27, // 25: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
-	21, // 26: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	21, // 27: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
-	21, // 28: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
-	28, // 29: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	29, // 30: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
-	0,  // 31: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
-	2,  // 32: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
-	4,  // 33: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
-	6,  // 34: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
-	8,  // 35: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
-	10, // 36: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
-	12, // 37: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
-	14, // 38: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
-	16, // 39: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
-	1,  // 40: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
-	3,  // 41: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
-	5,  // 42: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
-	7,  // 43: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
-	9,  // 44: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
-	11, // 45: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
-	13, // 46: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
-	15, // 47: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
-	17, // 48: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	25, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	26, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	26, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	26, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
+	26, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	26, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
+	27, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	28, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
+	29, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
+	30, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
+	31, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
+	32, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
+	25, // 12: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	28, // 13: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
+	29, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
+	33, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	33, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	33, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
+	26, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	26, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
+	26, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	28, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	27, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	32, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
+	28, // 24: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
+	34, // 25: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
+	28, // 26: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	28, // 27: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
+	28, // 28: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
+	35, // 29: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	36, // 30: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
+	37, // 31: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
+	36, // 32: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
+	19, // 33: vigil.activity.v1.ListActivitiesResponse.activities:type_name -> vigil.activity.v1.ListedActivity
+	0,  // 34: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
+	2,  // 35: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
+	4,  // 36: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
+	6,  // 37: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
+	8,  // 38: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
+	10, // 39: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
+	12, // 40: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
+	14, // 41: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
+	16, // 42: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
+	18, // 43: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
+	21, // 44: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
+	23, // 45: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
+	1,  // 46: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
+	3,  // 47: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
+	5,  // 48: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
+	7,  // 49: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
+	9,  // 50: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
+	11, // 51: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
+	13, // 52: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
+	15, // 53: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
+	17, // 54: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
+	20, // 55: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
+	22, // 56: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
+	24, // 57: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
+	46, // [46:58] is the sub-list for method output_type
+	34, // [34:46] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_service_proto_init() }
@@ -1563,7 +2001,7 @@ func file_chasm_activity_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_activity_proto_v1_service_proto_rawDesc), len(file_chasm_activity_proto_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

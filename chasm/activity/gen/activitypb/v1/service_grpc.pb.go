@@ -28,6 +28,9 @@ const (
 	ActivityHistoryService_PollActivityExecution_FullMethodName        = "/vigil.activity.v1.ActivityHistoryService/PollActivityExecution"
 	ActivityHistoryService_DescribeActivity_FullMethodName             = "/vigil.activity.v1.ActivityHistoryService/DescribeActivity"
 	ActivityHistoryService_RequestCancelActivity_FullMethodName        = "/vigil.activity.v1.ActivityHistoryService/RequestCancelActivity"
+	ActivityHistoryService_ListActivities_FullMethodName               = "/vigil.activity.v1.ActivityHistoryService/ListActivities"
+	ActivityHistoryService_TerminateActivity_FullMethodName            = "/vigil.activity.v1.ActivityHistoryService/TerminateActivity"
+	ActivityHistoryService_DeleteActivity_FullMethodName               = "/vigil.activity.v1.ActivityHistoryService/DeleteActivity"
 )
 
 // ActivityHistoryServiceClient is the client API for ActivityHistoryService service.
@@ -55,6 +58,10 @@ type ActivityHistoryServiceClient interface {
 	PollActivityExecution(ctx context.Context, in *PollActivityExecutionRequest, opts ...grpc.CallOption) (*PollActivityExecutionResponse, error)
 	DescribeActivity(ctx context.Context, in *DescribeActivityRequest, opts ...grpc.CallOption) (*DescribeActivityResponse, error)
 	RequestCancelActivity(ctx context.Context, in *RequestCancelActivityRequest, opts ...grpc.CallOption) (*RequestCancelActivityResponse, error)
+	// ListActivities pages through a namespace's activities (any shard's host answers).
+	ListActivities(ctx context.Context, in *ListActivitiesRequest, opts ...grpc.CallOption) (*ListActivitiesResponse, error)
+	TerminateActivity(ctx context.Context, in *TerminateActivityRequest, opts ...grpc.CallOption) (*TerminateActivityResponse, error)
+	DeleteActivity(ctx context.Context, in *DeleteActivityRequest, opts ...grpc.CallOption) (*DeleteActivityResponse, error)
 }
 
 type activityHistoryServiceClient struct {
@@ -155,6 +162,36 @@ func (c *activityHistoryServiceClient) RequestCancelActivity(ctx context.Context
 	return out, nil
 }
 
+func (c *activityHistoryServiceClient) ListActivities(ctx context.Context, in *ListActivitiesRequest, opts ...grpc.CallOption) (*ListActivitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListActivitiesResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_ListActivities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityHistoryServiceClient) TerminateActivity(ctx context.Context, in *TerminateActivityRequest, opts ...grpc.CallOption) (*TerminateActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TerminateActivityResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_TerminateActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityHistoryServiceClient) DeleteActivity(ctx context.Context, in *DeleteActivityRequest, opts ...grpc.CallOption) (*DeleteActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteActivityResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_DeleteActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActivityHistoryServiceServer is the server API for ActivityHistoryService service.
 // All implementations must embed UnimplementedActivityHistoryServiceServer
 // for forward compatibility.
@@ -180,6 +217,10 @@ type ActivityHistoryServiceServer interface {
 	PollActivityExecution(context.Context, *PollActivityExecutionRequest) (*PollActivityExecutionResponse, error)
 	DescribeActivity(context.Context, *DescribeActivityRequest) (*DescribeActivityResponse, error)
 	RequestCancelActivity(context.Context, *RequestCancelActivityRequest) (*RequestCancelActivityResponse, error)
+	// ListActivities pages through a namespace's activities (any shard's host answers).
+	ListActivities(context.Context, *ListActivitiesRequest) (*ListActivitiesResponse, error)
+	TerminateActivity(context.Context, *TerminateActivityRequest) (*TerminateActivityResponse, error)
+	DeleteActivity(context.Context, *DeleteActivityRequest) (*DeleteActivityResponse, error)
 	mustEmbedUnimplementedActivityHistoryServiceServer()
 }
 
@@ -216,6 +257,15 @@ func (UnimplementedActivityHistoryServiceServer) DescribeActivity(context.Contex
 }
 func (UnimplementedActivityHistoryServiceServer) RequestCancelActivity(context.Context, *RequestCancelActivityRequest) (*RequestCancelActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestCancelActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) ListActivities(context.Context, *ListActivitiesRequest) (*ListActivitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActivities not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) TerminateActivity(context.Context, *TerminateActivityRequest) (*TerminateActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TerminateActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) DeleteActivity(context.Context, *DeleteActivityRequest) (*DeleteActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteActivity not implemented")
 }
 func (UnimplementedActivityHistoryServiceServer) mustEmbedUnimplementedActivityHistoryServiceServer() {
 }
@@ -401,6 +451,60 @@ func _ActivityHistoryService_RequestCancelActivity_Handler(srv interface{}, ctx 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActivityHistoryService_ListActivities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListActivitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).ListActivities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_ListActivities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).ListActivities(ctx, req.(*ListActivitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActivityHistoryService_TerminateActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TerminateActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).TerminateActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_TerminateActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).TerminateActivity(ctx, req.(*TerminateActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActivityHistoryService_DeleteActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).DeleteActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_DeleteActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).DeleteActivity(ctx, req.(*DeleteActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActivityHistoryService_ServiceDesc is the grpc.ServiceDesc for ActivityHistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -443,6 +547,18 @@ var ActivityHistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestCancelActivity",
 			Handler:    _ActivityHistoryService_RequestCancelActivity_Handler,
+		},
+		{
+			MethodName: "ListActivities",
+			Handler:    _ActivityHistoryService_ListActivities_Handler,
+		},
+		{
+			MethodName: "TerminateActivity",
+			Handler:    _ActivityHistoryService_TerminateActivity_Handler,
+		},
+		{
+			MethodName: "DeleteActivity",
+			Handler:    _ActivityHistoryService_DeleteActivity_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -39,18 +39,21 @@ const (
 	ActivityStatus_ACTIVITY_STATUS_FAILED    ActivityStatus = 4
 	ActivityStatus_ACTIVITY_STATUS_CANCELED  ActivityStatus = 5
 	ActivityStatus_ACTIVITY_STATUS_TIMED_OUT ActivityStatus = 6
+	// Closed by TerminateActivityExecution (the toolchain range, 70-79).
+	ActivityStatus_ACTIVITY_STATUS_TERMINATED ActivityStatus = 70
 )
 
 // Enum value maps for ActivityStatus.
 var (
 	ActivityStatus_name = map[int32]string{
-		0: "ACTIVITY_STATUS_UNSPECIFIED",
-		1: "ACTIVITY_STATUS_SCHEDULED",
-		2: "ACTIVITY_STATUS_STARTED",
-		3: "ACTIVITY_STATUS_COMPLETED",
-		4: "ACTIVITY_STATUS_FAILED",
-		5: "ACTIVITY_STATUS_CANCELED",
-		6: "ACTIVITY_STATUS_TIMED_OUT",
+		0:  "ACTIVITY_STATUS_UNSPECIFIED",
+		1:  "ACTIVITY_STATUS_SCHEDULED",
+		2:  "ACTIVITY_STATUS_STARTED",
+		3:  "ACTIVITY_STATUS_COMPLETED",
+		4:  "ACTIVITY_STATUS_FAILED",
+		5:  "ACTIVITY_STATUS_CANCELED",
+		6:  "ACTIVITY_STATUS_TIMED_OUT",
+		70: "ACTIVITY_STATUS_TERMINATED",
 	}
 	ActivityStatus_value = map[string]int32{
 		"ACTIVITY_STATUS_UNSPECIFIED": 0,
@@ -60,6 +63,7 @@ var (
 		"ACTIVITY_STATUS_FAILED":      4,
 		"ACTIVITY_STATUS_CANCELED":    5,
 		"ACTIVITY_STATUS_TIMED_OUT":   6,
+		"ACTIVITY_STATUS_TERMINATED":  70,
 	}
 )
 
@@ -1322,7 +1326,7 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x05stamp\x18\x01 \x01(\x03R\x05stamp\x12#\n" +
 	"\rcontrol_queue\x18\x02 \x01(\tR\fcontrolQueue\x12\x1d\n" +
 	"\n" +
-	"task_token\x18\x03 \x01(\fR\ttaskToken*\xe5\x01\n" +
+	"task_token\x18\x03 \x01(\fR\ttaskToken*\x85\x02\n" +
 	"\x0eActivityStatus\x12\x1f\n" +
 	"\x1bACTIVITY_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ACTIVITY_STATUS_SCHEDULED\x10\x01\x12\x1b\n" +
@@ -1330,7 +1334,8 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x19ACTIVITY_STATUS_COMPLETED\x10\x03\x12\x1a\n" +
 	"\x16ACTIVITY_STATUS_FAILED\x10\x04\x12\x1c\n" +
 	"\x18ACTIVITY_STATUS_CANCELED\x10\x05\x12\x1d\n" +
-	"\x19ACTIVITY_STATUS_TIMED_OUT\x10\x06BFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
+	"\x19ACTIVITY_STATUS_TIMED_OUT\x10\x06\x12\x1e\n" +
+	"\x1aACTIVITY_STATUS_TERMINATED\x10FBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
 
 var (
 	file_chasm_activity_proto_v1_state_proto_rawDescOnce sync.Once

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/vigilhq/vigil/tests/testcluster"
+)
+
+func TestActivityCommands(t *testing.T) {
+	cluster := testcluster.New(t, testcluster.Options{})
+	vigil := func(args ...string) (code int, stdout, stderr string) {
+		var out, errOut bytes.Buffer
+		code = run(append(args, "--address", cluster.Address()), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	conn, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	wf := workflowservice.NewWorkflowServiceClient(conn)
+	for _, id := range []string{"pay-1", "pay-2"} {
+		_, err := wf.StartActivityExecution(context.Background(), &workflowservice.StartActivityExecutionRequest{
+			Namespace: "default", ActivityId: id, ActivityType: &commonpb.ActivityType{Name: "Charge"},
+			TaskQueue: &taskqueuepb.TaskQueue{Name: "payments"}, StartToCloseTimeout: durationpb.New(time.Minute), RequestId: id,
+		})
+		require.NoError(t, err)
+	}
+
+	code, stdout, stderr := vigil("activity", "terminate", "pay-1", "--reason", "duplicate charge")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "pay-1 terminated")
+
+	code, stdout, stderr = vigil("activity", "list")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 3, stdout)
+	require.Contains(t, stdout, "Terminated")
+	require.Contains(t, stdout, "Running")
+
+	code, stdout, stderr = vigil("activity", "list", "--query", `ExecutionStatus = "Running"`)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "pay-2")
+	require.NotContains(t, stdout, "pay-1")
+
+	code, _, stderr = vigil("activity", "list", "--query", `Nope = "x"`)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `unknown column "Nope"`)
+}

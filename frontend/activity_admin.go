@@ -1,0 +1,204 @@
+package frontend
+
+import (
+	"context"
+
+	activityv1 "go.temporal.io/api/activity/v1"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/vigilhq/vigil/chasm/activity"
+	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
+	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/frontend/query"
+)
+
+// Page sizes of the standalone-activity listing.
+const (
+	// ListActivitiesPageSizeDefault is the page size of a ListActivityExecutions request that
+	// names none.
+	ListActivitiesPageSizeDefault = 100
+	// ListActivitiesPageSizeMax caps the page size (larger requests are clamped).
+	ListActivitiesPageSizeMax = 1000
+	// ListActivitiesMaxHistoryPages bounds the history pages one call reads while filling a
+	// page with a selective query; it then returns a short page and a token.
+	ListActivitiesMaxHistoryPages = 16
+	// countActivitiesHistoryPageSize is the page size CountActivityExecutions scans with.
+	countActivitiesHistoryPageSize = 1000
+)
+
+func parseActivityQuery(text string) (*query.Query, error) {
+	q, err := query.ParseActivities(text)
+	if err != nil {
+		return nil, serviceerror.NewInvalidArgument(err.Error())
+	}
+	return q, nil
+}
+
+// queryActivity is what an activity query sees of a listed activity: the public status, and
+// the worker of the running attempt.
+func queryActivity(l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *query.Activity {
+	s := l.GetState()
+	a := &query.Activity{
+		ActivityID:   l.GetActivityId(),
+		RunID:        l.GetRunId(),
+		ActivityType: s.GetActivityType().GetName(),
+		TaskQueue:    s.GetTaskQueue(),
+		Status:       info.GetStatus(),
+	}
+	if s.GetStatus() == activitypb.ActivityStatus_ACTIVITY_STATUS_STARTED {
+		a.WorkerInstanceKey = s.GetWorkerInstanceKey()
+	}
+	if t := s.GetScheduleTime(); t != nil {
+		a.StartTime = t.AsTime()
+	}
+	if t := s.GetCloseTime(); t != nil {
+		a.CloseTime = t.AsTime()
+	}
+	return a
+}
+
+func activityListInfo(l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *activityv1.ActivityExecutionListInfo {
+	return &activityv1.ActivityExecutionListInfo{
+		ActivityId:        l.GetActivityId(),
+		RunId:             l.GetRunId(),
+		ActivityType:      info.GetActivityType(),
+		ScheduleTime:      info.GetScheduleTime(),
+		CloseTime:         info.GetCloseTime(),
+		Status:            info.GetStatus(),
+		TaskQueue:         info.GetTaskQueue(),
+		ExecutionDuration: info.GetExecutionDuration(),
+		ExecutionTime:     info.GetScheduleTime(),
+		// Never nil: the SDK's ListActivities reads its fields without a nil check.
+		SearchAttributes: &commonpb.SearchAttributes{},
+	}
+}
+
+// ListActivityExecutions lists the namespace's standalone activities (every run, open and
+// closed) that match the query, in the syntax of ListWorkers (query.ParseActivities). Pages
+// are filled the way ListWorkers fills them: history is asked for exactly what is missing and
+// each of its pages is consumed whole, so no activity is skipped or repeated.
+func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workflowservice.ListActivityExecutionsRequest) (*workflowservice.ListActivityExecutionsResponse, error) {
+	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	q, err := parseActivityQuery(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	pageSize := int(req.GetPageSize())
+	if pageSize <= 0 {
+		pageSize = ListActivitiesPageSizeDefault
+	}
+	pageSize = min(pageSize, ListActivitiesPageSizeMax)
+	fp := fingerprint("ListActivityExecutions", ns.ID, req.GetQuery())
+	token, err := decodePageToken(req.GetNextPageToken(), fp)
+	if err != nil {
+		return nil, err
+	}
+	resp := &workflowservice.ListActivityExecutionsResponse{}
+	historyToken := token.History
+	for range ListActivitiesMaxHistoryPages {
+		page, err := h.deps.History.ListActivities(ctx, &activitypb.ListActivitiesRequest{
+			NamespaceId:   ns.ID,
+			PageSize:      int32(pageSize - len(resp.Executions)),
+			NextPageToken: historyToken,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range page.GetActivities() {
+			info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
+			if q.MatchesActivity(queryActivity(l, info)) {
+				resp.Executions = append(resp.Executions, activityListInfo(l, info))
+			}
+		}
+		historyToken = page.GetNextPageToken()
+		if len(historyToken) == 0 || len(resp.Executions) >= pageSize {
+			break
+		}
+	}
+	if len(historyToken) > 0 {
+		resp.NextPageToken = encodePageToken(pageToken{Fingerprint: fp, History: historyToken})
+	}
+	return resp, nil
+}
+
+// CountActivityExecutions counts what ListActivityExecutions would list for the same query.
+// GROUP BY is not supported (InvalidArgument from the parser).
+func (h *WorkflowHandler) CountActivityExecutions(ctx context.Context, req *workflowservice.CountActivityExecutionsRequest) (*workflowservice.CountActivityExecutionsResponse, error) {
+	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	q, err := parseActivityQuery(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	var count int64
+	err = scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
+		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
+		if q.MatchesActivity(queryActivity(l, info)) {
+			count++
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workflowservice.CountActivityExecutionsResponse{Count: count}, nil
+}
+
+func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Namespace, fn func(*activitypb.ListedActivity)) error {
+	var token []byte
+	for {
+		page, err := history.ListActivities(ctx, &activitypb.ListActivitiesRequest{
+			NamespaceId: ns.ID, PageSize: countActivitiesHistoryPageSize, NextPageToken: token,
+		})
+		if err != nil {
+			return err
+		}
+		for _, l := range page.GetActivities() {
+			fn(l)
+		}
+		if token = page.GetNextPageToken(); len(token) == 0 {
+			return nil
+		}
+	}
+}
+
+// TerminateActivityExecution closes a running standalone activity as TERMINATED at once: its
+// running attempt is fenced (a late completion is refused), unbound from its worker, and the
+// worker is sent a CancelActivity command. Repeating it is a success; an activity that closed
+// otherwise is FailedPrecondition.
+func (h *WorkflowHandler) TerminateActivityExecution(ctx context.Context, req *workflowservice.TerminateActivityExecutionRequest) (*workflowservice.TerminateActivityExecutionResponse, error) {
+	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	_, err = h.deps.History.TerminateActivity(ctx, &activitypb.TerminateActivityRequest{
+		NamespaceId: ns.ID, ActivityId: req.GetActivityId(), RunId: req.GetRunId(),
+		Reason: req.GetReason(), Identity: req.GetIdentity(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workflowservice.TerminateActivityExecutionResponse{}, nil
+}
+
+// DeleteActivityExecution deletes a closed standalone activity run; a running one is
+// FailedPrecondition (terminate or cancel it first).
+func (h *WorkflowHandler) DeleteActivityExecution(ctx context.Context, req *workflowservice.DeleteActivityExecutionRequest) (*workflowservice.DeleteActivityExecutionResponse, error) {
+	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	_, err = h.deps.History.DeleteActivity(ctx, &activitypb.DeleteActivityRequest{
+		NamespaceId: ns.ID, ActivityId: req.GetActivityId(), RunId: req.GetRunId(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workflowservice.DeleteActivityExecutionResponse{}, nil
+}
