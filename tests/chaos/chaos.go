@@ -83,6 +83,7 @@ type Report struct {
 	// LivenessPolls counts successful liveness listings checked for INACTIVE live workers.
 	LivenessPolls int
 	MaxCompletion time.Duration // acknowledgement to result, the slowest activity
+	Slowest       string        // its ID
 	Checks        []string      // checks made (each passed unless a violation names it)
 	Violations    []string
 	Skipped       []string
@@ -103,8 +104,8 @@ func (r *Report) String() string {
 	for _, k := range names {
 		fmt.Fprintf(&b, "  fault %-28s %d\n", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "  activities acknowledged %d, completed %d, attempts started %d, slowest %v\n",
-		r.Acknowledged, r.Completed, r.Executions, r.MaxCompletion.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  activities acknowledged %d, completed %d, attempts started %d, slowest %v (%s)\n",
+		r.Acknowledged, r.Completed, r.Executions, r.MaxCompletion.Round(time.Millisecond), r.Slowest)
 	fmt.Fprintf(&b, "  late responses of stopped workers refused %d; liveness listings checked %d\n", r.LateRefused, r.LivenessPolls)
 	if len(r.DiskFullCodes) > 0 {
 		fmt.Fprintf(&b, "  starts while the disk was full: %v\n", r.DiskFullCodes)
@@ -533,7 +534,7 @@ func (r *runner) killServer(ctx context.Context, early bool) error {
 		return err
 	}
 	if early {
-		r.fault("server SIGKILL during recovery")
+		r.fault("server SIGKILL, of them in recovery")
 		return sleep(ctx, time.Duration(r.rng.IntN(300))*time.Millisecond)
 	}
 	return r.srv.waitReady(ctx, 2*time.Minute)
@@ -813,7 +814,7 @@ func (r *runner) check() {
 		}
 		rep.Completed++
 		if d := a.doneAt.Sub(a.ackAt); d > rep.MaxCompletion {
-			rep.MaxCompletion = d
+			rep.MaxCompletion, rep.Slowest = d, id
 		}
 		prefix := Result(a.in.ID, a.in.Nonce, "")
 		if !strings.HasPrefix(a.result, prefix) {

@@ -46,3 +46,36 @@ func TestChaosShort(t *testing.T) {
 		t.Errorf("the run did nothing: %d activities, faults %v", report.Acknowledged, report.Faults)
 	}
 }
+
+// TestChaosPostgres runs the suite against PostgreSQL and restarts it under load. It runs
+// only when asked: VIGIL_CHAOS_POSTGRES names a database (URL DSN) next to which a fresh one
+// is created and dropped, and VIGIL_CHAOS_PG_CLUSTER the cluster to restart ("15 main"), which
+// every other user of that PostgreSQL will notice.
+func TestChaosPostgres(t *testing.T) {
+	dsn, cluster := os.Getenv("VIGIL_CHAOS_POSTGRES"), os.Getenv("VIGIL_CHAOS_PG_CLUSTER")
+	if testing.Short() || dsn == "" || cluster == "" {
+		t.Skip("set VIGIL_CHAOS_POSTGRES and VIGIL_CHAOS_PG_CLUSTER to restart a PostgreSQL cluster under load")
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	report, err := Run(ctx, Config{
+		Seed: seed, ServerKills: 3, WorkerKills: 1, PGRestarts: 2, Postgres: dsn, PGCluster: cluster,
+		Strand: 2 * time.Minute, Dir: dir, Bin: bin, Logf: t.Logf,
+	})
+	if report != nil {
+		t.Log("\n" + report.String())
+	}
+	if err != nil {
+		t.Fatalf("the run could not be carried out: %v", err)
+	}
+	if !report.OK() {
+		t.Errorf("%d check(s) failed, seed %d; server log:\n%s", len(report.Violations), seed, tail(dir+"/server.log", 4000))
+	}
+}
