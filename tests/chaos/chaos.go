@@ -83,7 +83,7 @@ type Report struct {
 	// LivenessPolls counts successful liveness listings checked for INACTIVE live workers.
 	LivenessPolls int
 	MaxCompletion time.Duration // acknowledgement to result, the slowest activity
-	Slowest       string        // its ID
+	Slowest       string        // its ID and timeline
 	Checks        []string      // checks made (each passed unless a violation names it)
 	Violations    []string
 	Skipped       []string
@@ -149,6 +149,10 @@ type runner struct {
 	rawCC  *grpc.ClientConn
 	dbPath string
 
+	resultsCtx    context.Context
+	cancelResults context.CancelFunc
+	getters       sync.WaitGroup
+
 	mu          sync.Mutex
 	live        []*workerProc // running, never faulted
 	all         []*workerProc
@@ -208,6 +212,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		faulted: map[string]bool{}, acts: map[string]*act{}, inactive: map[string]bool{}, inactiveBad: map[string]bool{},
 	}
 	defer func() { r.report.Elapsed = time.Since(began) }()
+	r.resultsCtx, r.cancelResults = context.WithCancel(ctx)
+	defer r.cancelResults()
 	r.logf("chaos: seed %d", cfg.Seed)
 
 	storeArgs, cleanup, err := r.prepareStore(ctx)
@@ -270,11 +276,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stopLoad()
 	loadWG.Wait()
 	if faultErr != nil {
+		r.cancelResults()
+		r.getters.Wait()
 		stopMonitor()
 		<-monitorDone
 		return r.report, faultErr
 	}
-	r.awaitResults(ctx)
+	r.awaitResults()
 	r.awaitLateResponses(ctx)
 	stopMonitor()
 	<-monitorDone
@@ -396,7 +404,10 @@ func (r *runner) startActivity(ctx context.Context) {
 			r.report.DiskFullCodes[status.Code(err).String()]++
 		}
 		if err == nil {
-			r.acts[in.ID] = &act{in: in, runID: resp.GetRunId(), ackAt: time.Now()}
+			a := &act{in: in, runID: resp.GetRunId(), ackAt: time.Now()}
+			r.acts[in.ID] = a
+			r.getters.Add(1)
+			go r.await(a)
 		}
 		r.mu.Unlock()
 		if err == nil {
@@ -705,44 +716,36 @@ func (r *runner) fillDisk(ctx context.Context) error {
 	return nil
 }
 
+// await fetches an activity's result from its acknowledgement on, through the faults, until
+// it has it or the results deadline passes.
+func (r *runner) await(a *act) {
+	defer r.getters.Done()
+	h := r.sdk.GetActivityHandle(client.GetActivityHandleOptions{ActivityID: a.in.ID, RunID: a.runID})
+	for r.resultsCtx.Err() == nil {
+		var out string
+		err := h.Get(r.resultsCtx, &out)
+		if err == nil || terminal(err) {
+			r.mu.Lock()
+			a.finished, a.result, a.err, a.doneAt = true, out, err, time.Now()
+			r.mu.Unlock()
+			return
+		}
+		_ = sleep(r.resultsCtx, 200*time.Millisecond)
+	}
+}
+
 // awaitResults waits for the result of every acknowledged activity, up to Strand after the
 // last fault.
-func (r *runner) awaitResults(ctx context.Context) {
+func (r *runner) awaitResults() {
 	r.mu.Lock()
-	acts := make([]*act, 0, len(r.acts))
-	for _, a := range r.acts {
-		acts = append(acts, a)
-	}
 	deadline := r.lastFault.Add(r.cfg.Strand)
 	r.mu.Unlock()
 	if d := time.Now().Add(r.cfg.Strand / 2); d.After(deadline) {
 		deadline = d
 	}
-	waitCtx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for _, a := range acts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			h := r.sdk.GetActivityHandle(client.GetActivityHandleOptions{ActivityID: a.in.ID, RunID: a.runID})
-			for waitCtx.Err() == nil {
-				var out string
-				err := h.Get(waitCtx, &out)
-				if err == nil || terminal(err) {
-					r.mu.Lock()
-					a.finished, a.result, a.err, a.doneAt = true, out, err, time.Now()
-					r.mu.Unlock()
-					return
-				}
-				_ = sleep(waitCtx, 200*time.Millisecond)
-			}
-		}()
-	}
-	wg.Wait()
+	stop := time.AfterFunc(time.Until(deadline), r.cancelResults)
+	defer stop.Stop()
+	r.getters.Wait()
 }
 
 // terminal reports whether a Get error is the activity's outcome rather than a failed call.
@@ -814,7 +817,7 @@ func (r *runner) check() {
 		}
 		rep.Completed++
 		if d := a.doneAt.Sub(a.ackAt); d > rep.MaxCompletion {
-			rep.MaxCompletion, rep.Slowest = d, id
+			rep.MaxCompletion, rep.Slowest = d, timeline(id, a, events[id])
 		}
 		prefix := Result(a.in.ID, a.in.Nonce, "")
 		if !strings.HasPrefix(a.result, prefix) {
@@ -895,6 +898,17 @@ func (r *runner) check() {
 		}
 		rep.Checks = append(rep.Checks, "on a full disk, writes were refused with Unavailable/ResourceExhausted; acknowledged work survived and writes resumed")
 	}
+}
+
+// timeline describes what happened to an activity, in offsets from its acknowledgement.
+func timeline(id string, a *act, events []event) string {
+	sort.Slice(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+	parts := []string{id + ": acknowledged"}
+	for _, e := range events {
+		parts = append(parts, fmt.Sprintf("+%v %s %s #%s", e.at.Sub(a.ackAt).Round(time.Millisecond), e.worker, e.kind, e.attempt))
+	}
+	parts = append(parts, fmt.Sprintf("+%v result", a.doneAt.Sub(a.ackAt).Round(time.Millisecond)))
+	return strings.Join(parts, ", ")
 }
 
 func (r *runner) checkIntegrity() {
