@@ -802,14 +802,8 @@ func (r *runner) check() {
 		a := r.acts[id]
 		switch {
 		case !a.finished:
-			started := 0
-			for _, e := range events[id] {
-				if e.kind == "started" {
-					started++
-				}
-			}
-			r.violations = append(r.violations, fmt.Sprintf("activity %s (acknowledged %s) has no result %v after the last fault (StartToClose %v); attempts started: %d",
-				id, a.ackAt.UTC().Format(time.RFC3339Nano), r.cfg.Strand, r.cfg.StartToClose, started))
+			r.violations = append(r.violations, fmt.Sprintf("activity %s (acknowledged %s) has no result %v after the last fault (StartToClose %v); %s",
+				id, a.ackAt.UTC().Format(time.RFC3339Nano), r.cfg.Strand, r.cfg.StartToClose, timeline(id, a, events[id])))
 			continue
 		case a.err != nil:
 			r.violations = append(r.violations, fmt.Sprintf("activity %s ended with an error: %v", id, a.err))
@@ -907,7 +901,11 @@ func timeline(id string, a *act, events []event) string {
 	for _, e := range events {
 		parts = append(parts, fmt.Sprintf("+%v %s %s #%s", e.at.Sub(a.ackAt).Round(time.Millisecond), e.worker, e.kind, e.attempt))
 	}
-	parts = append(parts, fmt.Sprintf("+%v result", a.doneAt.Sub(a.ackAt).Round(time.Millisecond)))
+	if a.finished {
+		parts = append(parts, fmt.Sprintf("+%v result", a.doneAt.Sub(a.ackAt).Round(time.Millisecond)))
+	} else {
+		parts = append(parts, "no result")
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -111,6 +111,7 @@ func (s *serverProc) start() error {
 	_, _ = fmt.Fprintf(log, "=== start %d at %s\n", s.starts, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return err
@@ -200,6 +201,7 @@ type workerProc struct {
 func startWorker(ctx context.Context, bin, address, queue, name, dir string) (*workerProc, error) {
 	w := &workerProc{name: name, events: filepath.Join(dir, "events-"+name)}
 	cmd := exec.Command(bin, "-address", address, "-queue", queue, "-name", name, "-events", w.events)
+	cmd.SysProcAttr = dieWithParent()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -250,3 +252,4 @@ func (w *workerProc) kill() {
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.exited
 }
+

@@ -13,7 +13,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/vigilhq/vigil/tests/chaos"
@@ -47,7 +49,8 @@ func main() {
 	if !*keep {
 		defer os.RemoveAll(work)
 	}
-	ctx := context.Background()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	bin, err := chaos.Build(ctx, filepath.Join(work, "bin"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -58,6 +61,9 @@ func main() {
 	acknowledged, completed, violations := 0, 0, 0
 	var slowest time.Duration
 	for i := range *rounds {
+		if ctx.Err() != nil {
+			break
+		}
 		dir := filepath.Join(work, fmt.Sprintf("round-%d", i+1))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
