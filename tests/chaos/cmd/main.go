@@ -36,6 +36,7 @@ func main() {
 		maxHold     = flag.Duration("max-hold", 2*time.Second, "longest an activity holds")
 		strand      = flag.Duration("strand", 2*time.Minute, "an activity without a result this long after the last fault is stranded")
 		keep        = flag.Bool("keep", false, "keep the working directory (logs, events, database)")
+		vigilBin    = flag.String("vigil", "", "a vigil binary to test instead of building ./cmd/vigil")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -55,6 +56,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
+	}
+	if *vigilBin != "" {
+		bin.Vigil = *vigilBin
 	}
 	failed := 0
 	totals := map[string]int{}
