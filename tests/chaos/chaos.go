@@ -426,6 +426,7 @@ func (r *runner) monitorLiveness(ctx context.Context) {
 	for ctx.Err() == nil {
 		var token []byte
 		states := map[string]livenesspb.LivenessState{}
+		resurrected := map[string]int64{}
 		complete := true
 		for {
 			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -439,6 +440,7 @@ func (r *runner) monitorLiveness(ctx context.Context) {
 			}
 			for _, w := range resp.GetWorkers() {
 				states[w.GetLastHeartbeat().GetWorkerIdentity()] = w.GetState()
+				resurrected[w.GetLastHeartbeat().GetWorkerIdentity()] += w.GetResurrectionCount()
 			}
 			if token = resp.GetNextPageToken(); len(token) == 0 {
 				break
@@ -448,10 +450,11 @@ func (r *runner) monitorLiveness(ctx context.Context) {
 		for identity, state := range states {
 			inactive := state == livenesspb.LivenessState_LIVENESS_STATE_INACTIVE
 			r.inactive[identity] = inactive
-			if inactive && strings.HasPrefix(identity, "chaos-w") && !r.faulted[identity] && !r.inactiveBad[identity] {
+			// A resurrection means it was INACTIVE between two listings.
+			if (inactive || resurrected[identity] > 0) && strings.HasPrefix(identity, "chaos-w") && !r.faulted[identity] && !r.inactiveBad[identity] {
 				r.inactiveBad[identity] = true
-				r.violations = append(r.violations, fmt.Sprintf("live worker %s (never killed or stopped) was shown INACTIVE at %s",
-					identity, time.Now().UTC().Format(time.RFC3339Nano)))
+				r.violations = append(r.violations, fmt.Sprintf("live worker %s (never killed or stopped) was declared INACTIVE (listed %s, resurrections %d) at %s",
+					identity, state, resurrected[identity], time.Now().UTC().Format(time.RFC3339Nano)))
 			}
 		}
 		if complete {
@@ -845,7 +848,7 @@ func (r *runner) check() {
 	rep.Checks = append(rep.Checks,
 		fmt.Sprintf("%d acknowledged activities each finished with their own result within %v of the last fault (StartToClose %v)", rep.Acknowledged, r.cfg.Strand, r.cfg.StartToClose),
 		"no activity had more than one response accepted, and only the response of the worker whose result the client got",
-		"no worker that was never killed or stopped was listed INACTIVE")
+		"no worker that was never killed or stopped was listed INACTIVE or resurrected")
 	for _, s := range r.stops {
 		for id := range s.lost {
 			answered := false
