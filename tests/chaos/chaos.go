@@ -133,10 +133,9 @@ type act struct {
 }
 
 type stopRecord struct {
-	worker  *workerProc
-	lost    map[string]bool // in flight when stopped, then started by another worker
-	contAt  time.Time
-	refused int
+	worker *workerProc
+	lost   map[string]bool // in flight when stopped, then started by another worker
+	contAt time.Time
 }
 
 type runner struct {

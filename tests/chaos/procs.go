@@ -65,16 +65,15 @@ func freePort() (int, error) {
 
 // serverProc is the vigil server subprocess, restarted on the same database and ports.
 type serverProc struct {
-	bin, dir         string
-	args             []string
-	port, httpPort   int
-	cmd              *exec.Cmd
-	exited           chan struct{}
-	starts           int
-	liveness         livenesspb.WorkerLivenessServiceClient
-	conn             *grpc.ClientConn
-	logPath          string
-	lastLogTailBytes int
+	bin, dir       string
+	args           []string
+	port, httpPort int
+	cmd            *exec.Cmd
+	exited         chan struct{}
+	starts         int
+	liveness       livenesspb.WorkerLivenessServiceClient
+	conn           *grpc.ClientConn
+	logPath        string
 }
 
 func newServerProc(bin, dir string, storeArgs []string, dynamicConfig []string) (*serverProc, error) {
@@ -252,4 +251,3 @@ func (w *workerProc) kill() {
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.exited
 }
-
