@@ -160,6 +160,7 @@ type runner struct {
 	nextWorker  int
 	nextAct     int
 	diskFull    bool
+	spaceBack   time.Time
 	inactive    map[string]bool // identities last listed INACTIVE
 	inactiveBad map[string]bool
 	stops       []*stopRecord
@@ -713,6 +714,7 @@ func (r *runner) fillDisk(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.diskFull = false
+	r.spaceBack = time.Now()
 	r.mu.Unlock()
 	r.logf("chaos: disk full for a while; space back")
 	return nil
@@ -891,6 +893,13 @@ func (r *runner) check() {
 		}
 		if refused == 0 {
 			r.violations = append(r.violations, "no start was refused while the disk was full")
+		}
+		resumed := false
+		for _, a := range r.acts {
+			resumed = resumed || (a.ackAt.After(r.spaceBack) && a.finished && a.err == nil)
+		}
+		if !resumed {
+			r.violations = append(r.violations, "no activity started and completed after space came back")
 		}
 		rep.Checks = append(rep.Checks, "on a full disk, writes were refused with Unavailable/ResourceExhausted; acknowledged work survived and writes resumed")
 	}
