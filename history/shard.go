@@ -288,6 +288,7 @@ func (s *Shard) write(
 		if entry != nil {
 			entry.loaded, entry.current = false, nil
 		}
+		exec.Abandon() // its pollers would otherwise wait on a dropped execution
 		return s.storeError("WriteExecution", err)
 	}
 	exec.Apply(m)
