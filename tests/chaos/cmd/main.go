@@ -63,7 +63,7 @@ func main() {
 	failed := 0
 	totals := map[string]int{}
 	acknowledged, completed, violations := 0, 0, 0
-	var slowest time.Duration
+	var slowest, delivery time.Duration
 	for i := range *rounds {
 		if ctx.Err() != nil {
 			break
@@ -90,6 +90,7 @@ func main() {
 			completed += report.Completed
 			violations += len(report.Violations)
 			slowest = max(slowest, report.MaxCompletion)
+			delivery = max(delivery, report.MaxDelivery)
 			if !report.OK() {
 				failed++
 				fmt.Printf("round %d FAILED; logs kept in %s\n", i+1, dir)
@@ -102,8 +103,8 @@ func main() {
 			*keep = true
 		}
 	}
-	fmt.Printf("TOTAL: %d rounds (%d failed), faults %v, activities acknowledged %d, completed %d, slowest %v, violations %d\n",
-		*rounds, failed, totals, acknowledged, completed, slowest.Round(time.Millisecond), violations)
+	fmt.Printf("TOTAL: %d rounds (%d failed), faults %v, activities acknowledged %d, completed %d, slowest %v, longest result delivery %v, violations %d\n",
+		*rounds, failed, totals, acknowledged, completed, slowest.Round(time.Millisecond), delivery.Round(time.Millisecond), violations)
 	if *keep {
 		fmt.Println("working directory:", work)
 	}
