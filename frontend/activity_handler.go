@@ -463,12 +463,13 @@ func errPollFieldMissing(field string) error {
 	return serviceerror.NewFailedPreconditionf("%s is required", field)
 }
 
-// pollContext is ctx bounded by the long-poll timeout and ended when the handler stops. The
-// callee (matching, history) answers empty a margin before its deadline.
+// pollContext is ctx bounded by the long-poll timeout and by the long-poll margin before the
+// client's deadline, and ended when the handler stops. The callee (matching, history) answers
+// empty its own margin before that.
 func (h *WorkflowHandler) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(h.longPollTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	if d, ok := ctx.Deadline(); ok && d.Add(-h.longPollMargin).Before(deadline) {
+		deadline = d.Add(-h.longPollMargin)
 	}
 	pollCtx, cancelDeadline := context.WithDeadline(ctx, deadline)
 	stop := make(chan struct{})

@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -45,6 +48,11 @@ type Server struct {
 	listener net.Listener
 	workflow *WorkflowHandler
 	done     chan struct{}
+
+	serveOnce sync.Once
+	// ready is false until Start: calls are answered Unavailable, quickly, which the SDK
+	// retries. See Serve.
+	ready atomic.Bool
 }
 
 // NewServer listens on cfg.Address and registers both services behind Interceptors(deps).
@@ -57,9 +65,10 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
 	}
+	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, done: make(chan struct{})}
 	s := grpc.NewServer(
 		grpc.ForceServerCodecV2(newRequestCodec()),
-		grpc.ChainUnaryInterceptor(Interceptors(deps)...),
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)...),
 		grpc.ChainStreamInterceptor(malformedStreamInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
@@ -67,26 +76,65 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
 	livenesspb.RegisterWorkerLivenessServiceServer(s, liveness)
-	return &Server{logger: deps.Logger, server: s, listener: lis, workflow: workflow, done: make(chan struct{})}, nil
+	srv.server = s
+	return srv, nil
+}
+
+// errNotReady answers calls that arrive while the server starts (or stops).
+var errNotReady = serviceerror.NewUnavailable("vigil is starting or stopping: retry")
+
+// answeredWhileStarting are the calls the frontend answers alone, from its configuration:
+// served before Start, so that client.Dial (GetSystemInfo, not retried by the SDK) and
+// Worker.Start (DescribeNamespace) work against a server that is still starting.
+var answeredWhileStarting = map[string]bool{
+	"GetSystemInfo":     true,
+	"DescribeNamespace": true,
+}
+
+// readinessInterceptor answers Unavailable until Start, except answeredWhileStarting. It runs
+// before the metrics interceptor so that the start-up's refusals are not counted as the
+// handlers' errors.
+func (s *Server) readinessInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.ready.Load() && !answeredWhileStarting[operation(info.FullMethod)] {
+		return nil, serviceerror.ToStatus(errNotReady).Err()
+	}
+	return handler(ctx, req)
 }
 
 // Address returns the address the server listens on.
 func (s *Server) Address() string { return s.listener.Addr().String() }
 
-// Start serves in the background.
+// Serve starts serving in the background without being ready: every call is answered
+// Unavailable at once until Start. A server calls it as the first thing it starts, because the
+// port is bound when the Server is built: a listening port that does not serve yet holds a
+// client's connection attempt (and every call waiting on it, up to the call's deadline: the
+// SDK's 10 s) until it serves, where an answered connection gets a quick Unavailable, which
+// the SDK retries within a few hundred milliseconds. Idempotent.
+func (s *Server) Serve() {
+	s.serveOnce.Do(func() {
+		s.logger.Info("frontend gRPC server listening", tag.Address(s.Address()))
+		go func() {
+			defer close(s.done)
+			if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				s.logger.Error("frontend gRPC server failed", tag.Error(err))
+			}
+		}()
+	})
+}
+
+// Start serves (if Serve was not called) and opens the server to calls: everything behind it
+// must be running by then.
 func (s *Server) Start() {
-	s.logger.Info("frontend gRPC server listening", tag.Address(s.Address()))
-	go func() {
-		defer close(s.done)
-		if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.logger.Error("frontend gRPC server failed", tag.Error(err))
-		}
-	}()
+	s.Serve()
+	s.ready.Store(true)
 }
 
 // Stop completes open long polls, lets in-flight calls finish until ctx ends, then closes
 // every connection. It must be called once, after Start.
 func (s *Server) Stop(ctx context.Context) {
+	s.Serve() // so that s.done closes even if Start was never called
+	// New calls are refused at once while the open ones finish.
+	s.ready.Store(false)
 	// Without this a graceful stop would wait up to a minute for empty polls.
 	s.workflow.Stop()
 	stopped := make(chan struct{})

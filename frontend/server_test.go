@@ -532,3 +532,35 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestServerStartingAnswersUnavailable: between Serve and Start (the server's components are
+// still starting) every call is answered at once with Unavailable, which the SDK retries,
+// instead of waiting on a port that accepts connections but does not serve.
+func TestServerStartingAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	server, err := NewServer(ServerConfig{Address: "127.0.0.1:0"}, env.deps, env.workflow, env.liveness)
+	require.NoError(t, err)
+	server.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		server.Stop(ctx)
+	})
+	conn, err := grpc.NewClient(server.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	client := workflowservice.NewWorkflowServiceClient(conn)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = client.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default"})
+	require.Equal(t, codes.Unavailable, status.Code(err), "starting: %v", err)
+	require.NoError(t, ctx.Err(), "answered, not held until the deadline")
+	_, err = client.GetSystemInfo(ctx, &workflowservice.GetSystemInfoRequest{})
+	require.NoError(t, err, "answered from configuration alone: client.Dial works while the server starts")
+
+	server.Start()
+	_, err = client.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default"})
+	require.NotEqual(t, codes.Unavailable, status.Code(err), "ready: the handler answers (%v)", err)
+}

@@ -32,10 +32,15 @@ const (
 
 	// LongPollTimeoutDefault is the longest an empty poll is held, as Temporal's server does.
 	LongPollTimeoutDefault = 60 * time.Second
-	// LongPollMarginDefault is how long before the client's deadline an empty poll returns,
-	// so that the answer arrives before the client gives up (a DeadlineExceeded poll is
-	// logged by the SDK as a failure and backs off).
-	LongPollMarginDefault = time.Second
+	// LongPollMarginDefault is how long before the client's deadline (as the frontend sees it
+	// on arrival) every long poll answers, so that the answer arrives before the client gives
+	// up: a DeadlineExceeded poll is logged by the SDK as a failure and backs off, and a
+	// handle.Get whose PollActivityExecution outlives its deadline fails (not retried; a poll
+	// the server could not answer before its own deadline ends in RST_STREAM CANCEL). 1 s was
+	// eaten on a loaded 2-core host by scheduling, the history round trip and the answer's way
+	// back; 5 s holds there, and is under a tenth of the 60-70 s the SDK's polls allow (the
+	// SDK polls again at once).
+	LongPollMarginDefault = 5 * time.Second
 )
 
 // WorkflowHandler serves the subset of temporal.api.workflowservice.v1.WorkflowService that

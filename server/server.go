@@ -96,6 +96,17 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.WithLogger(func() fxevent.Logger {
 			return &fxevent.ZapLogger{Logger: o.logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
 		}),
+		// First of all start hooks: serve the port (bound when the frontend is built) with an
+		// Unavailable to every call until the frontend's own hook, which runs after everything
+		// it depends on has started. A bound port that does not serve would hold clients'
+		// calls until their deadline instead (frontend.Server.Serve).
+		fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.StartHook(func() {
+				if s.frontend != nil {
+					s.frontend.Serve()
+				}
+			}))
+		}),
 		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Persistence, namespaces),
 		fx.Provide(
 			func() *zap.Logger { return o.logger },

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/fx"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/server"
@@ -160,7 +161,17 @@ func TestServerProcess(t *testing.T) {
 	cfg.History.NumShards = 4
 	cfg.Persistence.SQLite.Path = filepath.Join(dir, "vigil.db")
 	cfg.DynamicConfigValues = []string{`worker.defaultLeaseDuration="3s"`}
-	srv, err := server.New(cfg)
+	var opts []server.Option
+	if v := os.Getenv("VIGIL_TEST_SERVER_START_DELAY"); v != "" {
+		// Recovery work (shards, re-queued attempts, timers) that takes this long, as on a
+		// loaded host: started after everything else but before the frontend opens.
+		delay, err := time.ParseDuration(v)
+		require.NoError(t, err)
+		opts = append(opts, server.WithFxOptions(fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.StartHook(func() { time.Sleep(delay) }))
+		})))
+	}
+	srv, err := server.New(cfg, opts...)
 	require.NoError(t, err)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()

@@ -545,7 +545,7 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			outcomes[i], errs[i] = h.rescheduleOne(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), entry, detected)
+			outcomes[i], errs[i] = h.rescheduleOne(ctx, req, entry, detected)
 		}()
 	}
 	wg.Wait()
@@ -562,13 +562,21 @@ func (h *Handler) RescheduleActivities(ctx context.Context, req *workerpb.Resche
 		zap.Int("rescheduled", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED]),
 		zap.Int("failed", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED]),
 		zap.Int("stale", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE]),
-		zap.Int("not-found", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND]))
+		zap.Int("not-found", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND]),
+		zap.Bool("orphans", req.GetOrphan()), zap.Int("alive", counts[workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_ALIVE]))
 	return &workerpb.RescheduleActivitiesResponse{Outcomes: outcomes}, nil
 }
 
 func (h *Handler) rescheduleOne(
-	ctx context.Context, namespaceID, workerInstanceKey string, entry *workerpb.BoundActivity, detected time.Time,
+	ctx context.Context, req *workerpb.RescheduleActivitiesRequest, entry *workerpb.BoundActivity, detected time.Time,
 ) (workerpb.RescheduleOutcome, error) {
+	namespaceID, workerInstanceKey := req.GetNamespaceId(), req.GetWorkerInstanceKey()
+	orphan := req.GetOrphan()
+	reason, kind := "its worker was declared inactive", "worker_inactive"
+	if orphan {
+		reason = fmt.Sprintf("its live worker's heartbeats showed it was not running it (orphan, %s)", entry.GetOrphanReason())
+		kind = "orphaned"
+	}
 	if entry.GetActivityId() == "" || entry.GetRunId() == "" {
 		return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_NOT_FOUND, nil
 	}
@@ -594,12 +602,22 @@ func (h *Handler) rescheduleOne(
 			}
 			return 0, errNothingToWrite
 		}
+		if orphan && req.GetSuspectSince() != nil && a.LastHeartbeatTime != nil &&
+			!a.LastHeartbeatTime.AsTime().Before(req.GetSuspectSince().AsTime()) {
+			// It heartbeats, so something runs it (the worker, or an asynchronous completer
+			// the SDK released the slot for): leave it, and bind it to its worker again, whose
+			// reconciliation dropped the binding.
+			rebind(a, mctx)
+			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_ALIVE, nil
+		}
 		var direct *HandOff
 		if h.dispatcher != nil {
 			direct = &HandOff{RedispatchAfter: h.config.redispatchAfter(a.Namespace, 1)}
 		}
 		var err error
-		if lost, err = loseWorker(a, mctx, "its worker was declared inactive", false, detected, direct); err != nil {
+		// An orphan's attempt does not count against maximum_attempts: the server lost it (a
+		// poll response or a completion), the activity did not fail.
+		if lost, err = loseWorker(a, mctx, reason, orphan, detected, direct); err != nil {
 			return 0, err
 		}
 		if lost == lostRescheduled {
@@ -624,9 +642,20 @@ func (h *Handler) rescheduleOne(
 		h.handOff(context.WithoutCancel(ctx), ref, *handOff, fresh, detectedAt)
 	}
 	if lost != 0 {
-		recordLost(h.scope, lost, "worker_inactive")
+		recordLost(h.scope, lost, kind)
+		if orphan {
+			ActivityOrphansRescheduled.With(h.scope, metrics.ReasonTag(entry.GetOrphanReason()), metrics.StateTag(lost.String())).Inc(1)
+		}
 	}
-	if outcome != workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE {
+	if outcome == workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_ALIVE {
+		ActivityOrphansRescheduled.With(h.scope, metrics.ReasonTag(entry.GetOrphanReason()), metrics.StateTag("alive")).Inc(1)
+	}
+	if orphan && outcome != workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE {
+		h.logger.Info("orphaned attempt of a live worker", tag.NamespaceID(namespaceID), tag.BusinessID(entry.GetActivityId()),
+			tag.RunID(entry.GetRunId()), tag.WorkerID(workerInstanceKey), zap.Int64("stamp", entry.GetStamp()),
+			zap.String("reason", entry.GetOrphanReason()), zap.String("outcome", outcome.String()))
+	}
+	if !orphan && outcome != workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_STALE {
 		// Debug: a lost worker may hold thousands; RescheduleActivities logs the batch.
 		h.logger.Debug("attempt of a lost worker taken back", tag.NamespaceID(namespaceID), tag.BusinessID(entry.GetActivityId()),
 			tag.RunID(entry.GetRunId()), tag.WorkerID(workerInstanceKey), zap.Int64("stamp", entry.GetStamp()),

@@ -23,6 +23,13 @@ var (
 	// (kind "worker_inactive": the Worker component's reschedule; "bind_refused": the worker
 	// was already inactive when the attempt was bound to it) and outcome.
 	ActivityReschedules = metrics.NewCounterDef("activity_reschedules", metrics.TagKind, metrics.TagState)
+	// ActivityOrphansRescheduled counts a live worker's orphaned attempts (its heartbeats showed
+	// it does not run them) taken back on their shard, by why the worker side picked each
+	// (unseen_dispatch, unheard_completion, dispatched_near_restart, slot_mismatch) and what became of it
+	// (rescheduled, failed, canceled, or alive: it recorded an activity heartbeat since the
+	// suspicion, so it was left running and bound again). Also in activity_reschedules under
+	// kind "orphaned".
+	ActivityOrphansRescheduled = metrics.NewCounterDef("activity_orphans_rescheduled", metrics.TagReason, metrics.TagState)
 	// ActivityRescheduleDispatchLatency times a lost worker's attempt from the moment the worker
 	// was declared INACTIVE (its lease expired, or it shut down) to the hand-over of the next
 	// attempt to matching: liveness's detection-to-re-dispatch latency.

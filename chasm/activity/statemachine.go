@@ -391,6 +391,18 @@ func endAttempt(a *Activity, ctx chasm.MutableContext) {
 	addUnbind(a, ctx, a.WorkerInstanceKey, a.Stamp, a.WorkerDestination)
 }
 
+// rebind binds the current attempt to its worker again (a BindTask for the same stamp): the
+// worker dropped the binding when it suspected an orphan that turned out to run.
+func rebind(a *Activity, ctx chasm.MutableContext) {
+	if a.WorkerInstanceKey == "" || a.WorkerDestination == "" {
+		return
+	}
+	a.BindCheckedStamp = a.Stamp - 1
+	a.BoundStamp = 0
+	ctx.AddTask(chasm.TaskAttributes{Destination: a.WorkerDestination},
+		&activitypb.BindTask{Stamp: a.Stamp, WorkerInstanceKey: a.WorkerInstanceKey})
+}
+
 func addUnbind(a *Activity, ctx chasm.MutableContext, workerInstanceKey string, stamp int64, destination string) {
 	if slices.ContainsFunc(a.PendingUnbinds, func(p *activitypb.PendingUnbind) bool {
 		return p.WorkerInstanceKey == workerInstanceKey && p.Stamp == stamp

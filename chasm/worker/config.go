@@ -6,6 +6,30 @@ import (
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
+// Dynamic config settings of orphan reconciliation (README.md, "Orphans"), declared here as
+// the activity component declares its own. Read with the namespace NAME.
+var (
+	OrphanDetection = dynamicconfig.NewNamespaceBoolSetting(
+		"worker.orphanDetection",
+		true,
+		`Reconcile the activity attempts bound to a live worker with the used activity slots its
+SDK heartbeats report, and reschedule the attempts it does not run (a lost poll response or a
+lost completion). Turn off in a namespace whose activities complete asynchronously
+(ErrResultPending) without recording activity heartbeats: the SDK frees their slots.`,
+	)
+	OrphanDetectionGrace = dynamicconfig.NewNamespaceDurationSetting(
+		"worker.orphanDetectionGrace",
+		OrphanDetectionGraceDefault,
+		`How long an attempt must have been bound, a slot mismatch must have lasted (over at
+least two heartbeats), and the host must have been up, before orphan reconciliation takes an
+attempt back.`,
+	)
+)
+
+// OrphanDetectionGraceDefault covers a poll response or a completion in flight, and the
+// unbinds still queued just after a restart, with a wide margin on a loaded host.
+const OrphanDetectionGraceDefault = 5 * time.Second
+
 // RescheduleChunkSizeDefault caps the activities one ActivityRescheduleTask carries, so a
 // worker with 100,000 bound activities produces tasks of bounded size.
 const RescheduleChunkSizeDefault = 1000
@@ -24,6 +48,8 @@ type Config struct {
 	LeaseIntervalMultiplier func(namespace string) float64
 	MaxBindingsPerWorker    func(namespace string) int
 	RescheduleChunkSize     int
+	OrphanDetection         func(namespace string) bool
+	OrphanDetectionGrace    func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -38,7 +64,16 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		LeaseIntervalMultiplier: dynamicconfig.LeaseIntervalMultiplier.Get(dc),
 		MaxBindingsPerWorker:    dynamicconfig.MaxBindingsPerWorker.Get(dc),
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
+		OrphanDetection:         OrphanDetection.Get(dc),
+		OrphanDetectionGrace:    OrphanDetectionGrace.Get(dc),
 	}
+}
+
+func (c *Config) orphanGrace(namespace string) time.Duration {
+	if c.OrphanDetectionGrace == nil {
+		return OrphanDetectionGraceDefault
+	}
+	return c.OrphanDetectionGrace(namespace)
 }
 
 // LeaseFor decides a heartbeat's lease:

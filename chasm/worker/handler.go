@@ -37,11 +37,24 @@ type Handler struct {
 	timeSource clock.TimeSource
 	scope      tally.Scope
 	logger     *zap.Logger
+	// hostStart is when this host started: orphan reconciliation waits a grace after it and
+	// picks the attempts bound around it first.
+	hostStart time.Time
 }
 
-// NewHandler returns the handler.
+// NewHandler returns the handler. It is built when the host starts.
 func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger}
+	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger, hostStart: timeSource.Now()}
+}
+
+// orphanPolicy is what orphan reconciliation reads for a namespace.
+func (h *Handler) orphanPolicy(namespace string) OrphanPolicy {
+	return OrphanPolicy{
+		Enabled:      h.config.OrphanDetection != nil && h.config.OrphanDetection(namespace),
+		Grace:        h.config.orphanGrace(namespace),
+		HostStart:    h.hostStart,
+		Inactivation: h.config.inactivation(namespace),
+	}
 }
 
 // RecordHeartbeats records each heartbeat as its own atomic create-or-update; one failing does
@@ -93,6 +106,11 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 	}
 	lease := h.config.LeaseFor(namespace, entry.GetLeaseDuration().AsDuration(), hb.GetElapsedSinceLastHeartbeat().AsDuration())
 	key := chasm.ExecutionKey{NamespaceID: namespaceID, BusinessID: instanceKey}
+	policy := h.orphanPolicy(namespace)
+	var (
+		orphans  []Orphan
+		evidence OrphanEvidence
+	)
 
 	result, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
 		func(chasm.MutableContext) (*Worker, error) { return NewWorker(namespace), nil },
@@ -102,11 +120,14 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 			}
 			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
 			resurrected := false
+			var prevHeartbeat time.Time // zero unless this heartbeat renews an active lease
+			orphans = nil
 			var err error
 			switch w.Status {
 			case statusUnspecified:
 				err = TransitionRegistered.Apply(w, mctx, ev)
 			case statusActive:
+				prevHeartbeat = w.GetLastHeartbeatTime().AsTime()
 				err = TransitionHeartbeatReceived.Apply(w, mctx, ev)
 			case statusInactive:
 				if isShutdownEcho(w, hb) {
@@ -127,6 +148,9 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 			if err := h.applyBindings(mctx, w, namespaceID, entry); err != nil {
 				return nil, err
 			}
+			if orphans, evidence, err = reconcileOrphans(w, mctx, hb.GetActivityTaskSlotsInfo(), prevHeartbeat, policy); err != nil {
+				return nil, err
+			}
 			return &workerpb.HeartbeatResult{
 				LeaseDeadline: w.LeaseDeadline,
 				ConflictToken: w.ConflictToken,
@@ -137,6 +161,15 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 		})
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range orphans {
+		metrics.WorkerOrphansFound.With(h.scope, metrics.ReasonTag(o.Reason)).Inc(1)
+		h.logger.Info("orphaned activity found: rescheduling it", tag.WorkerID(instanceKey), tag.Namespace(namespace),
+			tag.BusinessID(o.Binding.ActivityId), tag.RunID(o.Binding.RunId), zap.Int64("stamp", o.Binding.Stamp),
+			zap.String("reason", o.Reason), zap.Time("bound-time", o.Binding.GetBoundTime().AsTime()),
+			zap.String("found-by", "activity slots: bound attempts outnumbered used slots over consecutive heartbeats"),
+			zap.Int32("used-slots", evidence.UsedSlots), zap.Int32("eligible-bound", evidence.Eligible),
+			zap.Int32("total-processed", evidence.TotalProcessed), zap.Time("suspect-since", evidence.SuspectSince))
 	}
 	if result.Resurrected {
 		metrics.WorkerResurrections.With(h.scope).Inc(1)
@@ -169,6 +202,7 @@ func (h *Handler) applyBindings(ctx chasm.MutableContext, w *Worker, namespaceID
 		}
 		if ok && (b.GetStamp() == 0 || existing.Stamp == b.GetStamp()) {
 			BoundActivities.Delete(ctx, key)
+			w.OrphanUnbinds++
 		}
 	}
 	for _, b := range entry.GetBound() {

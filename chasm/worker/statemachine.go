@@ -1,8 +1,8 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	workerv1 "go.temporal.io/api/worker/v1"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/shard"
 )
 
 // The worker lifecycle (README.md draws it):
@@ -204,17 +203,12 @@ func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.Inactiv
 	ctx.AddTask(chasm.TaskAttributes{ScheduledTime: cleanup}, &workerpb.WorkerCleanupTask{})
 
 	if inact.NumShards <= 0 {
-		return fmt.Errorf("worker: inactivation needs the shard count")
+		return errNoShardCount
 	}
-	chunkSize := inact.ChunkSize
-	if chunkSize <= 0 {
-		chunkSize = RescheduleChunkSizeDefault
-	}
-	byShard := make(map[int32][]*workerpb.BoundActivity)
+	var bound []*workerpb.BoundActivity
 	var keys []string
 	err := BoundActivities.Range(ctx, func(key string, b *workerpb.BoundActivity) bool {
-		s := shard.ForKey(b.NamespaceId, b.ActivityId, inact.NumShards)
-		byShard[s] = append(byShard[s], b)
+		bound = append(bound, b)
 		keys = append(keys, key)
 		return true
 	})
@@ -225,29 +219,12 @@ func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.Inactiv
 		BoundActivities.Delete(ctx, key)
 	}
 	w.BoundActivityCount = 0
-
-	shards := make([]int32, 0, len(byShard))
-	for s := range byShard {
-		shards = append(shards, s)
-	}
-	slices.Sort(shards)
-	for _, s := range shards {
-		activities := byShard[s]
-		for chunk := 0; len(activities) > 0; chunk++ {
-			n := min(chunkSize, len(activities))
-			task := &workerpb.ActivityRescheduleTask{
-				Epoch: w.InactiveEpoch, DestinationShard: s, Chunk: int32(chunk), Activities: activities[:n],
-				InactiveTime: w.InactiveTime,
-			}
-			ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleDestination(s)}, task)
-			w.PendingReschedules = append(w.PendingReschedules, &workerpb.PendingReschedule{
-				Epoch: w.InactiveEpoch, DestinationShard: s, Chunk: int32(chunk), ActivityCount: int32(n),
-			})
-			activities = activities[n:]
-		}
-	}
-	return nil
+	clearOrphanSuspicion(w)
+	return fanOutReschedules(w, ctx, bound, inact, false, nil)
 }
+
+// errNoShardCount is a wiring error: Config.NumShards was not set.
+var errNoShardCount = errors.New("worker: rescheduling needs the shard count")
 
 // RescheduleDestination names the outbound destination of a shard's reschedule batches: the
 // outbound queue isolates destinations, so one unreachable shard holds up only its own.

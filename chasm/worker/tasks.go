@@ -118,12 +118,14 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		WorkerInstanceKey: ref.Key.BusinessID,
 		Activities:        task.Activities,
 		InactiveTime:      task.InactiveTime,
+		Orphan:            task.Orphan,
+		SuspectSince:      task.SuspectSince,
 	})
 	if err != nil {
 		metrics.ActivityRescheduleErrors.With(e.scope, metrics.KindTag(serviceerror.ToStatus(err).Code().String())).Inc(1)
 		return err
 	}
-	var rescheduled, notFound, stale, failed int
+	var rescheduled, notFound, stale, failed, alive int
 	for _, outcome := range resp.GetOutcomes() {
 		switch outcome {
 		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED:
@@ -132,6 +134,8 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 			notFound++
 		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED:
 			failed++
+		case workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_ALIVE:
+			alive++
 		default:
 			stale++
 		}
@@ -140,15 +144,16 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 	// Debug: a worker's activities go out in a batch per destination shard, so a restart of
 	// many workers would log thousands of these; its INACTIVE line carries the total.
 	e.logger.Debug("activities of inactive worker handed back",
-		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Int("rescheduled", rescheduled),
-		zap.Int("not-found", notFound), zap.Int("stale", stale), zap.Int("failed", failed))
+		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Bool("orphans", task.Orphan),
+		zap.Int("rescheduled", rescheduled), zap.Int("not-found", notFound), zap.Int("stale", stale),
+		zap.Int("failed", failed), zap.Int("alive", alive))
 
 	return e.acks.Do(ctx, ref, task)
 }
 
 func pendingIndex(w *Worker, task *workerpb.ActivityRescheduleTask) int {
 	return slices.IndexFunc(w.PendingReschedules, func(p *workerpb.PendingReschedule) bool {
-		return p.Epoch == task.Epoch && p.DestinationShard == task.DestinationShard && p.Chunk == task.Chunk
+		return p.Epoch == task.Epoch && p.DestinationShard == task.DestinationShard && p.Chunk == task.Chunk && p.Orphan == task.Orphan
 	})
 }
 

@@ -29,6 +29,9 @@ var (
 	ActivitiesRescheduled = NewCounterDef("activities_rescheduled")
 	// ActivityRescheduleErrors counts activities that could not be rescheduled, by kind of failure.
 	ActivityRescheduleErrors = NewCounterDef("activity_reschedule_errors", TagKind)
+	// WorkerOrphansFound counts attempts a live worker's heartbeats showed it does not run
+	// (orphan reconciliation), by why each was picked; each goes back to its shard.
+	WorkerOrphansFound = NewCounterDef("worker_orphans_found", TagReason)
 )
 
 // Persistence.
@@ -107,7 +110,7 @@ var All = []interface {
 }{
 	WorkerHeartbeats, WorkerHeartbeatLatency, WorkerLeaseExpiries, WorkerResurrections,
 	WorkerCleanups, WorkerDeletions, WorkerShutdowns, WorkersByState,
-	ActivitiesRescheduled, ActivityRescheduleErrors,
+	ActivitiesRescheduled, ActivityRescheduleErrors, WorkerOrphansFound,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
 	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksSuperseded, TimerQueueInMemory,

@@ -37,6 +37,9 @@ const (
 	TagCode = "code"
 	// TagQueue names a shard's task queue: timer or outbound.
 	TagQueue = "queue"
+	// TagReason is a small classification of why something was decided, e.g. why an attempt
+	// was picked as an orphan.
+	TagReason = "reason"
 )
 
 // NoopScope discards everything recorded on it.
@@ -68,6 +71,9 @@ func ShardTag(shard int32) Tag { return Tag{Key: TagShard, Value: strconv.Format
 
 // CodeTag tags with a gRPC status code name.
 func CodeTag(code string) Tag { return Tag{Key: TagCode, Value: code} }
+
+// ReasonTag returns the reason tag.
+func ReasonTag(reason string) Tag { return Tag{Key: TagReason, Value: reason} }
 
 // def is what every definition shares: a name and the tag keys it is recorded with.
 type def struct {

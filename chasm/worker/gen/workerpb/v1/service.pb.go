@@ -36,16 +36,20 @@ const (
 	RescheduleOutcome_RESCHEDULE_OUTCOME_STALE RescheduleOutcome = 3
 	// Retries exhausted: the activity failed with a worker-lost failure.
 	RescheduleOutcome_RESCHEDULE_OUTCOME_FAILED RescheduleOutcome = 4
+	// An orphan candidate that shows it runs (an activity heartbeat since the suspicion): left
+	// alone and bound to its worker again.
+	RescheduleOutcome_RESCHEDULE_OUTCOME_ALIVE RescheduleOutcome = 30
 )
 
 // Enum value maps for RescheduleOutcome.
 var (
 	RescheduleOutcome_name = map[int32]string{
-		0: "RESCHEDULE_OUTCOME_UNSPECIFIED",
-		1: "RESCHEDULE_OUTCOME_RESCHEDULED",
-		2: "RESCHEDULE_OUTCOME_NOT_FOUND",
-		3: "RESCHEDULE_OUTCOME_STALE",
-		4: "RESCHEDULE_OUTCOME_FAILED",
+		0:  "RESCHEDULE_OUTCOME_UNSPECIFIED",
+		1:  "RESCHEDULE_OUTCOME_RESCHEDULED",
+		2:  "RESCHEDULE_OUTCOME_NOT_FOUND",
+		3:  "RESCHEDULE_OUTCOME_STALE",
+		4:  "RESCHEDULE_OUTCOME_FAILED",
+		30: "RESCHEDULE_OUTCOME_ALIVE",
 	}
 	RescheduleOutcome_value = map[string]int32{
 		"RESCHEDULE_OUTCOME_UNSPECIFIED": 0,
@@ -53,6 +57,7 @@ var (
 		"RESCHEDULE_OUTCOME_NOT_FOUND":   2,
 		"RESCHEDULE_OUTCOME_STALE":       3,
 		"RESCHEDULE_OUTCOME_FAILED":      4,
+		"RESCHEDULE_OUTCOME_ALIVE":       30,
 	}
 )
 
@@ -1095,7 +1100,12 @@ type RescheduleActivitiesRequest struct {
 	WorkerInstanceKey string                 `protobuf:"bytes,3,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
 	Activities        []*BoundActivity       `protobuf:"bytes,4,rep,name=activities,proto3" json:"activities,omitempty"`
 	// When the worker became INACTIVE (lease expiry or shutdown).
-	InactiveTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	InactiveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	// The worker is alive and these are orphans: attempts bound to it that its heartbeats say
+	// it does not run. The receiver leaves alone (ALIVE) an attempt that recorded an activity
+	// heartbeat at or after suspect_since, and re-binds it.
+	Orphan        bool                   `protobuf:"varint,30,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	SuspectSince  *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=suspect_since,json=suspectSince,proto3" json:"suspect_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1161,6 +1171,20 @@ func (x *RescheduleActivitiesRequest) GetActivities() []*BoundActivity {
 func (x *RescheduleActivitiesRequest) GetInactiveTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.InactiveTime
+	}
+	return nil
+}
+
+func (x *RescheduleActivitiesRequest) GetOrphan() bool {
+	if x != nil {
+		return x.Orphan
+	}
+	return false
+}
+
+func (x *RescheduleActivitiesRequest) GetSuspectSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectSince
 	}
 	return nil
 }
@@ -1392,7 +1416,7 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"v\n" +
 	"\x13ListWorkersResponse\x127\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1d.vigil.worker.v1.WorkerRecordR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\x8c\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xe5\x02\n" +
 	"\x1bRescheduleActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x19\n" +
 	"\bshard_id\x18\x02 \x01(\x05R\ashardId\x12.\n" +
@@ -1400,7 +1424,9 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"activities\x18\x04 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\n" +
 	"activities\x12?\n" +
-	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime\"^\n" +
+	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime\x12\x16\n" +
+	"\x06orphan\x18\x1e \x01(\bR\x06orphan\x12?\n" +
+	"\rsuspect_since\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince\"^\n" +
 	"\x1cRescheduleActivitiesResponse\x12>\n" +
 	"\boutcomes\x18\x01 \x03(\x0e2\".vigil.worker.v1.RescheduleOutcomeR\boutcomes\"\xde\x01\n" +
 	"\x15UpdateBindingsRequest\x12!\n" +
@@ -1409,13 +1435,14 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x05bound\x18\x03 \x03(\v2 .vigil.worker.v1.ActivityBindingR\x05bound\x12:\n" +
 	"\aunbound\x18\x04 \x03(\v2 .vigil.worker.v1.ActivityBindingR\aunbound\"P\n" +
 	"\x16UpdateBindingsResponse\x126\n" +
-	"\aoutcome\x18\x01 \x01(\x0e2\x1c.vigil.worker.v1.BindOutcomeR\aoutcome*\xba\x01\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1c.vigil.worker.v1.BindOutcomeR\aoutcome*\xd8\x01\n" +
 	"\x11RescheduleOutcome\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_RESCHEDULED\x10\x01\x12 \n" +
 	"\x1cRESCHEDULE_OUTCOME_NOT_FOUND\x10\x02\x12\x1c\n" +
 	"\x18RESCHEDULE_OUTCOME_STALE\x10\x03\x12\x1d\n" +
-	"\x19RESCHEDULE_OUTCOME_FAILED\x10\x04*\x8a\x01\n" +
+	"\x19RESCHEDULE_OUTCOME_FAILED\x10\x04\x12\x1c\n" +
+	"\x18RESCHEDULE_OUTCOME_ALIVE\x10\x1e*\x8a\x01\n" +
 	"\vBindOutcome\x12\x1c\n" +
 	"\x18BIND_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BIND_OUTCOME_APPLIED\x10\x01\x12\"\n" +
@@ -1493,29 +1520,30 @@ var file_chasm_worker_proto_v1_service_proto_depIdxs = []int32{
 	14, // 14: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
 	27, // 15: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
 	24, // 16: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
-	0,  // 17: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
-	2,  // 18: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
-	2,  // 19: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
-	1,  // 20: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
-	4,  // 21: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
-	9,  // 22: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
-	11, // 23: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
-	13, // 24: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
-	16, // 25: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
-	20, // 26: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
-	18, // 27: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
-	8,  // 28: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
-	10, // 29: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
-	12, // 30: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
-	15, // 31: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
-	17, // 32: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
-	21, // 33: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
-	19, // 34: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	24, // 17: vigil.worker.v1.RescheduleActivitiesRequest.suspect_since:type_name -> google.protobuf.Timestamp
+	0,  // 18: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
+	2,  // 19: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
+	2,  // 20: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
+	1,  // 21: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
+	4,  // 22: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
+	9,  // 23: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
+	11, // 24: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
+	13, // 25: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
+	16, // 26: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
+	20, // 27: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
+	18, // 28: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
+	8,  // 29: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
+	10, // 30: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
+	12, // 31: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
+	15, // 32: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
+	17, // 33: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
+	21, // 34: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
+	19, // 35: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_service_proto_init() }

@@ -169,9 +169,30 @@ type WorkerState struct {
 	// this field existed, whose timer fires at lease_deadline.
 	LeaseTimerTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_timer_time,json=leaseTimerTime,proto3" json:"lease_timer_time,omitempty"`
 	// Once CLEANED_UP: when the record is deleted (worker.cleanedUpRetention after cleanup).
-	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeleteTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	// Orphan reconciliation (README.md, "Orphans"): while the worker's heartbeats report fewer
+	// used activity slots than it has attempts bound since before its previous heartbeat, the
+	// first heartbeat of that streak (server time), the excess it saw, and the bound-time
+	// cutoff it used. Cleared by any heartbeat that shows no excess.
+	OrphanSuspectSince  *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=orphan_suspect_since,json=orphanSuspectSince,proto3" json:"orphan_suspect_since,omitempty"`
+	OrphanSuspectCount  int64                  `protobuf:"varint,31,opt,name=orphan_suspect_count,json=orphanSuspectCount,proto3" json:"orphan_suspect_count,omitempty"`
+	OrphanSuspectCutoff *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=orphan_suspect_cutoff,json=orphanSuspectCutoff,proto3" json:"orphan_suspect_cutoff,omitempty"`
+	// Incremented on every orphan reconciliation that takes attempts back; names its batches.
+	OrphanEpoch int64 `protobuf:"varint,33,opt,name=orphan_epoch,json=orphanEpoch,proto3" json:"orphan_epoch,omitempty"`
+	// Attempts taken back as orphans over the worker's life.
+	OrphansFound int64 `protobuf:"varint,34,opt,name=orphans_found,json=orphansFound,proto3" json:"orphans_found,omitempty"`
+	// The cutoff of the last heartbeat whose used slots covered every attempt bound by then:
+	// attempts bound later have never been seen running (picked first).
+	OrphanSeenCutoff *timestamppb.Timestamp `protobuf:"bytes,35,opt,name=orphan_seen_cutoff,json=orphanSeenCutoff,proto3" json:"orphan_seen_cutoff,omitempty"`
+	// Bindings removed by unbinds (the server heard the attempt end) over the worker's life, and
+	// at that heartbeat the worker's total_processed_tasks and this count: a worker that since
+	// finished more tasks than the server heard of lost a completion, so attempts it was seen
+	// running are picked first.
+	OrphanUnbinds       int64 `protobuf:"varint,36,opt,name=orphan_unbinds,json=orphanUnbinds,proto3" json:"orphan_unbinds,omitempty"`
+	OrphanSeenProcessed int32 `protobuf:"varint,37,opt,name=orphan_seen_processed,json=orphanSeenProcessed,proto3" json:"orphan_seen_processed,omitempty"`
+	OrphanSeenUnbinds   int64 `protobuf:"varint,38,opt,name=orphan_seen_unbinds,json=orphanSeenUnbinds,proto3" json:"orphan_seen_unbinds,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -337,16 +358,82 @@ func (x *WorkerState) GetDeleteTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WorkerState) GetOrphanSuspectSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OrphanSuspectSince
+	}
+	return nil
+}
+
+func (x *WorkerState) GetOrphanSuspectCount() int64 {
+	if x != nil {
+		return x.OrphanSuspectCount
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSuspectCutoff() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OrphanSuspectCutoff
+	}
+	return nil
+}
+
+func (x *WorkerState) GetOrphanEpoch() int64 {
+	if x != nil {
+		return x.OrphanEpoch
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphansFound() int64 {
+	if x != nil {
+		return x.OrphansFound
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSeenCutoff() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OrphanSeenCutoff
+	}
+	return nil
+}
+
+func (x *WorkerState) GetOrphanUnbinds() int64 {
+	if x != nil {
+		return x.OrphanUnbinds
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSeenProcessed() int32 {
+	if x != nil {
+		return x.OrphanSeenProcessed
+	}
+	return 0
+}
+
+func (x *WorkerState) GetOrphanSeenUnbinds() int64 {
+	if x != nil {
+		return x.OrphanSeenUnbinds
+	}
+	return 0
+}
+
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
 // runs on this worker. The stamp fences the attempt: a reschedule applies only to the same
 // stamp, so it can never take the activity from a newer attempt.
 type BoundActivity struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
-	ActivityId    string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
-	RunId         string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Stamp         int64                  `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
-	BoundTime     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=bound_time,json=boundTime,proto3" json:"bound_time,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId       string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Stamp       int64                  `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	BoundTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=bound_time,json=boundTime,proto3" json:"bound_time,omitempty"`
+	// Set in an orphan reconciliation's batch: why the attempt was picked (an
+	// activity_orphans_rescheduled reason).
+	OrphanReason  string `protobuf:"bytes,30,opt,name=orphan_reason,json=orphanReason,proto3" json:"orphan_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +503,13 @@ func (x *BoundActivity) GetBoundTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *BoundActivity) GetOrphanReason() string {
+	if x != nil {
+		return x.OrphanReason
+	}
+	return ""
+}
+
 // PendingReschedule identifies one ActivityRescheduleTask in flight.
 type PendingReschedule struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -423,8 +517,10 @@ type PendingReschedule struct {
 	DestinationShard int32                  `protobuf:"varint,2,opt,name=destination_shard,json=destinationShard,proto3" json:"destination_shard,omitempty"`
 	Chunk            int32                  `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	ActivityCount    int32                  `protobuf:"varint,4,opt,name=activity_count,json=activityCount,proto3" json:"activity_count,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// A batch of orphans of a live worker (epoch is then orphan_epoch), not of its inactivation.
+	Orphan        bool `protobuf:"varint,30,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PendingReschedule) Reset() {
@@ -483,6 +579,13 @@ func (x *PendingReschedule) GetActivityCount() int32 {
 		return x.ActivityCount
 	}
 	return 0
+}
+
+func (x *PendingReschedule) GetOrphan() bool {
+	if x != nil {
+		return x.Orphan
+	}
+	return false
 }
 
 // LeaseExpiryTask fires at or before the lease deadline (see WorkerState.lease_timer_time). It
@@ -607,7 +710,11 @@ type ActivityRescheduleTask struct {
 	Chunk            int32                  `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	Activities       []*BoundActivity       `protobuf:"bytes,4,rep,name=activities,proto3" json:"activities,omitempty"`
 	// When the worker became INACTIVE: the destination measures re-dispatch latency from it.
-	InactiveTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	InactiveTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=inactive_time,json=inactiveTime,proto3" json:"inactive_time,omitempty"`
+	// Orphans of a live worker (epoch is orphan_epoch); see RescheduleActivitiesRequest.orphan.
+	Orphan bool `protobuf:"varint,30,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	// For orphans: when the mismatch was first seen.
+	SuspectSince  *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=suspect_since,json=suspectSince,proto3" json:"suspect_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,11 +784,25 @@ func (x *ActivityRescheduleTask) GetInactiveTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ActivityRescheduleTask) GetOrphan() bool {
+	if x != nil {
+		return x.Orphan
+	}
+	return false
+}
+
+func (x *ActivityRescheduleTask) GetSuspectSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectSince
+	}
+	return nil
+}
+
 var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xf4\b\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xe1\f\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -703,7 +824,16 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0fheartbeat_count\x18\x11 \x01(\x03R\x0eheartbeatCount\x12D\n" +
 	"\x10lease_timer_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseTimerTime\x12;\n" +
 	"\vdelete_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"deleteTime\"\xbb\x01\n" +
+	"deleteTime\x12L\n" +
+	"\x14orphan_suspect_since\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\x12orphanSuspectSince\x120\n" +
+	"\x14orphan_suspect_count\x18\x1f \x01(\x03R\x12orphanSuspectCount\x12N\n" +
+	"\x15orphan_suspect_cutoff\x18  \x01(\v2\x1a.google.protobuf.TimestampR\x13orphanSuspectCutoff\x12!\n" +
+	"\forphan_epoch\x18! \x01(\x03R\vorphanEpoch\x12#\n" +
+	"\rorphans_found\x18\" \x01(\x03R\forphansFound\x12H\n" +
+	"\x12orphan_seen_cutoff\x18# \x01(\v2\x1a.google.protobuf.TimestampR\x10orphanSeenCutoff\x12%\n" +
+	"\x0eorphan_unbinds\x18$ \x01(\x03R\rorphanUnbinds\x122\n" +
+	"\x15orphan_seen_processed\x18% \x01(\x05R\x13orphanSeenProcessed\x12.\n" +
+	"\x13orphan_seen_unbinds\x18& \x01(\x03R\x11orphanSeenUnbinds\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -711,15 +841,17 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05stamp\x18\x04 \x01(\x03R\x05stamp\x129\n" +
 	"\n" +
-	"bound_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\"\x93\x01\n" +
+	"bound_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\x12#\n" +
+	"\rorphan_reason\x18\x1e \x01(\tR\forphanReason\"\xab\x01\n" +
 	"\x11PendingReschedule\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12+\n" +
 	"\x11destination_shard\x18\x02 \x01(\x05R\x10destinationShard\x12\x14\n" +
 	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12%\n" +
-	"\x0eactivity_count\x18\x04 \x01(\x05R\ractivityCount\"\x11\n" +
+	"\x0eactivity_count\x18\x04 \x01(\x05R\ractivityCount\x12\x16\n" +
+	"\x06orphan\x18\x1e \x01(\bR\x06orphan\"\x11\n" +
 	"\x0fLeaseExpiryTask\"\x13\n" +
 	"\x11WorkerCleanupTask\"\x12\n" +
-	"\x10WorkerDeleteTask\"\xf2\x01\n" +
+	"\x10WorkerDeleteTask\"\xcb\x02\n" +
 	"\x16ActivityRescheduleTask\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12+\n" +
 	"\x11destination_shard\x18\x02 \x01(\x05R\x10destinationShard\x12\x14\n" +
@@ -727,7 +859,9 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"activities\x18\x04 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\n" +
 	"activities\x12?\n" +
-	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime*\x81\x01\n" +
+	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime\x12\x16\n" +
+	"\x06orphan\x18\x1e \x01(\bR\x06orphan\x12?\n" +
+	"\rsuspect_since\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince*\x81\x01\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
@@ -779,14 +913,18 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	4,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
 	10, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
 	10, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
-	10, // 12: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	3,  // 13: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	10, // 14: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	10, // 12: vigil.worker.v1.WorkerState.orphan_suspect_since:type_name -> google.protobuf.Timestamp
+	10, // 13: vigil.worker.v1.WorkerState.orphan_suspect_cutoff:type_name -> google.protobuf.Timestamp
+	10, // 14: vigil.worker.v1.WorkerState.orphan_seen_cutoff:type_name -> google.protobuf.Timestamp
+	10, // 15: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	3,  // 16: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	10, // 17: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	10, // 18: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
