@@ -87,10 +87,10 @@ type Report struct {
 	// MaxDelivery: the longest a client waited for a result after the server had accepted
 	// the completion.
 	MaxDelivery time.Duration
-	Checks        []string      // checks made (each passed unless a violation names it)
-	Violations    []string
-	Skipped       []string
-	Elapsed       time.Duration
+	Checks      []string // checks made (each passed unless a violation names it)
+	Violations  []string
+	Skipped     []string
+	Elapsed     time.Duration
 }
 
 // OK reports whether every check passed.
