@@ -305,6 +305,7 @@ func (e *Execution) Apply(m *Mutation) {
 	if m.exec != e {
 		panic("chasm: Apply with a mutation of another execution")
 	}
+	e.observe(m)
 	if m.Deleted {
 		// The engine drops this Execution; pollers wake and find the key gone.
 		e.started = false

@@ -47,6 +47,8 @@ type RegistrableComponent struct {
 	sharedNames []string
 	// shared are the fields of sharedNames, resolved by Register.
 	shared []protoreflect.FieldDescriptor
+	// observer sees committed changes (WithCommitObserver).
+	observer CommitObserver
 }
 
 // resolveSharedFields checks sharedNames against the state message.

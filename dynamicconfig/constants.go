@@ -123,10 +123,126 @@ the frontend logs a warning.`,
 oversize result or heartbeat fails the activity, as Temporal does; an oversize failure is
 replaced by a ServerFailure saying so.`,
 	)
+	PrincipalRPS = NewNamespaceFloatSetting(
+		"frontend.principalRPS",
+		0,
+		`Requests per second one authenticated principal may make in a namespace, besides
+frontend.namespaceRPS, so one client cannot starve the others. Long polls and worker
+heartbeats (RecordWorkerHeartbeat, ShutdownWorker, liveness RecordHeartbeat) are exempt: a
+fleet sharing a key must never lose its leases to it. 0 or less (the default): no limit, as a
+fleet sharing one key is one principal; set it where each client has its own key. Applies
+only when auth is on.`,
+	)
+	MaxConcurrentLongPolls = NewNamespaceIntSetting(
+		"frontend.maxConcurrentLongPolls",
+		25000,
+		`Long polls a frontend holds open at once for one namespace; more are refused with
+ResourceExhausted (the SDK backs off and polls again). An SDK worker holds about five (two
+activity, two workflow, one worker-command poll), so the default fits some 5,000 workers per
+frontend. 0 or less: no limit.`,
+	)
+	MaxWorkersPerNamespace = NewNamespaceIntSetting(
+		"worker.maxWorkersPerNamespace",
+		1_000_000,
+		`Worker records (ACTIVE, INACTIVE and CLEANED_UP) a namespace may hold; a heartbeat that would
+register one more is refused with ResourceExhausted. Counted from the store at every
+workers_by_state report (worker.stateGaugeInterval) plus this host's registrations since; 0 or
+less: no limit.`,
+	)
+	WorkerRegistrationRPS = NewNamespaceFloatSetting(
+		"worker.registrationRPS",
+		1000,
+		`New worker instance keys per second a history host registers for one namespace, against
+crash-looping fleets that mint a new key on each start. Heartbeats of known workers are not
+limited. 0 or less: no limit.`,
+	)
 	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
 		"frontend.namespaceRegistrationRPS",
 		1000,
 		`Heartbeats per second that create a new worker, per namespace. Limits
 the cost of a fleet restarting at once without slowing heartbeats of known workers.`,
+	)
+)
+
+// Admission control (history) and the expiry brake (issue 18).
+var (
+	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
+		"history.admissionMaxInFlightPerShard",
+		8,
+		`Most calls history serves at once per shard; the others wait, heartbeats of known workers
+first, then registrations, then reads. Enough to fill a group commit, few enough that a call's
+wait can be estimated and refused early when it would outlast its caller's deadline.`,
+	)
+	AdmissionMaxQueued = NewGlobalIntSetting(
+		"history.admissionMaxQueued",
+		20000,
+		`Most calls waiting for a slot, host-wide; beyond it calls are refused with
+ResourceExhausted at once. Bounds the memory held by waiting work.`,
+	)
+	AdmissionMaxQueuedBytes = NewGlobalIntSetting(
+		"history.admissionMaxQueuedBytes",
+		64<<20,
+		`Most payload bytes of the calls waiting for a slot, host-wide; beyond it calls are refused
+with ResourceExhausted at once.`,
+	)
+	RegistrationAdmitRPS = NewGlobalFloatSetting(
+		"history.registrationAdmitRPS",
+		2000,
+		`Registrations (first heartbeats of a key this host does not know) admitted per second,
+host-wide. One over the rate waits for its turn when that still fits its deadline, and is
+refused with ResourceExhausted otherwise: a fleet's start or a mass reconnect is paced, not
+failed. <= 0 disables pacing. Unlike worker.registrationRPS (an abuse limit in the frontend
+that refuses at once), this is about the server's own capacity.`,
+	)
+	ExpiryBrakeQueueDelay = NewGlobalDurationSetting(
+		"history.expiryBrakeQueueDelay",
+		2*time.Second,
+		`The expiry brake engages while heartbeats spend longer than this in history (waiting for
+a slot, then for their write):
+the host is behind, and a lease that runs out now more likely lost its heartbeat in the queue
+than its worker. 0 disables this trigger.`,
+	)
+	ExpiryBrakeCooldown = NewGlobalDurationSetting(
+		"history.expiryBrakeCooldown",
+		15*time.Second,
+		`How long the brake stays on after the host caught up, so that workers whose heartbeats
+were refused or delayed get one through before their expiries run.`,
+	)
+	ExpiryBrakeRecheck = NewGlobalDurationSetting(
+		"history.expiryBrakeRecheck",
+		2*time.Second,
+		`How often a held lease expiry is looked at again. Held expiries wait in memory (no
+write), and are released together at these ticks, oldest deadline first.`,
+	)
+	ExpiryBrakeThreshold = NewNamespaceFloatSetting(
+		"worker.expiryBrakeThreshold",
+		0.55,
+		`Share of a namespace's ACTIVE workers whose leases running out within
+worker.expiryBrakeWindow engages the expiry brake (Kubernetes' unhealthyZoneThreshold): a mass
+expiry is more often the server's or the network's fault than a mass crash. >= 1 disables.`,
+	)
+	ExpiryBrakeWindow = NewNamespaceDurationSetting(
+		"worker.expiryBrakeWindow",
+		30*time.Second,
+		`Window over which expiring leases are counted against worker.expiryBrakeThreshold.`,
+	)
+	ExpiryBrakeSettle = NewNamespaceDurationSetting(
+		"worker.expiryBrakeSettle",
+		2*time.Second,
+		`Every lease expiry waits this long before it runs, so that the leases of a burst all show
+up before the first of them is judged. Adds this much to detection.`,
+	)
+	ExpiryBrakeMinExpiries = NewNamespaceIntSetting(
+		"worker.expiryBrakeMinExpiries",
+		10,
+		`Fewer expiring leases than this never engage the brake by share, however small the
+namespace: a few real deaths are always detected.`,
+	)
+	ExpiryBrakeSecondaryRate = NewNamespaceFloatSetting(
+		"worker.expiryBrakeSecondaryRate",
+		0.1,
+		`Lease expiries per second still run while the brake is on by share (Kubernetes'
+secondary eviction rate), oldest first, so that a real mass death is not hidden for ever.
+0 holds them all.`,
 	)
 )

@@ -37,6 +37,21 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{OutboundRetryMaxInterval, "history.outboundRetryMaxInterval", 30 * time.Second},
 		{NamespaceRPS, "frontend.namespaceRPS", 10000.0},
 		{NamespaceRegistrationRPS, "frontend.namespaceRegistrationRPS", 1000.0},
+		{PrincipalRPS, "frontend.principalRPS", 0.0},
+		{MaxConcurrentLongPolls, "frontend.maxConcurrentLongPolls", 25000},
+		{WorkerRegistrationRPS, "worker.registrationRPS", 1000.0},
+		{AdmissionMaxInFlightPerShard, "history.admissionMaxInFlightPerShard", 8},
+		{AdmissionMaxQueued, "history.admissionMaxQueued", 20000},
+		{AdmissionMaxQueuedBytes, "history.admissionMaxQueuedBytes", 64 << 20},
+		{RegistrationAdmitRPS, "history.registrationAdmitRPS", 2000.0},
+		{ExpiryBrakeQueueDelay, "history.expiryBrakeQueueDelay", 2 * time.Second},
+		{ExpiryBrakeCooldown, "history.expiryBrakeCooldown", 15 * time.Second},
+		{ExpiryBrakeRecheck, "history.expiryBrakeRecheck", 2 * time.Second},
+		{ExpiryBrakeThreshold, "worker.expiryBrakeThreshold", 0.55},
+		{ExpiryBrakeWindow, "worker.expiryBrakeWindow", 30 * time.Second},
+		{ExpiryBrakeSettle, "worker.expiryBrakeSettle", 2 * time.Second},
+		{ExpiryBrakeMinExpiries, "worker.expiryBrakeMinExpiries", 10},
+		{ExpiryBrakeSecondaryRate, "worker.expiryBrakeSecondaryRate", 0.1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key.String(), func(t *testing.T) {
@@ -59,6 +74,8 @@ func defaultOf(s any) any {
 	case GlobalDurationSetting:
 		return s.Default()
 	case GlobalIntSetting:
+		return s.Default()
+	case GlobalFloatSetting:
 		return s.Default()
 	default:
 		return nil

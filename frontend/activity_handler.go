@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/activity"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/matching"
 )
@@ -120,7 +121,12 @@ func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workfl
 		if err == nil {
 			// Once history recorded the start, a client that went away meanwhile costs nothing
 			// more: the attempt's timeouts and the worker's liveness take it from here.
-			return activity.ToPollActivityTaskQueueResponse(started), nil
+			resp := activity.ToPollActivityTaskQueueResponse(started)
+			if h.deps.TaskTokens != nil {
+				principal, _ := principalOf(ctx, ns)
+				resp.TaskToken = h.deps.TaskTokens.Sign(resp.GetTaskToken(), principal)
+			}
+			return resp, nil
 		}
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
@@ -144,11 +150,11 @@ func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workfl
 
 // RespondActivityTaskCompleted completes the attempt the token names; a stale token is NotFound.
 func (h *WorkflowHandler) RespondActivityTaskCompleted(ctx context.Context, req *workflowservice.RespondActivityTaskCompletedRequest) (*workflowservice.RespondActivityTaskCompletedResponse, error) {
-	ns, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
-	if err := h.respondCompleted(ctx, ns, req.GetTaskToken(), req); err != nil {
+	if err := h.respondCompleted(ctx, ns, token, req); err != nil {
 		return nil, err
 	}
 	return &workflowservice.RespondActivityTaskCompletedResponse{}, nil
@@ -156,11 +162,11 @@ func (h *WorkflowHandler) RespondActivityTaskCompleted(ctx context.Context, req 
 
 // RespondActivityTaskFailed fails the attempt the token names (history decides about a retry).
 func (h *WorkflowHandler) RespondActivityTaskFailed(ctx context.Context, req *workflowservice.RespondActivityTaskFailedRequest) (*workflowservice.RespondActivityTaskFailedResponse, error) {
-	ns, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
-	if err := h.respondFailed(ctx, ns, req.GetTaskToken(), req); err != nil {
+	if err := h.respondFailed(ctx, ns, token, req); err != nil {
 		return nil, err
 	}
 	return &workflowservice.RespondActivityTaskFailedResponse{}, nil
@@ -168,11 +174,11 @@ func (h *WorkflowHandler) RespondActivityTaskFailed(ctx context.Context, req *wo
 
 // RespondActivityTaskCanceled acknowledges a cancel request for the attempt the token names.
 func (h *WorkflowHandler) RespondActivityTaskCanceled(ctx context.Context, req *workflowservice.RespondActivityTaskCanceledRequest) (*workflowservice.RespondActivityTaskCanceledResponse, error) {
-	ns, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
-	if err := h.respondCanceled(ctx, ns, req.GetTaskToken(), req); err != nil {
+	if err := h.respondCanceled(ctx, ns, token, req); err != nil {
 		return nil, err
 	}
 	return &workflowservice.RespondActivityTaskCanceledResponse{}, nil
@@ -181,11 +187,11 @@ func (h *WorkflowHandler) RespondActivityTaskCanceled(ctx context.Context, req *
 // RecordActivityTaskHeartbeat records the attempt's progress; cancel_requested tells the
 // worker to stop. A stale token is NotFound, which makes the SDK cancel the activity.
 func (h *WorkflowHandler) RecordActivityTaskHeartbeat(ctx context.Context, req *workflowservice.RecordActivityTaskHeartbeatRequest) (*workflowservice.RecordActivityTaskHeartbeatResponse, error) {
-	ns, err := h.tokenNamespace(req.GetNamespace(), req.GetTaskToken())
+	ns, token, err := h.tokenNamespace(ctx, req.GetNamespace(), req.GetTaskToken())
 	if err != nil {
 		return nil, err
 	}
-	cancelRequested, err := h.heartbeat(ctx, ns, req.GetTaskToken(), req)
+	cancelRequested, err := h.heartbeat(ctx, ns, token, req)
 	if err != nil {
 		return nil, err
 	}
@@ -316,21 +322,37 @@ func (h *WorkflowHandler) heartbeat(ctx context.Context, ns *namespace.Namespace
 	return resp.GetCancelRequested(), nil
 }
 
-// tokenNamespace resolves the namespace of a worker call and checks that its task token is
-// an activity token of that namespace.
-func (h *WorkflowHandler) tokenNamespace(name string, taskToken []byte) (*namespace.Namespace, error) {
+// tokenNamespace resolves the namespace of a worker call, verifies its task token's signature
+// and checks that it is an activity token of that namespace. It returns the token history
+// knows (without its signature). A forged or altered token is InvalidArgument, and the
+// message says nothing of what it held: the IDs inside would help the next forgery.
+//
+// With auth on, the token is honoured only from the principal whose worker polled it (or an
+// admin of the namespace): another principal's call is PermissionDenied.
+func (h *WorkflowHandler) tokenNamespace(ctx context.Context, name string, taskToken []byte) (*namespace.Namespace, []byte, error) {
 	ns, err := h.deps.Namespaces.GetByName(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if h.deps.TaskTokens != nil {
+		inner, owner, err := h.deps.TaskTokens.Verify(taskToken)
+		if err != nil {
+			metrics.TaskTokensRefused.With(h.deps.MetricsScope).Inc(1)
+			return nil, nil, invalid("task_token is not valid")
+		}
+		if principal, admin := principalOf(ctx, ns); principal != "" && !admin && principal != owner {
+			return nil, nil, serviceerror.NewPermissionDenied("task_token was issued to a worker of another principal", "")
+		}
+		taskToken = inner
 	}
 	token, err := activity.DecodeTaskToken(taskToken)
 	if err != nil {
-		return nil, invalid("task_token: %v", err)
+		return nil, nil, invalid("task_token: %v", err)
 	}
 	if token.GetNamespaceId() != ns.ID {
-		return nil, invalid("task_token belongs to another namespace than %q", ns.Name)
+		return nil, nil, invalid("task_token belongs to another namespace than %q", ns.Name)
 	}
-	return ns, nil
+	return ns, taskToken, nil
 }
 
 // currentAttempt returns the task token of the started attempt of a standalone activity run

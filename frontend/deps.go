@@ -1,11 +1,16 @@
 package frontend
 
 import (
+	"context"
+
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
@@ -31,8 +36,30 @@ type Deps struct {
 	TimeSource clock.TimeSource
 	// Logger; default: discard.
 	Logger *zap.Logger
+	// Auth authenticates and authorizes every call before any handler runs; nil: auth is
+	// off and every caller may do everything.
+	Auth *auth.Interceptor
+	// TaskTokens signs the activity task tokens handed to workers and verifies those they send
+	// back; nil: tokens are not signed (unit tests).
+	TaskTokens *auth.TaskTokenSigner
+	// TaskTokenKeys rotates the signing key (AdminService.RotateTaskTokenKey); nil: refused.
+	TaskTokenKeys interface {
+		RotateTaskTokenKey(ctx context.Context) (version int32, err error)
+	}
+	// APIKeys serves the AdminService's API key RPCs; nil: AdminService is not served.
+	APIKeys auth.APIKeyStore
+	// Watch is this host's live-view hub (WatchWorkers, the web page); nil: WatchWorkers is
+	// Unimplemented.
+	Watch *watch.Hub
 	// MetricsScope receives rpc_requests/rpc_errors/rpc_latency; default: discard.
 	MetricsScope tally.Scope
+	// Cluster describes the vigil hosts for DescribeCluster; nil: Unimplemented.
+	Cluster ClusterDescriber
+}
+
+// ClusterDescriber lists the vigil hosts of the cluster (history.Engine, adapted by the server).
+type ClusterDescriber interface {
+	DescribeCluster(ctx context.Context) (*livenesspb.DescribeClusterResponse, error)
 }
 
 func (d Deps) withDefaults() Deps {

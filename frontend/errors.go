@@ -52,11 +52,12 @@ func entryError(e *workerpb.EntryError) error {
 // whole interval can cost a live worker its lease. Among permanent failures, the ones the
 // caller can fix come first.
 var codeRank = map[codes.Code]int{
-	codes.ResourceExhausted:  9,
-	codes.Unavailable:        8,
-	codes.Aborted:            7,
-	codes.DeadlineExceeded:   6,
-	codes.Canceled:           5,
+	codes.ResourceExhausted:  10,
+	codes.Unavailable:        9,
+	codes.Aborted:            8,
+	codes.DeadlineExceeded:   7,
+	codes.Canceled:           6,
+	codes.PermissionDenied:   5,
 	codes.InvalidArgument:    4,
 	codes.FailedPrecondition: 3,
 	codes.NotFound:           2,

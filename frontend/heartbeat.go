@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
@@ -37,11 +38,14 @@ func recordHeartbeats(ctx context.Context, history HistoryClient, ns *namespace.
 
 	callShard := func(shard int32) {
 		indexes := byShard[shard]
+		principal, admin := principalOf(ctx, ns)
 		req := &workerpb.RecordHeartbeatsRequest{
-			NamespaceId: ns.ID,
-			Namespace:   ns.Name,
-			ShardId:     shard,
-			Heartbeats:  make([]*workerpb.HeartbeatEntry, len(indexes)),
+			NamespaceId:      ns.ID,
+			Namespace:        ns.Name,
+			ShardId:          shard,
+			Heartbeats:       make([]*workerpb.HeartbeatEntry, len(indexes)),
+			Principal:        principal,
+			PrincipalIsAdmin: admin,
 		}
 		for j, i := range indexes {
 			req.Heartbeats[j] = entries[i]
@@ -89,4 +93,14 @@ func heartbeatsError(entries []*workerpb.HeartbeatEntry, outcomes []heartbeatOut
 		}
 	}
 	return mostActionable(failures, len(entries))
+}
+
+// principalOf returns the caller's principal and whether it is an admin of ns, for worker
+// ownership; "" when auth is off.
+func principalOf(ctx context.Context, ns *namespace.Namespace) (string, bool) {
+	claims := auth.ClaimsFromContext(ctx)
+	if claims == nil {
+		return "", false
+	}
+	return claims.Subject, claims.RoleIn(ns.Name)&auth.RoleAdmin != 0
 }

@@ -37,18 +37,28 @@ const logKeyMethod = "rpc-method"
 //  3. malformed requests: a request the codec could not decode for the client's fault (a string
 //     that is not UTF-8) is InvalidArgument (see codec.go);
 //  4. panic guard: a panic becomes Internal and is logged with its stack;
-//  5. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
-//  6. validation: well-formed values (durations, timestamps, enums, sizes) everywhere in the
+//  5. auth (when Deps.Auth is set): the caller's claims and the method's role in the
+//     request's namespace; Unauthenticated / PermissionDenied before anything else runs;
+//  6. abuse limits: per principal and namespace, frontend.principalRPS (long polls exempt);
+//     open long polls per namespace, frontend.maxConcurrentLongPolls;
+//  7. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  8. validation: well-formed values (durations, timestamps, enums, sizes) everywhere in the
 //     request, then limits and required fields, before any handler runs.
 func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 	deps = deps.withDefaults()
 	limiter := newNamespaceRateLimiter(deps.Namespaces, dynamicconfig.NamespaceRPS.Get(deps.DynamicConfig), deps.TimeSource)
 	v := newValidator(deps)
-	return []grpc.UnaryServerInterceptor{
+	chain := []grpc.UnaryServerInterceptor{
 		metricsInterceptor(deps.MetricsScope, deps.TimeSource),
 		errorInterceptor(deps.Logger),
 		malformedInterceptor,
 		panicInterceptor(deps.Logger),
+	}
+	if deps.Auth != nil {
+		chain = append(chain, deps.Auth.Unary)
+	}
+	return append(chain,
+		newAbuseLimiter(deps).intercept,
 		limiter.intercept,
 		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			if isLongPoll(info.FullMethod) {
@@ -59,7 +69,7 @@ func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
 			}
 			return handler(ctx, req)
 		},
-	}
+	)
 }
 
 // operation is the method name without its service: low cardinality, fixed by the protos.

@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 
+	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
@@ -27,11 +30,22 @@ const (
 type LivenessHandler struct {
 	livenesspb.UnimplementedWorkerLivenessServiceServer
 	deps Deps
+	// watchers counts open watches (WatchWorkers and the web page's stream).
+	watchers atomic.Int64
+	// stopping is closed by Stop: open watches end.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // NewLivenessHandler returns the extended API handler.
 func NewLivenessHandler(deps Deps) *LivenessHandler {
-	return &LivenessHandler{deps: deps.withDefaults()}
+	return &LivenessHandler{deps: deps.withDefaults(), stopping: make(chan struct{})}
+}
+
+// Stop ends every open watch (WatchWorkers, the web page's streams), so that a graceful stop of
+// the gRPC and HTTP servers does not wait for them. Idempotent.
+func (h *LivenessHandler) Stop() {
+	h.stopOnce.Do(func() { close(h.stopping) })
 }
 
 // RecordHeartbeat renews one worker's lease with the extended options.
@@ -93,7 +107,19 @@ func (h *LivenessHandler) DescribeWorkerLiveness(ctx context.Context, req *liven
 	if err != nil {
 		return nil, err
 	}
-	return &livenesspb.DescribeWorkerLivenessResponse{Worker: workerLiveness(resp.GetWorker())}, nil
+	return &livenesspb.DescribeWorkerLivenessResponse{
+		Worker: workerLiveness(resp.GetWorker()), ExpiryBrake: expiryBrake(resp.GetExpiryBrake()),
+	}, nil
+}
+
+// expiryBrake shows history's expiry brake in the liveness view.
+func expiryBrake(b *workerpb.ExpiryBrakeStatus) *livenesspb.ExpiryBrake {
+	if b == nil {
+		return nil
+	}
+	return &livenesspb.ExpiryBrake{
+		Engaged: b.GetEngaged(), Reasons: b.GetReasons(), Since: b.GetSince(), HeldExpiries: b.GetHeldExpiries(),
+	}
 }
 
 // ListWorkerLiveness pages through the namespace's workers in any state.
@@ -120,7 +146,7 @@ func (h *LivenessHandler) ListWorkerLiveness(ctx context.Context, req *livenessp
 	if err != nil {
 		return nil, err
 	}
-	resp := &livenesspb.ListWorkerLivenessResponse{}
+	resp := &livenesspb.ListWorkerLivenessResponse{ExpiryBrake: expiryBrake(page.GetExpiryBrake())}
 	for _, record := range page.GetWorkers() {
 		w := workerLiveness(record)
 		w.BoundActivities = nil
@@ -215,4 +241,12 @@ func (h *LivenessHandler) ListHosts(ctx context.Context, req *livenesspb.ListHos
 		resp.NextPageToken = encodePageToken(pageToken{Fingerprint: fp, After: sorted[end-1].HostName})
 	}
 	return resp, nil
+}
+
+// DescribeCluster lists the vigil hosts of the cluster this server belongs to.
+func (h *LivenessHandler) DescribeCluster(ctx context.Context, _ *livenesspb.DescribeClusterRequest) (*livenesspb.DescribeClusterResponse, error) {
+	if h.deps.Cluster == nil {
+		return nil, serviceerror.NewUnimplemented("this server does not describe its cluster")
+	}
+	return h.deps.Cluster.DescribeCluster(ctx)
 }

@@ -26,4 +26,7 @@ type Matching interface {
 	AckWorkerCommand(namespaceID, controlQueue, commandID string) bool
 }
 
-var _ Matching = (*matching.Matcher)(nil)
+var (
+	_ Matching = (*matching.Matcher)(nil)
+	_ Matching = (*matching.Client)(nil)
+)

@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,9 +16,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // the SDK compresses every request with gzip
 	"google.golang.org/grpc/keepalive"
 
+	adminpb "github.com/vigilhq/vigil/api/gen/adminpb/v1"
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/common/log/tag"
 )
@@ -38,6 +41,8 @@ type ServerConfig struct {
 	Address string `yaml:"address"`
 	// MaxMessageSize bounds messages both ways; default MaxMessageSizeDefault.
 	MaxMessageSize int `yaml:"maxMessageSize"`
+	// TLS, when set, is served on the port (see auth.NewServerTLSConfig); nil: plaintext.
+	TLS *tls.Config `yaml:"-"`
 }
 
 // Server is the frontend's gRPC server: Temporal's WorkflowService and vigil's
@@ -47,6 +52,7 @@ type Server struct {
 	server   *grpc.Server
 	listener net.Listener
 	workflow *WorkflowHandler
+	liveness *LivenessHandler
 	done     chan struct{}
 
 	serveOnce sync.Once
@@ -65,17 +71,27 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", cfg.Address, err)
 	}
-	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, done: make(chan struct{})}
-	s := grpc.NewServer(
+	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{})}
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)...),
 		grpc.ChainStreamInterceptor(malformedStreamInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
-	)
+	}
+	if deps.Auth != nil {
+		opts = append(opts, grpc.ChainStreamInterceptor(deps.Auth.Stream))
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s := grpc.NewServer(opts...)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
 	livenesspb.RegisterWorkerLivenessServiceServer(s, liveness)
+	if deps.APIKeys != nil {
+		adminpb.RegisterAdminServiceServer(s, NewAdminHandler(deps))
+	}
 	srv.server = s
 	return srv, nil
 }
@@ -137,6 +153,9 @@ func (s *Server) Stop(ctx context.Context) {
 	s.ready.Store(false)
 	// Without this a graceful stop would wait up to a minute for empty polls.
 	s.workflow.Stop()
+	if s.liveness != nil {
+		s.liveness.Stop() // and for open watches, which never end by themselves
+	}
 	stopped := make(chan struct{})
 	go func() {
 		s.server.GracefulStop()
@@ -160,17 +179,67 @@ type HTTPServer struct {
 }
 
 // HTTPOption configures NewHTTPServer.
-type HTTPOption func(*http.ServeMux)
+type HTTPOption func(*httpOptions)
+
+type httpOptions struct {
+	mux *http.ServeMux
+	tls *tls.Config
+}
 
 // WithPprof serves the runtime profiles under /debug/pprof/ (net/http/pprof). Off by default:
-// profiles show internals and a CPU profile costs the server while it runs.
-func WithPprof() HTTPOption {
-	return func(mux *http.ServeMux) {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+// profiles show internals and a CPU profile costs the server while it runs. guard decides who
+// may read them (nil: loopback callers only); a non-nil error refuses the request with it.
+func WithPprof(guard func(*http.Request) (status int, err error)) HTTPOption {
+	if guard == nil {
+		guard = LoopbackOnly
+	}
+	guarded := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if code, err := guard(r); err != nil {
+				http.Error(w, err.Error(), code)
+				return
+			}
+			h(w, r)
+		}
+	}
+	return func(o *httpOptions) {
+		o.mux.HandleFunc("/debug/pprof/", guarded(pprof.Index))
+		o.mux.HandleFunc("/debug/pprof/cmdline", guarded(pprof.Cmdline))
+		o.mux.HandleFunc("/debug/pprof/profile", guarded(pprof.Profile))
+		o.mux.HandleFunc("/debug/pprof/symbol", guarded(pprof.Symbol))
+		o.mux.HandleFunc("/debug/pprof/trace", guarded(pprof.Trace))
+	}
+}
+
+// WithHTTPTLS serves HTTPS with cfg (see auth.NewServerTLSConfig).
+func WithHTTPTLS(cfg *tls.Config) HTTPOption {
+	return func(o *httpOptions) { o.tls = cfg }
+}
+
+// LoopbackOnly admits requests from a loopback address only: the pprof guard when auth is
+// off.
+func LoopbackOnly(r *http.Request) (int, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return 0, nil
+	}
+	return http.StatusForbidden, errors.New("profiles are served to loopback callers only when auth is off")
+}
+
+// WithReadiness serves /readyz: 200 "ready" while ready returns nil, 503 with the error
+// otherwise. /healthz says the process runs; /readyz that it serves what it should (a host
+// fenced off from its shards is alive but not ready).
+func WithReadiness(ready func() error) HTTPOption {
+	return func(o *httpOptions) {
+		o.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprintln(w, err.Error())
+				return
+			}
+			_, _ = fmt.Fprintln(w, "ready")
+		})
 	}
 }
 
@@ -200,8 +269,12 @@ func NewHTTPServer(address string, metricsHandler http.Handler, healthy func() e
 	if metricsHandler != nil {
 		mux.Handle("GET /metrics", metricsHandler)
 	}
+	o := httpOptions{mux: mux}
 	for _, opt := range opts {
-		opt(mux)
+		opt(&o)
+	}
+	if o.tls != nil {
+		lis = tls.NewListener(lis, o.tls)
 	}
 	return &HTTPServer{
 		logger:   logger,

@@ -36,6 +36,7 @@ import (
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 )
 
 // serverEnv is a testEnv behind a real gRPC server on 127.0.0.1, and plain clients that
@@ -475,7 +476,7 @@ func TestHTTPServer(t *testing.T) {
 
 func TestHTTPServerPprof(t *testing.T) {
 	t.Parallel()
-	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof())
+	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof(nil))
 	require.NoError(t, err)
 	server.Start()
 	defer func() {
@@ -563,4 +564,34 @@ func TestServerStartingAnswersUnavailable(t *testing.T) {
 	server.Start()
 	_, err = client.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default"})
 	require.NotEqual(t, codes.Unavailable, status.Code(err), "ready: the handler answers (%v)", err)
+}
+
+func TestHTTPServerPprofNeedsAdminWhenAuthIsOn(t *testing.T) {
+	t.Parallel()
+	const adminKey = "pprof-admin-key-0123456789"
+	mapper, err := auth.NewDefaultClaimMapper(auth.Config{Enabled: true, AdminAPIKey: adminKey}, nil, nil)
+	require.NoError(t, err)
+	interceptor := auth.NewInterceptor(mapper, auth.NewDefaultAuthorizer(), auth.NewAuditor(nil, nil))
+	server, err := NewHTTPServer("127.0.0.1:0", nil, nil, nil, WithPprof(interceptor.HTTPAdminGuard))
+	require.NoError(t, err)
+	server.Start()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		server.Stop(ctx)
+	}()
+	get := func(key string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+server.Address()+"/debug/pprof/goroutine?debug=1", nil)
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get(""))
+	require.Equal(t, http.StatusUnauthorized, get("not-the-admin-key-0123"))
+	require.Equal(t, http.StatusOK, get(adminKey))
 }

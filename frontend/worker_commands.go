@@ -118,6 +118,32 @@ func decodeCommandToken(b []byte) (controlQueue, commandID string, err error) {
 	return controlQueue, commandID, nil
 }
 
+// signCommandTokens signs the task tokens of a command's CancelActivity commands, as the
+// worker got them with its task: the SDK finds the activity to cancel by comparing token
+// bytes. Signing is deterministic, so a redelivered command carries the same bytes; the
+// control queue is polled by the same SDK client (so the same principal) as the activity
+// queue. A payload that does not decode is left for workerCommandTask to refuse.
+func (h *WorkflowHandler) signCommandTokens(cmd matching.WorkerCommand, principal string) matching.WorkerCommand {
+	if h.deps.TaskTokens == nil {
+		return cmd
+	}
+	req := &workerservicepb.ExecuteCommandsRequest{}
+	if err := proto.Unmarshal(cmd.Payload, req); err != nil {
+		return cmd
+	}
+	for _, c := range req.GetCommands() {
+		if cancel := c.GetCancelActivity(); cancel != nil {
+			cancel.TaskToken = h.deps.TaskTokens.Sign(cancel.GetTaskToken(), principal)
+		}
+	}
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		return cmd
+	}
+	cmd.Payload = payload
+	return cmd
+}
+
 // workerCommandTask is the PollNexusTaskQueue response that delivers cmd. It fails when the
 // payload is not an ExecuteCommandsRequest: the SDK would drop such a task without a reply.
 func workerCommandTask(controlQueue string, cmd matching.WorkerCommand) (*workflowservice.PollNexusTaskQueueResponse, error) {
@@ -176,7 +202,8 @@ func (h *WorkflowHandler) PollNexusTaskQueue(ctx context.Context, req *workflows
 		if !ok {
 			return &workflowservice.PollNexusTaskQueueResponse{}, nil
 		}
-		task, err := workerCommandTask(controlQueue, cmd)
+		principal, _ := principalOf(ctx, ns)
+		task, err := workerCommandTask(controlQueue, h.signCommandTokens(cmd, principal))
 		if err == nil {
 			return task, nil
 		}

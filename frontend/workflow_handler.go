@@ -188,10 +188,19 @@ func (h *WorkflowHandler) ShutdownWorker(ctx context.Context, req *workflowservi
 	if err != nil {
 		return nil, err
 	}
+	principal, admin := principalOf(ctx, ns)
+	completePolls := func() {
+		h.polls.complete(req.GetWorkerInstanceKey())
+		if h.deps.Matching != nil {
+			h.deps.Matching.CompletePollsOfWorker(ns.ID, req.GetWorkerInstanceKey())
+		}
+	}
 	// Polls first: whatever history says, this worker will not take the tasks of an open poll.
-	h.polls.complete(req.GetWorkerInstanceKey())
-	if h.deps.Matching != nil {
-		h.deps.Matching.CompletePollsOfWorker(ns.ID, req.GetWorkerInstanceKey())
+	// Except for a caller that may not own the worker: history checks ownership first, so that
+	// another principal's ShutdownWorker cannot end the owner's polls.
+	checkOwnerFirst := principal != "" && !admin
+	if !checkOwnerFirst {
+		completePolls()
 	}
 	_, err = h.deps.History.ShutdownWorker(ctx, &workerpb.ShutdownWorkerRequest{
 		NamespaceId:       ns.ID,
@@ -199,7 +208,13 @@ func (h *WorkflowHandler) ShutdownWorker(ctx context.Context, req *workflowservi
 		WorkerInstanceKey: req.GetWorkerInstanceKey(),
 		Heartbeat:         req.GetWorkerHeartbeat(),
 		Reason:            req.GetReason(),
+		Principal:         principal,
+		PrincipalIsAdmin:  admin,
 	})
+	var denied *serviceerror.PermissionDenied
+	if checkOwnerFirst && !errors.As(err, &denied) {
+		completePolls()
+	}
 	var notFound *serviceerror.NotFound
 	if err != nil && !errors.As(err, &notFound) {
 		return nil, err

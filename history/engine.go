@@ -6,7 +6,9 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -16,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
@@ -50,6 +53,9 @@ type EngineParams struct {
 	DynamicConfig *dynamicconfig.Collection
 	Logger        *zap.Logger
 	MetricsScope  tally.Scope
+	// Membership says which hosts are alive; nil means this host alone (Config.HostID), which
+	// owns every shard.
+	Membership membership.Monitor
 }
 
 // NewEngine returns an engine that serves nothing until Start acquires its shards.
@@ -78,15 +84,65 @@ func NewEngine(p EngineParams) (*Engine, error) {
 		logger:     p.Logger.With(zap.String("service", "history")),
 		scope:      p.MetricsScope.SubScope("history"),
 	}
-	e.controller = newShardController(e)
+	if p.Membership == nil {
+		p.Membership = membership.NewStatic(membership.Host{ID: cfg.HostID})
+	}
+	releaser, _ := p.Store.(persistence.MembershipStore)
+	if _, static := p.Membership.(*membership.Static); static {
+		releaser = nil // one host for good: nobody to hand a shard to
+	}
+	e.controller = newShardController(e, p.Membership, releaser)
 	return e, nil
 }
 
-// Start checks the shard count against the store and acquires every shard.
+// Start checks the shard count against the store and acquires the shards the membership
+// assigns to this host; from then on it follows the membership's changes.
 func (e *Engine) Start(ctx context.Context) error { return e.controller.start(ctx) }
 
-// Stop stops every shard's queues. In-flight calls finish or fail with Unavailable.
+// Stop hands every shard off: it refuses new calls (Unavailable), waits for the writes in
+// flight, stops the shard's queues and records the release.
 func (e *Engine) Stop() { e.controller.stop() }
+
+// Abandon stops serving every shard without handing any off, as a crash would: the next
+// owners take them over with the restart grace. Tests use it to play a host's death.
+func (e *Engine) Abandon() {
+	e.controller.stopOnce.Do(func() { close(e.controller.stopCh) })
+	if e.controller.running.Load() {
+		<-e.controller.loopDone
+	}
+	e.controller.releaseAll(context.Background(), false)
+}
+
+// Ready says whether this host serves what it should: it counts itself a live member (its
+// membership renewals succeed) and owns every shard the membership assigns to it.
+func (e *Engine) Ready() error {
+	m := e.controller.monitor
+	self := m.Self().ID
+	members := m.Members()
+	if !slices.ContainsFunc(members, func(h membership.Host) bool { return h.ID == self }) {
+		return fmt.Errorf("host %s is not a live cluster member (membership not renewed)", self)
+	}
+	assigned := 0
+	for _, owner := range membership.AssignShards(e.config.NumShards, members) {
+		if owner == self {
+			assigned++
+		}
+	}
+	if owned := len(e.controller.owned()); owned < assigned {
+		return fmt.Errorf("host %s serves %d of its %d shards", self, owned, assigned)
+	}
+	return nil
+}
+
+// OwnedShards returns the shards this host serves now, sorted.
+func (e *Engine) OwnedShards() []int32 { return e.controller.owned() }
+
+// SubscribeShards returns a channel that receives after every change of OwnedShards (sends
+// are coalesced and never block) and a function that ends the subscription.
+func (e *Engine) SubscribeShards() (<-chan struct{}, func()) { return e.controller.subscribe() }
+
+// Membership returns the monitor the engine follows.
+func (e *Engine) Membership() membership.Monitor { return e.controller.monitor }
 
 // NumShards returns the cluster's shard count.
 func (e *Engine) NumShards() int32 { return e.config.NumShards }
@@ -97,7 +153,7 @@ func (e *Engine) Registry() *chasm.Registry { return e.registry }
 // TimeSource returns the engine's clock.
 func (e *Engine) TimeSource() clock.TimeSource { return e.timeSource }
 
-func (e *Engine) timerQueueOptions(rangeID int64) tasks.TimerQueueOptions {
+func (e *Engine) timerQueueOptions(rangeID int64, released bool) tasks.TimerQueueOptions {
 	grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(e.dc)
 	return tasks.TimerQueueOptions{
 		LookAhead: dynamicconfig.TimerLookAheadDuration.Get(e.dc),
@@ -106,7 +162,9 @@ func (e *Engine) timerQueueOptions(rangeID int64) tasks.TimerQueueOptions {
 		// before an outage, whose holder could not heartbeat through it). A task written since
 		// carries this ownership's range in its ID and fires on time.
 		GracePeriod: func(task *persistence.TimerTask) time.Duration {
-			if task.TaskID>>taskSeqBits >= rangeID {
+			// A shard its previous owner released cleanly had no outage: its leases were
+			// renewable all along.
+			if released || task.TaskID>>taskSeqBits >= rangeID {
 				return 0
 			}
 			if t, ok := e.registry.TaskByID(task.TaskTypeID); ok && t.HasRestartGrace() {
@@ -358,4 +416,39 @@ func (e *Engine) CountExecutions(ctx context.Context, req chasm.ListRequest) (in
 		return 0, serviceerror.NewUnavailable(fmt.Sprintf("count %s executions: %v", req.Archetype, err))
 	}
 	return n, nil
+}
+
+// ClusterHost is one live member of the cluster with the shards whose ownership row names it.
+type ClusterHost struct {
+	membership.Host
+	Shards []int32
+}
+
+// DescribeCluster returns the live members, sorted by ID, with the shards each owns according
+// to the shard rows (the range_id holders, not this host's guess), and the shards whose owner
+// is no live member.
+func (e *Engine) DescribeCluster(ctx context.Context) (hosts []ClusterHost, unowned []int32, err error) {
+	members := e.controller.monitor.Members()
+	index := make(map[string]int, len(members))
+	for i, m := range members {
+		hosts = append(hosts, ClusterHost{Host: m})
+		index[m.ID] = i
+	}
+	for id := int32(1); id <= e.config.NumShards; id++ {
+		info, err := e.store.GetShard(ctx, id)
+		var notFound *persistence.NotFoundError
+		switch {
+		case errors.As(err, &notFound):
+			unowned = append(unowned, id)
+			continue
+		case err != nil:
+			return nil, nil, serviceerror.NewUnavailable(fmt.Sprintf("read shard %d: %v", id, err))
+		}
+		if i, ok := index[info.Owner]; ok {
+			hosts[i].Shards = append(hosts[i].Shards, id)
+		} else {
+			unowned = append(unowned, id)
+		}
+	}
+	return hosts, unowned, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -33,19 +34,28 @@ type Server struct {
 }
 
 // NewServer listens on address (":0" picks a port) and registers services.
-func NewServer(address string, services []ServiceRegistration, logger *zap.Logger) (*Server, error) {
+func NewServer(address string, services []ServiceRegistration, logger *zap.Logger, opts ...ServerOption) (*Server, error) {
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("history: listen on %s: %w", address, err)
 	}
-	s := grpc.NewServer(
+	return NewServerOnListener(lis, services, logger, opts...), nil
+}
+
+// NewServerOnListener serves services on lis.
+func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logger *zap.Logger, opts ...ServerOption) *Server {
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := grpc.NewServer(append(o.grpcOptions(),
 		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	for _, register := range services {
 		register(s)
 	}
-	return &Server{logger: logger, server: s, listener: lis, done: make(chan struct{})}, nil
+	return &Server{logger: logger, server: s, listener: lis, done: make(chan struct{})}
 }
 
 // Address returns the address the server listens on.
@@ -141,6 +151,10 @@ type Router struct {
 	// local, when set, serves the shards whose host is this process (see LocalConn).
 	local        *LocalConn
 	localAddress func() string
+	// secret is sent on every call to another host (WithRouterClusterSecret).
+	secret string
+
+	scope tally.Scope
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -157,7 +171,7 @@ func WithLocalConn(conn *LocalConn, localAddress func() string) RouterOption {
 
 // NewRouter returns a router for a cluster of numShards.
 func NewRouter(numShards int32, membership Membership, opts ...RouterOption) *Router {
-	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn)}
+	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -172,28 +186,39 @@ func (r *Router) ShardFor(namespaceID, businessID string) int32 {
 	return shard.ForKey(namespaceID, businessID, r.numShards)
 }
 
-// ConnForShard returns a connection to the host that owns shardID.
+// ConnForShard returns a connection to the shard's owner: each call goes to the host that
+// owns shardID at that moment, and a call that meets the shard moving between hosts is retried
+// against the next owner within its deadline.
 func (r *Router) ConnForShard(shardID int32) (grpc.ClientConnInterface, error) {
+	if shardID < 1 || shardID > r.numShards {
+		return nil, serviceerror.NewInvalidArgument(fmt.Sprintf("shard %d is outside 1..%d", shardID, r.numShards))
+	}
+	return &shardConn{router: r, shardID: shardID}, nil
+}
+
+// connForShard returns a connection to the host that owns shardID now, and whether it is
+// another host.
+func (r *Router) connForShard(shardID int32) (grpc.ClientConnInterface, bool, error) {
 	address, err := r.membership.HostForShard(shardID)
 	if err != nil {
-		return nil, serviceerror.NewUnavailable(fmt.Sprintf("no host for shard %d: %v", shardID, err))
+		return nil, false, noHostError(shardID, err)
 	}
 	if r.local != nil && address == r.localAddress() {
-		return r.local, nil
+		return r.local, false, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if conn, ok := r.conns[address]; ok {
-		return conn, nil
+		return conn, true, nil
 	}
-	conn, err := grpc.NewClient(address,
+	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {
-		return nil, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
+		return nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}
 	r.conns[address] = conn
-	return conn, nil
+	return conn, true, nil
 }
 
 // ConnFor returns a connection to the host that owns the business ID's shard.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
@@ -37,13 +38,26 @@ type Shard struct {
 	inflight map[int64]struct{}
 
 	lost atomic.Bool
+	// closing is set when the shard is being handed off; writeGate is held (shared) by every
+	// write in flight, so drain can wait for them.
+	closing   atomic.Bool
+	writeGate sync.RWMutex
+	drained   bool
+
+	// acquiredAt and takenOver (acquired without a clean release: the restart grace applies)
+	// decide whether a handoff may be recorded as clean: not while the grace still runs, or the
+	// next owner would fire at once the leases the grace is holding.
+	acquiredAt time.Time
+	takenOver  bool
 }
 
 // Task IDs are rangeID<<taskSeqBits | seq: they grow across restarts (each start acquires a
 // higher range_id) and never repeat within one.
 const taskSeqBits = 32
 
-func newShard(engine *Engine, id int32, rangeID int64) *Shard {
+// newShard returns a shard acquired with rangeID. released says its previous owner handed it
+// off cleanly: then nothing it decided needs a restart grace.
+func newShard(engine *Engine, id int32, rangeID int64, released bool) *Shard {
 	s := &Shard{
 		engine:   engine,
 		id:       id,
@@ -52,9 +66,12 @@ func newShard(engine *Engine, id int32, rangeID int64) *Shard {
 		cache:    newExecutionCache(engine.config.ExecutionCacheSize),
 		nextSeq:  1,
 		inflight: make(map[int64]struct{}),
+
+		acquiredAt: time.Now(),
+		takenOver:  !released,
 	}
 	s.timerQueue = tasks.NewTimerQueue(id, engine.store, (*shardTimerExecutor)(s), engine.scheduler,
-		engine.timeSource, engine.timerQueueOptions(rangeID), s.logger, engine.scope)
+		engine.timeSource, engine.timerQueueOptions(rangeID, released), s.logger, engine.scope)
 	s.outboundQueue = tasks.NewOutboundQueue(id, &ceilingTaskStore{TaskStore: engine.store, shard: s},
 		(*shardOutboundExecutor)(s), engine.scheduler, engine.timeSource, engine.outboundQueueOptions(),
 		s.logger, engine.scope)
@@ -67,6 +84,15 @@ func (s *Shard) ID() int32 { return s.id }
 func (s *Shard) start() {
 	s.timerQueue.Start()
 	s.outboundQueue.Start()
+}
+
+// drain refuses new writes and waits for those in flight to finish, so that after it the
+// store holds everything this owner acknowledged for the shard.
+func (s *Shard) drain() {
+	s.closing.Store(true)
+	s.writeGate.Lock()
+	s.drained = true // under the lock: every write that held the gate before has finished
+	s.writeGate.Unlock()
 }
 
 func (s *Shard) stop() {
@@ -138,7 +164,7 @@ func (c *ceilingTaskStore) GetOutboundTasks(ctx context.Context, shardID int32, 
 
 // lockEntry returns the cache entry of key's business ID, locked, with its current run loaded.
 func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*cacheEntry, func(), error) {
-	if s.lost.Load() {
+	if s.lost.Load() || s.closing.Load() {
 		return nil, nil, s.lostError()
 	}
 	entry, release, err := s.cache.lock(ctx, cacheKey{archetypeID: rc.ID(), namespaceID: key.NamespaceID, businessID: key.BusinessID})
@@ -215,6 +241,14 @@ func (s *Shard) runFor(ctx context.Context, entry *cacheEntry, rc *chasm.Registr
 func (s *Shard) write(
 	ctx context.Context, entry *cacheEntry, run *loadedRun, m *chasm.Mutation, expectedCurrentRunID string,
 ) error {
+	s.writeGate.RLock()
+	defer s.writeGate.RUnlock()
+	if s.lost.Load() || s.closing.Load() {
+		if entry != nil {
+			entry.loaded, entry.current = false, nil
+		}
+		return s.lostError()
+	}
 	exec := run.exec
 	rc := exec.Archetype()
 	w := &persistence.ExecutionWrite{
@@ -340,7 +374,7 @@ func (s *Shard) markLost(err error) {
 }
 
 func (s *Shard) lostError() error {
-	return serviceerror.NewUnavailable(fmt.Sprintf("shard %d is not owned by this host", s.id))
+	return serviceerror.NewUnavailable(fmt.Sprintf("shard %d %s", s.id, notOwnedText))
 }
 
 func persistenceKey(rc *chasm.RegistrableComponent, key chasm.ExecutionKey) persistence.ExecutionKey {

@@ -95,6 +95,10 @@ func (s *Shard) executePure(ctx context.Context, rc *chasm.RegistrableComponent,
 	case errors.Is(err, chasm.ErrTaskNotValid):
 		s.countPruned(task)
 		return nil
+	case isDeferred(err):
+		// Declined for now (the expiry brake): nothing written, offered again later.
+		until, _ := chasm.AsDeferred(err)
+		return tasks.Defer(until)
 	case errors.Is(err, chasm.ErrPureTaskStillValid):
 		// Running it again would do the same: report the library bug and drop the task.
 		metrics.TaskErrors.With(s.engine.scope, metrics.TaskTypeTag(task.Type.FullName())).Inc(1)
@@ -152,4 +156,9 @@ func executionFields(k persistence.ExecutionKey, extra ...zap.Field) []zap.Field
 		tag.NamespaceID(k.NamespaceID), zap.Uint32("archetype-id", k.ArchetypeID),
 		tag.BusinessID(k.BusinessID), tag.RunID(k.RunID),
 	}, extra...)
+}
+
+func isDeferred(err error) bool {
+	_, ok := chasm.AsDeferred(err)
+	return ok
 }

@@ -80,6 +80,9 @@ func (m *Matcher) AddActivityTask(ref ActivityTaskRef) error {
 	if m.stopped {
 		return ErrStopped
 	}
+	if !m.ownsLocked(ref.NamespaceID, ref.TaskQueue) {
+		return ErrNotOwner
+	}
 	old := m.tasks[ref.key()]
 	if old != nil && old.ref.Stamp >= ref.Stamp {
 		m.metrics.tasksDeduplicated.Inc(1)
@@ -117,6 +120,9 @@ func (m *Matcher) ReturnActivityTask(ref ActivityTaskRef) error {
 	defer m.mu.Unlock()
 	if m.stopped {
 		return ErrStopped
+	}
+	if !m.ownsLocked(ref.NamespaceID, ref.TaskQueue) {
+		return ErrNotOwner
 	}
 	m.returnLocked(ref, now)
 	return nil
@@ -187,6 +193,10 @@ func (m *Matcher) PollActivityTask(ctx context.Context, poll ActivityPoll) (Acti
 	if m.stopped {
 		m.mu.Unlock()
 		return ActivityTaskRef{}, false, ErrStopped
+	}
+	if !m.ownsLocked(poll.NamespaceID, poll.TaskQueue) {
+		m.mu.Unlock()
+		return ActivityTaskRef{}, false, ErrNotOwner
 	}
 	if poll.WorkerInstanceKey != "" {
 		if exp, ok := m.tombstones[wk]; ok && now.Before(exp) {
@@ -281,12 +291,14 @@ func (m *Matcher) CompletePollsOfWorker(namespaceID, workerInstanceKey string) i
 	return len(polls)
 }
 
-// requeue returns a task that a cancelled poll received.
+// requeue returns a task that a cancelled poll received. If its queue was released meanwhile
+// the task is dropped: history re-queues every dispatched activity after the membership
+// change that moved the queue.
 func (m *Matcher) requeue(ref ActivityTaskRef) {
 	now := m.ts.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.stopped {
+	if m.stopped || !m.ownsLocked(ref.NamespaceID, ref.TaskQueue) {
 		return
 	}
 	m.returnLocked(ref, now)

@@ -69,6 +69,9 @@ func (m *Matcher) AddWorkerCommand(namespaceID, controlQueue string, cmd WorkerC
 	if m.stopped {
 		return ErrStopped
 	}
+	if !m.ownsLocked(namespaceID, controlQueue) {
+		return ErrNotOwner
+	}
 	q := m.commandQueues[qk]
 	if q == nil {
 		q = &commandQueue{key: qk}
@@ -110,6 +113,10 @@ func (m *Matcher) PollWorkerCommand(ctx context.Context, namespaceID, controlQue
 	if m.stopped {
 		m.mu.Unlock()
 		return WorkerCommand{}, false, ErrStopped
+	}
+	if !m.ownsLocked(namespaceID, controlQueue) {
+		m.mu.Unlock()
+		return WorkerCommand{}, false, ErrNotOwner
 	}
 	q := m.commandQueues[qk]
 	if q != nil {

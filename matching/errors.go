@@ -14,4 +14,7 @@ var (
 	ErrBacklogFull = errors.New("matching: queue is full")
 	// ErrInvalidArgument is returned for a task, poll or command missing an identifying field.
 	ErrInvalidArgument = errors.New("matching: invalid argument")
+	// ErrNotOwner is returned for a queue that, by the ownership set with SetOwnership, another
+	// host owns. Nothing was queued or polled; the caller asks the owner (see Client).
+	ErrNotOwner = errors.New("matching: another host owns the queue")
 )

@@ -55,6 +55,10 @@ type Matcher struct {
 	// idle lists the queues that are empty and unpolled, oldest first; the sweep drops those
 	// idle for QueueIdleTimeout. A queue leaves the list as soon as it is used again.
 	idle list.List
+	// owns says whether this host owns a queue; nil means every queue (a single host). It is
+	// consulted under mu, so that a queue released by ReleaseUnowned cannot be refilled by a
+	// call that checked ownership just before the release.
+	owns func(namespaceID, queue string) bool
 
 	startOnce, stopOnce sync.Once
 	stopCh              chan struct{}

@@ -64,3 +64,13 @@ func newMatcherMetrics(scope tally.Scope) matcherMetrics {
 		commandsRejected:  CommandsRejected.With(scope),
 	}
 }
+
+// Cluster metrics (Client): how much matching traffic crosses hosts.
+var (
+	// CallsForwarded counts matching calls sent to the queue's owner on another host, by
+	// operation (PollActivityTask, AddActivityTask, HandOver, ...).
+	CallsForwarded = metrics.NewCounterDef("matching_calls_forwarded", metrics.TagOperation)
+	// TasksHandedOver counts queued activity tasks a host gave to a queue's new owner after a
+	// membership change moved the queue, as accepted by the new owner.
+	TasksHandedOver = metrics.NewCounterDef("matching_tasks_handed_over")
+)

@@ -18,6 +18,7 @@ type Store interface {
 	ShardStore
 	ExecutionStore
 	TaskStore
+	SecurityStore
 	// Close releases the backend's resources. No method may be called after Close.
 	Close() error
 }
@@ -82,6 +83,10 @@ type ShardInfo struct {
 	ShardID int32
 	RangeID int64
 	Owner   string
+	// Released says the owner that held the shard before released it cleanly
+	// (MembershipStore.ReleaseShard) rather than crashing or being fenced off: from
+	// AcquireShard, the previous owner; from GetShard, the current row's owner.
+	Released bool
 }
 
 // ExecutionKey identifies one run of an execution. BusinessIDs are unique per namespace and

@@ -13,6 +13,8 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/activity"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/membership"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/frontend"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
@@ -22,29 +24,43 @@ import (
 // activityModule runs standalone activities: matching's in-memory queues, the Activity
 // component, and the adapters between them.
 var activityModule = fx.Options(
+	matchingModule,
 	fx.Provide(
-		func(lc fx.Lifecycle, ts clock.TimeSource, logger *zap.Logger, scope tally.Scope) *matching.Matcher {
-			m := matching.New(ts, matching.Options{}, logger, scope.SubScope("matching"))
-			lc.Append(fx.StartStopHook(m.Start, m.Stop))
-			return m
-		},
-		func(m *matching.Matcher) activity.Dispatcher { return matchingDispatcher{m} },
-		func(m *matching.Matcher) activity.CommandSender { return matchingCommandSender{m} },
+		func(m *matching.Client) activity.Dispatcher { return matchingDispatcher{m} },
+		func(m *matching.Client) activity.CommandSender { return matchingCommandSender{m} },
 	),
 	activity.Module,
-	// Matching forgets its queues on a restart; history does not. Once the engine serves, hand
-	// matching every attempt it had been given.
-	fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, m *matching.Matcher, ns *namespace.Registry, logger *zap.Logger) {
-		lc.Append(fx.StartHook(func(ctx context.Context) error {
-			n, err := activity.RequeueDispatched(ctx, e, r, namespaceIDs(ns), matchingDispatcher{m})
-			if err != nil {
-				return fmt.Errorf("re-queue dispatched activities: %w", err)
-			}
-			if n > 0 {
-				logger.Info("re-queued dispatched activities in matching", zap.Int("activities", n))
-			}
-			return nil
-		}))
+	// Matching forgets its queues on a restart, and a queue's owner changes with the cluster's
+	// members; history forgets nothing. Once the engine serves, and again after every change of
+	// members, hand matching every attempt it had been given, for the shards this host owns.
+	fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, m *matching.Client, ns *namespace.Registry,
+		monitor membership.Monitor, cfg history.Config, ts clock.TimeSource, logger *zap.Logger, scope tally.Scope,
+	) {
+		requeuer := activity.NewMembershipRequeuer(activity.MembershipRequeuerParams{
+			Lister: e, Registry: r, NamespaceIDs: func() []string { return namespaceIDs(ns) }, NumShards: cfg.ShardCount(),
+			Monitor: monitor, Dispatcher: matchingDispatcher{m}, TimeSource: ts, Logger: logger, Scope: scope.SubScope("activity"),
+		})
+		lc.Append(fx.Hook{
+			OnStart: func(ctx context.Context) error {
+				requeuer.Start()
+				n, err := activity.RequeueDispatchedWhere(ctx, e, r, namespaceIDs(ns), activity.OwnedShards(cfg.ShardCount(), monitor), matchingDispatcher{m})
+				activity.ActivityAttemptsRequeued.With(scope.SubScope("activity"), metrics.KindTag("start")).Inc(int64(n))
+				var refused *activity.RequeueError
+				if errors.As(err, &refused) {
+					// Another host's queue may be unreachable while members settle: not a
+					// reason to refuse to start. The requeuer tries again.
+					logger.Warn("re-queue of dispatched activities incomplete; retrying", zap.Error(err))
+					requeuer.Retry()
+				} else if err != nil {
+					return fmt.Errorf("re-queue dispatched activities: %w", err)
+				}
+				if n > 0 {
+					logger.Info("re-queued dispatched activities in matching", zap.Int("activities", n))
+				}
+				return nil
+			},
+			OnStop: func(context.Context) error { requeuer.Stop(); return nil },
+		})
 	}),
 )
 
@@ -58,11 +74,11 @@ func namespaceIDs(ns *namespace.Registry) []string {
 	return out
 }
 
-// matchingDispatcher queues activity tasks in the in-process matcher.
-type matchingDispatcher struct{ m *matching.Matcher }
+// matchingDispatcher queues activity tasks on their queue's owner.
+type matchingDispatcher struct{ m *matching.Client }
 
-func (d matchingDispatcher) AddActivityTask(_ context.Context, ref activity.ActivityTaskRef) error {
-	err := d.m.AddActivityTask(matching.ActivityTaskRef{
+func (d matchingDispatcher) AddActivityTask(ctx context.Context, ref activity.ActivityTaskRef) error {
+	err := d.m.AddActivityTask(ctx, matching.ActivityTaskRef{
 		NamespaceID: ref.NamespaceID, TaskQueue: ref.TaskQueue, ActivityID: ref.ActivityID, RunID: ref.RunID,
 		Stamp: ref.Stamp, ScheduledTime: ref.ScheduledTime,
 	})
@@ -75,13 +91,13 @@ func (d matchingDispatcher) AddActivityTask(_ context.Context, ref activity.Acti
 
 // matchingCommandSender puts a CancelActivity worker command on the worker's control queue,
 // encoded as the frontend delivers it to the SDK's command poller.
-type matchingCommandSender struct{ m *matching.Matcher }
+type matchingCommandSender struct{ m *matching.Client }
 
-func (s matchingCommandSender) SendCancelActivity(_ context.Context, namespaceID, controlQueue string, taskToken []byte) error {
+func (s matchingCommandSender) SendCancelActivity(ctx context.Context, namespaceID, controlQueue string, taskToken []byte) error {
 	// The command's ID derives from the token, so a retried send is deduplicated by matching.
 	cmd, err := frontend.NewCancelActivityCommand(taskToken)
 	if err != nil {
 		return err
 	}
-	return s.m.AddWorkerCommand(namespaceID, controlQueue, cmd)
+	return s.m.AddWorkerCommand(ctx, namespaceID, controlQueue, cmd)
 }

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/vigilhq/vigil/common/log"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
 	"github.com/vigilhq/vigil/persistence/persistencefx"
@@ -39,10 +41,19 @@ type Config struct {
 	} `yaml:"frontend"`
 	History       history.Config       `yaml:"history"`
 	HistoryServer history.ServerConfig `yaml:"historyServer"`
-	Persistence   persistencefx.Config `yaml:"persistence"`
+	// Cluster names this host among the hosts sharing one PostgreSQL database (ignored on
+	// SQLite, which is always a cluster of one).
+	Cluster     history.ClusterConfig `yaml:"cluster"`
+	Persistence persistencefx.Config  `yaml:"persistence"`
 	// Namespaces served besides "default", which always exists.
 	Namespaces []namespace.Config `yaml:"namespaces"`
 	Log        log.Config         `yaml:"log"`
+	// Auth turns authentication and authorization on (off by default); see README, Securing
+	// vigil.
+	Auth auth.Config `yaml:"auth"`
+	// TLS is served on the frontend's gRPC port and its HTTP port (client certificates are
+	// optional on the HTTP port, so /metrics and /healthz stay reachable).
+	TLS auth.TLSConfig `yaml:"tls"`
 	// DynamicConfigFile is polled for changes; empty means every setting at its default (plus
 	// DynamicConfigValues).
 	DynamicConfigFile string `yaml:"dynamicConfigFile"`
@@ -75,10 +86,30 @@ func (c Config) withDefaults() Config {
 	if c.Frontend.HTTPAddress == "" {
 		c.Frontend.HTTPAddress = fmt.Sprintf("%s:%d", DefaultIP, DefaultHTTPPort)
 	}
+	if c.Cluster.HostID == "" {
+		c.Cluster.HostID = c.History.HostID
+	}
+	if c.Cluster.HostID == "" {
+		c.Cluster.HostID = defaultHostID(c.Frontend.Address)
+	}
 	if (c.Persistence.Driver == "" || c.Persistence.Driver == "sqlite") && c.Persistence.SQLite.Path == "" {
 		c.Persistence.SQLite.Path = filepath.Join(DefaultDataDir(), DefaultDBFile)
 	}
 	return c
+}
+
+// defaultHostID is hostname:port of the frontend: unique among hosts of one machine, and
+// stable across a host's restarts.
+func defaultHostID(frontendAddress string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "localhost"
+	}
+	_, port, err := net.SplitHostPort(frontendAddress)
+	if err != nil {
+		return name
+	}
+	return net.JoinHostPort(name, port)
 }
 
 // DefaultDataDir is where vigil keeps its database by default: $XDG_DATA_HOME/vigil, else

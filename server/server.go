@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,15 +16,18 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
 	"github.com/vigilhq/vigil/matching"
+	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/persistencefx"
 	"github.com/vigilhq/vigil/tasks"
 )
@@ -34,6 +39,31 @@ type Server struct {
 	frontend *frontend.Server
 	http     *frontend.HTTPServer
 	dcFile   *dynamicconfig.FileClient
+	engine   *history.Engine
+	stopMode *history.StopMode
+
+	authEnabled bool
+	// historyUnauthenticated is the history address when it is reachable beyond loopback
+	// without a cluster secret.
+	historyUnauthenticated string
+}
+
+// frontendAuth is what the frontend gets of auth: the interceptor exists only when auth is on.
+type frontendAuth struct {
+	fx.In
+	Interceptor *auth.Interceptor `optional:"true"`
+	APIKeys     auth.APIKeyStore
+	TaskTokens  *auth.TaskTokenSigner
+	TokenKeys   *taskTokenKeys
+}
+
+// authModule provides the auth interceptor when auth is on; replace its ClaimMapper or
+// Authorizer with WithFxOptions(fx.Decorate(...)).
+func authModule(cfg auth.Config) fx.Option {
+	if !cfg.Enabled {
+		return fx.Options()
+	}
+	return auth.Module
 }
 
 // Option adjusts a server being built (tests use them).
@@ -83,7 +113,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 
-	s := &Server{logger: o.logger}
+	s := &Server{logger: o.logger, authEnabled: cfg.Auth.Enabled}
+	if a := cfg.HistoryServer.Address; a != "" && !isLoopback(a) && cfg.HistoryServer.ClusterSecretFile == "" && cfg.HistoryServer.ClusterSecretValue == "" {
+		s.historyUnauthenticated = a
+	}
 	dcClient := o.dcClient
 	if dcClient == nil {
 		if dcClient, s.dcFile, err = newDynamicConfigClient(cfg, o.logger, o.timeSource); err != nil {
@@ -107,7 +140,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				}
 			}))
 		}),
-		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Persistence, namespaces),
+		fx.Supply(cfg.History, cfg.HistoryServer, cfg.Cluster, cfg.Persistence, namespaces),
 		fx.Provide(
 			func() *zap.Logger { return o.logger },
 			func() clock.TimeSource { return o.timeSource },
@@ -120,8 +153,22 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		history.Module,
 		worker.Module,
 		activityModule,
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Matcher, dc *dynamicconfig.Collection) (*frontend.Server, error) {
+		fx.Supply(cfg.Auth),
+		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
+		authModule(cfg.Auth),
+		// The live view: worker changes committed on this host feed the hub, the hub feeds
+		// WatchWorkers and the web page.
+		fx.Provide(
+			func(ts clock.TimeSource) *watch.Hub { return watch.NewHub(watch.Options{TimeSource: ts}) },
+			func(h *watch.Hub) worker.ChangeSink { return h },
+		),
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, hub *watch.Hub) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
+				Auth:          a.Interceptor,
+				APIKeys:       a.APIKeys,
+				TaskTokens:    a.TaskTokens,
+				TaskTokenKeys: a.TokenKeys,
+				Watch:         hub,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,
@@ -129,12 +176,21 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				TimeSource:    o.timeSource,
 				Logger:        o.logger,
 				MetricsScope:  scope.SubScope("frontend"),
+				Cluster:       (*clusterDescriber)(s),
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
-			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize},
-				deps, workflow, frontend.NewLivenessHandler(deps))
+			var tlsConfig *tls.Config
+			if cfg.TLS.Enabled() {
+				var err error
+				if tlsConfig, err = auth.NewServerTLSConfig(cfg.TLS, o.logger); err != nil {
+					return nil, nil, err
+				}
+			}
+			liveness := frontend.NewLivenessHandler(deps)
+			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize, TLS: tlsConfig},
+				deps, workflow, liveness)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { fs.Start(); return nil },
@@ -144,24 +200,42 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 					return nil
 				},
 			})
-			return fs, nil
+			return fs, liveness, nil
 		}),
-		fx.Provide(func(lc fx.Lifecycle) (*frontend.HTTPServer, error) {
-			var httpOpts []frontend.HTTPOption
-			if cfg.Frontend.Pprof {
-				httpOpts = append(httpOpts, frontend.WithPprof())
+		fx.Provide(func(lc fx.Lifecycle, a frontendAuth, liveness *frontend.LivenessHandler) (*frontend.HTTPServer, error) {
+			var adminGuard func(*http.Request) (int, error) // auth off: open (profiles: loopback only)
+			if a.Interceptor != nil {
+				adminGuard = a.Interceptor.HTTPAdminGuard
 			}
+			httpOpts := []frontend.HTTPOption{frontend.WithLiveView(liveness, namespaces, adminGuard)}
+			if cfg.Frontend.Pprof {
+				httpOpts = append(httpOpts, frontend.WithPprof(adminGuard)) // nil: loopback callers only
+			}
+			if cfg.TLS.Enabled() {
+				httpTLS := cfg.TLS
+				httpTLS.RequireClientCert = false
+				tlsConfig, err := auth.NewServerTLSConfig(httpTLS, o.logger)
+				if err != nil {
+					return nil, err
+				}
+				httpOpts = append(httpOpts, frontend.WithHTTPTLS(tlsConfig))
+			}
+			httpOpts = append(httpOpts, frontend.WithReadiness(s.ready))
 			hs, err := frontend.NewHTTPServer(cfg.Frontend.HTTPAddress, metricsHandler, nil, o.logger, httpOpts...)
 			if err != nil {
 				return nil, err
 			}
 			lc.Append(fx.Hook{
 				OnStart: func(context.Context) error { hs.Start(); return nil },
-				OnStop:  func(ctx context.Context) error { hs.Stop(ctx); return metricsCloser.Close() },
+				OnStop: func(ctx context.Context) error {
+					liveness.Stop() // the page's event streams would hold a graceful stop
+					hs.Stop(ctx)
+					return metricsCloser.Close()
+				},
 			})
 			return hs, nil
 		}),
-		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection) {
+		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake, h *worker.Handler) {
 			ids := func() []string {
 				var out []string
 				for _, name := range namespaces.Names() {
@@ -172,10 +246,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				return out
 			}
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
+			g.ReportActiveTo(brake.SetActiveCount)
+			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),
+		clusterModule,
 		fx.Options(o.fxOptions...),
-		fx.Populate(&s.frontend, &s.http),
+		fx.Populate(&s.frontend, &s.http, &s.engine, &s.stopMode),
 	)
 	if err := s.app.Err(); err != nil {
 		return nil, err
@@ -206,7 +283,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.dcFile != nil {
 		s.dcFile.Start()
 	}
-	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()))
+	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()),
+		zap.Bool("auth", s.authEnabled))
+	warnIfOpen(s.logger, s.authEnabled, s.frontend.Address(), s.http.Address())
+	if s.historyUnauthenticated != "" {
+		s.logger.Warn("the history port listens on a non-loopback address without a cluster secret: anyone who reaches it can change any worker; set historyServer.clusterSecretFile on every host",
+			zap.String("address", s.historyUnauthenticated))
+	}
 	return nil
 }
 

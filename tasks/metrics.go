@@ -16,6 +16,7 @@ var (
 	MetricTimerTaskLag         = metrics.TimerTaskLag.Name()
 	MetricTimerTaskFailures    = metrics.TimerTaskFailures.Name()
 	MetricTasksParked          = metrics.TasksParked.Name()
+	MetricTimerTasksDeferred   = metrics.TimerTasksDeferred.Name()
 	MetricTimerTasksSuperseded = metrics.TimerTasksSuperseded.Name()
 	MetricTimerQueueInMemory   = metrics.TimerQueueInMemory.Name()
 	MetricTimerTasksStuck      = metrics.TimerTasksStuck.Name()

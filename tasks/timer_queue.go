@@ -49,6 +49,7 @@ type TimerQueue struct {
 	// same execution and type replaced them.
 	supersededCounter tally.Counter
 	parkedCounter     tally.Counter
+	deferredCounter   tally.Counter
 	readErrors        tally.Counter
 	inMemoryGauge     tally.Gauge
 	stuckGauge        tally.Gauge
@@ -155,6 +156,7 @@ func NewTimerQueue(
 		lagTimer:          metrics.TimerTaskLag.With(scope),
 		errorCounter:      metrics.TimerTaskFailures.With(scope),
 		parkedCounter:     metrics.TasksParked.With(scope),
+		deferredCounter:   metrics.TimerTasksDeferred.With(scope),
 		supersededCounter: metrics.TimerTasksSuperseded.With(scope),
 		readErrors:        metrics.TaskReadErrors.With(scope),
 		inMemoryGauge:     metrics.TimerQueueInMemory.With(shardScope),
@@ -607,6 +609,17 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		return
 	}
 
+	if until, ok := asDeferred(err); ok {
+		e.fireAt = until
+		heap.Push(&q.pending, e)
+		isHead := e.index == 0
+		q.mu.Unlock()
+		q.deferredCounter.Inc(1)
+		if isHead {
+			q.wake()
+		}
+		return
+	}
 	backoff, becameStuck := e.failed(q.cfg.retry)
 	if becameStuck {
 		q.stuck++

@@ -41,3 +41,8 @@ var (
 	// activity.cancelCommandMaxAttempts failed deliveries.
 	ActivityCancelCommandsDropped = metrics.NewCounterDef("activity_cancel_commands_dropped")
 )
+
+// ActivityAttemptsRequeued counts dispatched attempts handed to matching again by a recovery
+// scan, by why the scan ran (kind "start": the host started; "membership_change": cluster
+// members changed, so task queues moved between hosts).
+var ActivityAttemptsRequeued = metrics.NewCounterDef("activity_attempts_requeued", metrics.TagKind)

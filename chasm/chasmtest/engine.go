@@ -37,6 +37,7 @@ type Engine struct {
 	nextSeq  int64
 	pruned   int
 	executed int
+	deferred int
 }
 
 type slotKey struct {
@@ -58,6 +59,8 @@ type ScheduledTask struct {
 	Ref  chasm.ComponentRef
 	Task *chasm.Task
 	seq  int64
+	// deferredUntil is set when the executor deferred the task (chasm.DeferTask).
+	deferredUntil time.Time
 }
 
 func (s *ScheduledTask) String() string {
@@ -439,7 +442,7 @@ func (e *Engine) popDuePureTask() *ScheduledTask {
 	now := e.clock.Now()
 	var best *ScheduledTask
 	for _, st := range e.pending {
-		if !st.Task.Type.IsPure() || st.Task.Attributes.ScheduledTime.After(now) {
+		if !st.Task.Type.IsPure() || st.Task.Attributes.ScheduledTime.After(now) || st.deferredUntil.After(now) {
 			continue
 		}
 		if best == nil || cmp.Or(
@@ -469,6 +472,17 @@ func (e *Engine) firePure(st *ScheduledTask) {
 		e.countPruned()
 	case errors.Is(err, chasm.ErrPureTaskStillValid):
 		e.t.Errorf("chasmtest: %v: a pure task must make its own validator false", err)
+	case isDeferred(err):
+		until, _ := chasm.AsDeferred(err)
+		if !until.After(e.clock.Now()) {
+			e.t.Errorf("chasmtest: pure task %s deferred to %v, not after now (%v)", st, until, e.clock.Now())
+			return
+		}
+		st.deferredUntil = until
+		e.mu.Lock()
+		e.pending = append(e.pending, st)
+		e.deferred++
+		e.mu.Unlock()
 	case err != nil:
 		e.t.Errorf("chasmtest: pure task %s failed: %v", st, err)
 	default:
@@ -509,4 +523,16 @@ func (e *Engine) countPruned() {
 	e.mu.Lock()
 	e.pruned++
 	e.mu.Unlock()
+}
+
+func isDeferred(err error) bool {
+	_, ok := chasm.AsDeferred(err)
+	return ok
+}
+
+// DeferredPureTasks returns how many times a pure task was deferred (chasm.DeferTask).
+func (e *Engine) DeferredPureTasks() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.deferred
 }

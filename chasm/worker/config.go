@@ -47,9 +47,13 @@ type Config struct {
 	MaxLeaseDuration        func(namespace string) time.Duration
 	LeaseIntervalMultiplier func(namespace string) float64
 	MaxBindingsPerWorker    func(namespace string) int
-	RescheduleChunkSize     int
-	OrphanDetection         func(namespace string) bool
-	OrphanDetectionGrace    func(namespace string) time.Duration
+	// RegistrationRPS bounds new worker keys per second per namespace (nil: no limit).
+	RegistrationRPS func(namespace string) float64
+	// MaxWorkersPerNamespace bounds a namespace's worker records (nil or ≤ 0: no limit).
+	MaxWorkersPerNamespace func(namespace string) int
+	RescheduleChunkSize    int
+	OrphanDetection        func(namespace string) bool
+	OrphanDetectionGrace   func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -63,6 +67,8 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		MaxLeaseDuration:        dynamicconfig.MaxLeaseDuration.Get(dc),
 		LeaseIntervalMultiplier: dynamicconfig.LeaseIntervalMultiplier.Get(dc),
 		MaxBindingsPerWorker:    dynamicconfig.MaxBindingsPerWorker.Get(dc),
+		RegistrationRPS:         dynamicconfig.WorkerRegistrationRPS.Get(dc),
+		MaxWorkersPerNamespace:  dynamicconfig.MaxWorkersPerNamespace.Get(dc),
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
 		OrphanDetection:         OrphanDetection.Get(dc),
 		OrphanDetectionGrace:    OrphanDetectionGrace.Get(dc),

@@ -24,11 +24,16 @@ var Module = fx.Module("worker",
 		func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
 		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
-		chasm.AsLibrary(func(c *Config, r ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
-			return NewLibrary(c, r, scope.SubScope("worker"), logger)
+		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a *history.Admission, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
+			b := NewBrake(NewBrakeConfig(dc), a, ts, scope.SubScope("worker"), logger.With(zap.String("component", "worker")))
+			lc.Append(fx.StartStopHook(b.Start, b.Stop))
+			return b
+		},
+		chasm.AsLibrary(func(p libraryParams) *Library {
+			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger, WithExpiryBrake(p.Brake)).WithChangeSink(p.Changes)
 		}),
-		func(e *history.Engine, c *Config, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-			return NewHandler(e, c, ts, scope.SubScope("worker"), logger)
+		func(e *history.Engine, c *Config, ts clock.TimeSource, a *history.Admission, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
+			return NewHandler(e, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
 		},
 		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
 			return func(s grpc.ServiceRegistrar) {
@@ -38,6 +43,17 @@ var Module = fx.Module("worker",
 		}),
 	),
 )
+
+// libraryParams are the library's dependencies; Changes (the live view's hub) is optional.
+type libraryParams struct {
+	fx.In
+	Config      *Config
+	Rescheduler ActivityRescheduler
+	Scope       tally.Scope
+	Logger      *zap.Logger
+	Brake       *Brake
+	Changes     ChangeSink `optional:"true"`
+}
 
 // RescheduleReceiver applies reschedule batches on the activities' own shard.
 type RescheduleReceiver interface {

@@ -26,6 +26,11 @@ type StateGauges struct {
 	ts           clock.TimeSource
 	scope        tally.Scope
 	logger       *zap.Logger
+	// activeSink, when set, receives each namespace's ACTIVE count (the expiry brake's base).
+	activeSink func(namespaceID string, n int64)
+	// totalSink, when set, receives each namespace's count of worker records in any state
+	// (the base of worker.maxWorkersPerNamespace).
+	totalSink func(namespaceID string, n int64)
 
 	stop chan struct{}
 	done chan struct{}
@@ -45,6 +50,14 @@ func NewStateGauges(
 		ts: ts, scope: scope, logger: logger, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
+
+// ReportActiveTo passes every namespace's ACTIVE count to sink at each report; call before
+// Start.
+func (g *StateGauges) ReportActiveTo(sink func(namespaceID string, n int64)) { g.activeSink = sink }
+
+// ReportTotalTo passes every namespace's count of worker records (every state) to sink at
+// each report; call before Start.
+func (g *StateGauges) ReportTotalTo(sink func(namespaceID string, n int64)) { g.totalSink = sink }
 
 // Start reports once, then at every interval, until Stop.
 func (g *StateGauges) Start() {
@@ -75,6 +88,7 @@ func (g *StateGauges) Report(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	totals := make(map[string]int64)
 	for _, state := range []string{"ACTIVE", "INACTIVE", "CLEANED_UP"} {
 		var total int64
 		for _, ns := range g.namespaceIDs() {
@@ -86,7 +100,16 @@ func (g *StateGauges) Report(ctx context.Context) {
 				return
 			}
 			total += n
+			totals[ns] += n
+			if state == "ACTIVE" && g.activeSink != nil {
+				g.activeSink(ns, n)
+			}
 		}
 		metrics.WorkersByState.With(g.scope, metrics.StateTag(state)).Update(float64(total))
+	}
+	if g.totalSink != nil {
+		for ns, n := range totals {
+			g.totalSink(ns, n)
+		}
 	}
 }

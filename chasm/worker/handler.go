@@ -20,6 +20,7 @@ import (
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/history"
 )
 
 // Engine is what the handler needs of the host: transactions and listing.
@@ -40,12 +41,32 @@ type Handler struct {
 	// hostStart is when this host started: orphan reconciliation waits a grace after it and
 	// picks the attempts bound around it first.
 	hostStart time.Time
+
+	registrations *registrationLimiter
+	capacity      *workerCap
+
+	// admission, when set, decides what is served, waits, or is refused under load; known
+	// ranks the heartbeats of workers seen lately above registrations.
+	admission Admitter
+	known     *knownWorkers
+	brake     *Brake
 }
 
 // NewHandler returns the handler. It is built when the host starts.
-func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
-	return &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger, hostStart: timeSource.Now()}
+func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
+	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
+		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
+		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
+		known:    newKnownWorkers()}
+	for _, opt := range opts {
+		opt(h)
+	}
+	return h
 }
+
+// SetWorkerCount tells the handler how many worker records a namespace holds in the store
+// (StateGauges.ReportTotalTo): the base of worker.maxWorkersPerNamespace.
+func (h *Handler) SetWorkerCount(namespaceID string, n int64) { h.capacity.setCount(namespaceID, n) }
 
 // orphanPolicy is what orphan reconciliation reads for a namespace.
 func (h *Handler) orphanPolicy(namespace string) OrphanPolicy {
@@ -65,14 +86,14 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 	}
 	results := make([]*workerpb.HeartbeatResult, len(req.GetHeartbeats()))
 	if len(results) == 1 {
-		results[0] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), req.GetHeartbeats()[0])
+		results[0] = h.recordOne(ctx, req, req.GetHeartbeats()[0])
 	} else {
 		var wg sync.WaitGroup
 		for i, entry := range req.GetHeartbeats() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = h.recordOne(ctx, req.GetNamespaceId(), req.GetNamespace(), entry)
+				results[i] = h.recordOne(ctx, req, entry)
 			}()
 		}
 		wg.Wait()
@@ -80,10 +101,20 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 	return &workerpb.RecordHeartbeatsResponse{Results: results}, nil
 }
 
-func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
+func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {
 	start := h.timeSource.Now()
-	result, err := h.heartbeat(ctx, namespaceID, namespace, entry)
+	namespaceID := req.GetNamespaceId()
+	instanceKey := entry.GetHeartbeat().GetWorkerInstanceKey()
+	var result *workerpb.HeartbeatResult
+	release, err := h.admit(ctx, namespaceID, instanceKey, h.heartbeatClass(namespaceID, entry), proto.Size(entry))
+	if err == nil {
+		result, err = h.heartbeat(ctx, req, entry)
+		release()
+	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
+	if err == nil && result.GetStatus() == statusActive {
+		h.known.add(fingerprint(namespaceID, instanceKey), start)
+	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)
 		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
@@ -98,7 +129,8 @@ func (h *Handler) recordOne(ctx context.Context, namespaceID, namespace string, 
 	return result
 }
 
-func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, entry *workerpb.HeartbeatEntry) (*workerpb.HeartbeatResult, error) {
+func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) (*workerpb.HeartbeatResult, error) {
+	namespaceID, namespace := req.GetNamespaceId(), req.GetNamespace()
 	hb := entry.GetHeartbeat()
 	instanceKey := hb.GetWorkerInstanceKey()
 	if instanceKey == "" {
@@ -115,16 +147,42 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 	result, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
 		func(chasm.MutableContext) (*Worker, error) { return NewWorker(namespace), nil },
 		func(mctx chasm.MutableContext, w *Worker) (*workerpb.HeartbeatResult, error) {
+			if err := checkOwner(w, instanceKey, req.GetPrincipal(), req.GetPrincipalIsAdmin()); err != nil {
+				return nil, err
+			}
 			if entry.ConflictToken != nil && entry.GetConflictToken() != w.ConflictToken {
 				return nil, &ConflictTokenMismatchError{WorkerInstanceKey: instanceKey, Sent: entry.GetConflictToken(), Current: w.ConflictToken}
 			}
+			if w.OwnerPrincipal == "" && !req.GetPrincipalIsAdmin() {
+				// The first authenticated heartbeat claims the worker. An admin's does not: it
+				// acts on behalf of others.
+				w.OwnerPrincipal = req.GetPrincipal()
+			}
 			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
+			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
+				w.Status == statusActive && w.LastHeartbeatTime != nil {
+				// The SDK reports the time since its previous beat was sent; after a stall
+				// (a shard moving between hosts, a retried call) that can be much shorter than
+				// the time since the server applied one, and the lease would then expire before
+				// the next regular beat. Adapt to the longer of the two.
+				if seen := mctx.Now().Sub(w.LastHeartbeatTime.AsTime()); seen > reported {
+					ev.Lease = max(lease, h.config.LeaseFor(namespace, 0, seen))
+				}
+			}
 			resurrected := false
 			var prevHeartbeat time.Time // zero unless this heartbeat renews an active lease
 			orphans = nil
 			var err error
 			switch w.Status {
 			case statusUnspecified:
+				// Checked under the lock, after create-or-update decided this is a new worker:
+				// a refused registration leaves nothing behind.
+				if err := h.registrations.allow(namespace); err != nil {
+					return nil, err
+				}
+				if err := h.capacity.admit(namespaceID, namespace); err != nil {
+					return nil, err
+				}
 				err = TransitionRegistered.Apply(w, mctx, ev)
 			case statusActive:
 				prevHeartbeat = w.GetLastHeartbeatTime().AsTime()
@@ -176,6 +234,17 @@ func (h *Handler) heartbeat(ctx context.Context, namespaceID, namespace string, 
 		h.logger.Info("inactive worker resurrected", tag.WorkerID(instanceKey), tag.Namespace(namespace))
 	}
 	return result, nil
+}
+
+// checkOwner refuses a heartbeat or shutdown of a worker claimed by another principal, unless
+// the caller is an admin of the namespace or auth is off (principal empty). Nothing is
+// changed: the caller returns the error before applying anything.
+func checkOwner(w *Worker, instanceKey, principal string, admin bool) error {
+	if principal == "" || admin || w.OwnerPrincipal == "" || w.OwnerPrincipal == principal {
+		return nil
+	}
+	return serviceerror.NewPermissionDenied(fmt.Sprintf(
+		"worker %q belongs to another principal: only its owner or an admin may heartbeat or shut it down", instanceKey), "")
 }
 
 // isShutdownEcho reports a heartbeat that only restates a shutdown the worker already made.
@@ -238,6 +307,11 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ref, err := h.ref(req.GetNamespaceId(), req.GetWorkerInstanceKey())
 	if err != nil {
 		return nil, err
@@ -245,6 +319,9 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	// A shutdown of a key the server has never seen answers OK and creates nothing: a record
 	// per unknown key would let any client grow the store (and this host's memory) at will.
 	rescheduled, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (int32, error) {
+		if err := checkOwner(w, req.GetWorkerInstanceKey(), req.GetPrincipal(), req.GetPrincipalIsAdmin()); err != nil {
+			return 0, err
+		}
 		if !TransitionShutdown.Possible(w) {
 			return 0, nil
 		}
@@ -272,6 +349,11 @@ func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequ
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(_ chasm.MutableContext, w *Worker) (struct{}, error) {
 		if w.Status != statusActive {
 			return struct{}{}, serviceerror.NewFailedPrecondition(fmt.Sprintf(
@@ -292,6 +374,11 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	record, err := chasm.ReadComponent(ctx, h.engine, ref, func(rctx chasm.Context, w *Worker) (*workerpb.WorkerRecord, error) {
 		record := &workerpb.WorkerRecord{
 			WorkerInstanceKey: req.GetWorkerInstanceKey(),
@@ -311,7 +398,7 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
-	return &workerpb.DescribeWorkerResponse{Worker: record}, nil
+	return &workerpb.DescribeWorkerResponse{Worker: record, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}, nil
 }
 
 // ListWorkerPageSizeMax bounds one ListWorkers page.
@@ -326,12 +413,17 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
 		pageSize = ListWorkerPageSizeMax
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), "", history.ClassRead, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	listed, next, err := chasm.ListComponents[*Worker](ctx, h.engine, h.engine.Registry(), req.GetNamespaceId(),
 		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
 	if err != nil {
 		return nil, err
 	}
-	resp := &workerpb.ListWorkersResponse{NextPageToken: next}
+	resp := &workerpb.ListWorkersResponse{NextPageToken: next, ExpiryBrake: h.brakeStatus(req.GetNamespaceId())}
 	for _, l := range listed {
 		resp.Workers = append(resp.Workers, &workerpb.WorkerRecord{WorkerInstanceKey: l.Key.BusinessID, State: l.Component.WorkerState})
 	}
@@ -358,6 +450,11 @@ func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindin
 	if err != nil {
 		return nil, err
 	}
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	outcome, err := chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (workerpb.BindOutcome, error) {
 		entry := &workerpb.HeartbeatEntry{Unbound: req.GetUnbound()}
 		outcome := workerpb.BindOutcome_BIND_OUTCOME_APPLIED

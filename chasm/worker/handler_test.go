@@ -101,6 +101,12 @@ func TestHeartbeat(t *testing.T) {
 		require.Equal(t, 6*time.Second, lease(b.mustBeat("w1", withElapsed(2*time.Second))), "3 × the SDK's interval")
 		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withElapsed(100*time.Millisecond))), "never below the minimum")
 		require.Equal(t, 30*time.Second, lease(b.mustBeat("w2")), "the namespace default without an interval")
+
+		// A beat the server sees 5 s after the previous one, whatever the SDK reports (its
+		// previous beat was held up), gets a lease covering that gap.
+		b.mustBeat("w3", withElapsed(2*time.Second)) // a 6 s lease
+		b.engine.AdvanceTime(5 * time.Second)
+		require.Equal(t, 15*time.Second, lease(b.mustBeat("w3", withElapsed(300*time.Millisecond))), "3 × the interval the server saw")
 	})
 
 	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {
@@ -314,4 +320,26 @@ func TestUpdateBindings(t *testing.T) {
 	b.engine.AdvanceTime(30 * time.Second) // expires: "b" goes back to its shard
 	require.Equal(t, workerpb.BindOutcome_BIND_OUTCOME_WORKER_NOT_ACTIVE, update("w1", []*workerpb.ActivityBinding{binding("c", 1)}, nil))
 	require.Zero(t, b.describe("w1").State.BoundActivityCount)
+}
+
+func TestMaxWorkersPerNamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.dc.OverrideValue(dynamicconfig.MaxWorkersPerNamespace.Key(), 2)
+	b.mustBeat("w1")
+	b.mustBeat("w2")
+
+	refused := b.beat("w3")
+	require.NotNil(t, refused.Error)
+	require.EqualValues(t, codes.ResourceExhausted, refused.Error.Code)
+	require.Contains(t, refused.Error.Message, "worker.maxWorkersPerNamespace")
+	_, err := b.handler.DescribeWorker(b.ctx, &workerpb.DescribeWorkerRequest{NamespaceId: testNamespaceID, WorkerInstanceKey: "w3"})
+	var notFound *serviceerror.NotFound
+	require.ErrorAs(t, err, &notFound, "a refused registration leaves nothing behind")
+
+	b.mustBeat("w1") // known workers keep heartbeating at the cap
+
+	b.handler.SetWorkerCount(testNamespaceID, 1) // the store counted one record (say w2 was deleted)
+	b.mustBeat("w3")
+	require.NotNil(t, b.beat("w4").Error, "one counted plus one registered since: the cap again")
 }

@@ -12,14 +12,36 @@ import (
 type Library struct {
 	config      *Config
 	rescheduler ActivityRescheduler
+	brake       ExpiryBrake
 	scope       tally.Scope
 	logger      *zap.Logger
+	// changes receives committed changes (WithChangeSink); nil: nobody watches.
+	changes ChangeSink
+}
+
+// WithChangeSink makes the library report every committed worker change to sink (the live
+// view's hub). Call it before the library is registered.
+func (l *Library) WithChangeSink(sink ChangeSink) *Library {
+	l.changes = sink
+	return l
+}
+
+// LibraryOption configures a Library.
+type LibraryOption func(*Library)
+
+// WithExpiryBrake lets brake hold lease expiries back (see Brake).
+func WithExpiryBrake(brake ExpiryBrake) LibraryOption {
+	return func(l *Library) { l.brake = brake }
 }
 
 // NewLibrary returns the worker library. rescheduler delivers dead workers' activities to
 // their shards.
-func NewLibrary(config *Config, rescheduler ActivityRescheduler, scope tally.Scope, logger *zap.Logger) *Library {
-	return &Library{config: config, rescheduler: rescheduler, scope: scope, logger: logger.With(zap.String("component", "worker"))}
+func NewLibrary(config *Config, rescheduler ActivityRescheduler, scope tally.Scope, logger *zap.Logger, opts ...LibraryOption) *Library {
+	l := &Library{config: config, rescheduler: rescheduler, scope: scope, logger: logger.With(zap.String("component", "worker"))}
+	for _, opt := range opts {
+		opt(l)
+	}
+	return l
 }
 
 // Name implements chasm.Library.
@@ -27,13 +49,18 @@ func (l *Library) Name() string { return LibraryName }
 
 // Components implements chasm.Library.
 func (l *Library) Components() []*chasm.RegistrableComponent {
+	opts := []chasm.ComponentOption{
+		chasm.WithCollections(BoundActivities.Name()),
+		// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
+		// in place: a transaction need not copy the previous one.
+		chasm.WithSharedStateFields("last_heartbeat"),
+	}
+	if l.changes != nil {
+		opts = append(opts, chasm.WithCommitObserver(commitObserver(l.changes)))
+	}
 	return []*chasm.RegistrableComponent{
 		chasm.NewRegistrableComponent("worker",
-			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} },
-			chasm.WithCollections(BoundActivities.Name()),
-			// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
-			// in place: a transaction need not copy the previous one.
-			chasm.WithSharedStateFields("last_heartbeat")),
+			func(s *workerpb.WorkerState) *Worker { return &Worker{WorkerState: s} }, opts...),
 	}
 }
 
@@ -44,7 +71,7 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 		// out history.leaseExpiryGraceAfterRestart, so an outage of the server is not taken for
 		// the death of every worker.
 		chasm.NewRegistrablePureTask("leaseExpiry",
-			&LeaseExpiryTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},
+			&LeaseExpiryTaskExecutor{config: l.config, brake: l.brake, scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer(), chasm.WithRestartGrace()),
 		chasm.NewRegistrablePureTask("cleanup",
 			&WorkerCleanupTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},

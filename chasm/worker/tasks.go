@@ -18,6 +18,8 @@ import (
 // LeaseExpiryTaskExecutor declares a worker INACTIVE when its lease deadline passes.
 type LeaseExpiryTaskExecutor struct {
 	config *Config
+	// brake, when set, may hold an expiry back (the server is behind, or too many at once).
+	brake  ExpiryBrake
 	scope  tally.Scope
 	logger *zap.Logger
 }
@@ -36,6 +38,15 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 	if deadline := w.LeaseDeadline.AsTime(); deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
 		armLeaseTimer(w, ctx, deadline)
 		return nil
+	}
+	if e.brake != nil {
+		// Held: nothing is written and the timer stays armed, valid, in the host's memory; it
+		// is offered again at recheck. Once it does run, the transition below (or the re-arm
+		// above) makes the validator false as usual.
+		if recheck, held := e.brake.Hold(ctx.ExecutionKey().NamespaceID, w.Namespace, ctx.ExecutionKey().BusinessID,
+			w.LeaseDeadline.AsTime(), ctx.Now()); held {
+			return chasm.DeferTask(recheck)
+		}
 	}
 	bound := w.BoundActivityCount
 	if err := TransitionLeaseExpired.Apply(w, ctx, EventLeaseExpired{Inactivation: e.config.inactivation(w.Namespace)}); err != nil {

@@ -3,6 +3,9 @@
 //	vigil server start [flags]          run frontend and history in one process
 //	vigil worker list [flags]           the liveness view of a namespace's workers
 //	vigil worker describe KEY [flags]   one worker's liveness record
+//	vigil cluster describe [flags]      the vigil hosts of a cluster and their shards
+//	vigil apikey create|list|revoke     manage API keys (admin)
+//	vigil worker watch [flags]          the workers' changes, live
 //	vigil version
 package main
 
@@ -38,6 +41,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "cluster":
+		if len(args) > 1 && args[1] == "describe" {
+			return clusterDescribe(args[2:], stdout, stderr)
+		}
+	case "apikey":
+		return apikeyCmd(args[1:], stdout, stderr)
+	case "tasktoken":
+		return tasktokenCmd(args[1:], stdout, stderr)
 	case "worker":
 		if len(args) > 1 {
 			switch args[1] {
@@ -45,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return workerList(args[2:], stdout, stderr)
 			case "describe":
 				return workerDescribe(args[2:], stdout, stderr)
+			case "watch":
+				ctx, stop := signalContext()
+				defer stop()
+				return workerWatch(ctx, args[2:], stdout, stderr)
 			}
 		}
 	}
@@ -60,6 +75,11 @@ Usage:
   vigil server start [flags]          run the server (vigil server start -h for flags)
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
+  vigil cluster describe [flags]      list the cluster's vigil hosts, their addresses and shards
+  vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone
+  vigil apikey list | revoke ID       list API keys, or revoke one at once on every host
+  vigil tasktoken rotate              sign task tokens with a new cluster key (cluster admin)
+  vigil worker watch [flags]          print worker changes live (--query Q, --output json)
   vigil bench [flags]                 drive a running server like an SDK fleet and measure it
   vigil version                       print the version
 `)

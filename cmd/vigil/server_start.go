@@ -31,6 +31,15 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 		dcFile     = fs.String("dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
 		logLevel   = fs.String("log-level", "", "debug, info, warn or error (default info)")
 		pprofOn    = fs.Bool("pprof", false, "also serve Go runtime profiles under /debug/pprof/ on the HTTP port")
+		pgDSN      = fs.String("postgres-dsn", "", "PostgreSQL connection string: hosts started on one database form a cluster")
+		histPort   = fs.Int("history-port", 0, "port of the history RPCs other hosts of the cluster call (default: a free port)")
+		authOn     = fs.Bool("auth", false, "require authentication (API keys, JWTs, client certificates) and authorize every call by role")
+		adminKey   = fs.String("admin-api-key-file", "", "file holding a cluster admin API key (first line); implies --auth")
+		tlsCert    = fs.String("tls-cert", "", "serve TLS on the gRPC and HTTP ports with this certificate (PEM), reloaded when it changes")
+		tlsKey     = fs.String("tls-key", "", "the certificate's private key (PEM)")
+		tlsCA      = fs.String("tls-client-ca", "", "verify client certificates against these CAs (PEM); a verified certificate names the principal (mTLS)")
+		tlsReq     = fs.Bool("tls-require-client-cert", false, "refuse gRPC connections without a valid client certificate")
+		jwksFile   = fs.String("jwks-file", "", "JSON Web Key Set to verify bearer JWTs with, reloaded when it changes; implies --auth")
 		dcValues   repeated
 		namespaces repeated
 	)
@@ -60,6 +69,13 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 		cfg.Persistence.Driver = "sqlite"
 		cfg.Persistence.SQLite.Path = *dbFilename
 	}
+	if *pgDSN != "" {
+		cfg.Persistence.Driver = "postgres"
+		cfg.Persistence.Postgres.DSN = *pgDSN
+	}
+	if set["history-port"] || (set["ip"] && cfg.HistoryServer.Address == "") {
+		cfg.HistoryServer.Address = fmt.Sprintf("%s:%d", *ip, *histPort)
+	}
 	if *dcFile != "" {
 		cfg.DynamicConfigFile = *dcFile
 	}
@@ -68,6 +84,27 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
+	}
+	if *tlsCert != "" {
+		cfg.TLS.CertFile = *tlsCert
+	}
+	if *tlsKey != "" {
+		cfg.TLS.KeyFile = *tlsKey
+	}
+	if *tlsCA != "" {
+		cfg.TLS.ClientCAFile = *tlsCA
+	}
+	if *tlsReq {
+		cfg.TLS.RequireClientCert = true
+	}
+	if *adminKey != "" {
+		cfg.Auth.AdminAPIKeyFile = *adminKey
+	}
+	if *jwksFile != "" {
+		cfg.Auth.JWT.JWKSFile = *jwksFile
+	}
+	if *authOn || *adminKey != "" || *jwksFile != "" {
+		cfg.Auth.Enabled = true
 	}
 	cfg.DynamicConfigValues = append(cfg.DynamicConfigValues, dcValues...)
 	for _, ns := range namespaces {

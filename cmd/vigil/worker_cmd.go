@@ -9,32 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
-
-type clientFlags struct {
-	address   *string
-	namespace *string
-}
-
-func addClientFlags(fs *flag.FlagSet) clientFlags {
-	return clientFlags{
-		address:   fs.String("address", "127.0.0.1:7233", "vigil frontend address"),
-		namespace: fs.String("namespace", "default", "namespace"),
-	}
-}
-
-func (c clientFlags) dial() (livenesspb.WorkerLivenessServiceClient, func(), error) {
-	conn, err := grpc.NewClient(*c.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	return livenesspb.NewWorkerLivenessServiceClient(conn), func() { _ = conn.Close() }, nil
-}
 
 func workerList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil worker list", flag.ContinueOnError)
@@ -63,6 +41,7 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER INSTANCE KEY\tSTATE\tTASK QUEUE\tHOST\tIDENTITY\tLEASE / SINCE\tBOUND\tRESURRECTIONS")
 	var token []byte
+	var brake *livenesspb.ExpiryBrake
 	now := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -73,6 +52,9 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintln(stderr, "vigil:", err)
 			return 1
+		}
+		if brake == nil {
+			brake = resp.GetExpiryBrake()
 		}
 		for _, w := range resp.GetWorkers() {
 			hb := w.GetLastHeartbeat()
@@ -85,6 +67,11 @@ func workerList(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	_ = tw.Flush()
+	if brake.GetEngaged() {
+		// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
+		fmt.Fprintf(stdout, "\nexpiry brake ON (%s) since %s: %d lease expiries held back\n",
+			strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
+	}
 	return 0
 }
 
@@ -131,7 +118,7 @@ func reorder(args []string) []string {
 		a := args[i]
 		if strings.HasPrefix(a, "-") {
 			flags = append(flags, a)
-			if !strings.Contains(a, "=") && a != "--bound-activities" && a != "-bound-activities" && i+1 < len(args) {
+			if !strings.Contains(a, "=") && !boolFlags[strings.TrimLeft(a, "-")] && i+1 < len(args) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -156,3 +143,6 @@ func leaseColumn(w *livenesspb.WorkerLiveness, now time.Time) string {
 	}
 	return "cleaned up " + now.Sub(w.GetCleanupTime().AsTime()).Round(time.Second).String() + " ago"
 }
+
+// boolFlags take no value, so reorder must not take the next argument as theirs.
+var boolFlags = map[string]bool{"bound-activities": true, "tls": true, "all-namespaces": true}

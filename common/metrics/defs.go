@@ -50,6 +50,28 @@ var (
 	CorruptExecutions = NewCounterDef("corrupt_executions")
 )
 
+// Cluster: membership, shard ownership and routing between hosts.
+var (
+	// ClusterHostsAlive is the number of live hosts this host sees in the membership.
+	ClusterHostsAlive = NewGaugeDef("cluster_hosts_alive")
+	// ShardsOwned is the number of shards this host serves.
+	ShardsOwned = NewGaugeDef("shards_owned")
+	// ShardAcquisitions counts shards this host took (its range_id bumped).
+	ShardAcquisitions = NewCounterDef("shard_acquisitions")
+	// ShardReleases counts shards this host handed off cleanly (graceful stop or rebalance).
+	ShardReleases = NewCounterDef("shard_releases")
+	// ShardLosses counts shards this host lost without releasing them: fenced by a newer
+	// owner's range_id, or dropped because its own membership lapsed.
+	ShardLosses = NewCounterDef("shard_losses")
+	// ShardHandoffLatency times a shard's move to this host, from the membership change that
+	// gave it the shard to its acquisition.
+	ShardHandoffLatency = NewTimerDef("shard_handoff_latency")
+	// HistoryRequestsForwarded counts history calls sent to another host.
+	HistoryRequestsForwarded = NewCounterDef("history_requests_forwarded")
+	// HistoryRequestsRerouted counts history calls retried because their shard was moving.
+	HistoryRequestsRerouted = NewCounterDef("history_requests_rerouted")
+)
+
 // Task queues. Each queue's scope is tagged queue=timer or queue=outbound; its gauges are per
 // shard as well (a handful of shards: a host total would need one writer per host).
 var (
@@ -60,6 +82,9 @@ var (
 	// TimerTaskFailures counts failed executions of timer tasks (each will be retried). History
 	// counts the same failures by task type as task_errors.
 	TimerTaskFailures = NewCounterDef("timer_task_failures", TagQueue)
+	// TimerTasksDeferred counts timer tasks that declined to run and asked to be offered
+	// again later (the expiry brake's held lease expiries).
+	TimerTasksDeferred = NewCounterDef("timer_tasks_deferred", TagQueue)
 	// TimerTasksSuperseded counts timer tasks skipped because a later one replaced them.
 	TimerTasksSuperseded = NewCounterDef("timer_tasks_superseded", TagQueue)
 	// TimerQueueInMemory is the number of timer tasks a shard holds in memory.
@@ -100,6 +125,51 @@ var (
 	RPCLatency = NewTimerDef("rpc_latency", TagOperation)
 )
 
+// Security.
+var (
+	// AuthDenials counts calls refused by authentication or authorization, by reason
+	// (unauthenticated, permission_denied, worker_owner).
+	AuthDenials = NewCounterDef("auth_denials", TagOperation, TagKind)
+	// AuthAdminActions counts admin calls (API keys, drain) that were allowed.
+	AuthAdminActions = NewCounterDef("auth_admin_actions", TagOperation)
+	// AbuseLimited counts calls refused by an abuse limit, by limit (principal_rps,
+	// long_polls, registration_rps).
+	AbuseLimited = NewCounterDef("abuse_limited", TagKind)
+	// TaskTokensRefused counts task tokens refused because their signature or fields did not
+	// match.
+	TaskTokensRefused = NewCounterDef("task_tokens_refused")
+)
+
+// Admission control and the expiry brake (history).
+var (
+	// AdmissionShed counts calls refused at once with ResourceExhausted, by class (kind).
+	AdmissionShed = NewCounterDef("admission_shed", TagKind)
+	// AdmissionDropped counts calls dropped unserved because their caller's deadline passed.
+	AdmissionDropped = NewCounterDef("admission_dropped", TagKind)
+	// AdmissionQueued is the number of calls waiting for a slot, host-wide.
+	AdmissionQueued = NewGaugeDef("admission_queued")
+	// AdmissionQueuedBytes is the payload bytes of the calls waiting for a slot, host-wide.
+	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes")
+	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
+	AdmissionQueueDelay = NewTimerDef("admission_queue_delay", TagKind)
+	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
+	// and namespace ("" for the host-wide reason).
+	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged", TagKind, TagNamespace)
+	// LeaseExpiriesDeferred counts lease expiries the brake held back (each recheck counts).
+	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred", TagKind)
+)
+
+// Live view (WatchWorkers and the web page's stream).
+var (
+	// WatchersOpen is the number of open watch streams (gRPC and web page).
+	WatchersOpen = NewGaugeDef("watchers_open")
+	// WatchEventsSent counts events sent to watchers.
+	WatchEventsSent = NewCounterDef("watch_events_sent")
+	// WatchResyncs counts resyncs: a cursor the server no longer holds, or a watcher that fell
+	// behind its buffer.
+	WatchResyncs = NewCounterDef("watch_resyncs")
+)
+
 // BatchSizeBuckets suit batch sizes: 1 to 4096, doubling.
 var BatchSizeBuckets = tally.MustMakeExponentialValueBuckets(1, 2, 13)
 
@@ -113,9 +183,15 @@ var All = []interface {
 	ActivitiesRescheduled, ActivityRescheduleErrors, WorkerOrphansFound,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
-	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksSuperseded, TimerQueueInMemory,
+	ClusterHostsAlive, ShardsOwned, ShardAcquisitions, ShardReleases, ShardLosses, ShardHandoffLatency,
+	HistoryRequestsForwarded, HistoryRequestsRerouted,
+	TimerTasksFired, TimerTaskLag, TimerTaskFailures, TimerTasksDeferred, TimerTasksSuperseded, TimerQueueInMemory,
 	TimerTasksStuck, TasksParked, TaskReadErrors, OutboundTaskAttempts, OutboundTaskFailures,
 	OutboundTaskBacklog, OutboundTasksStuck, StaleTasksPruned, TaskErrors,
 	DynamicConfigReloadErrors,
 	RPCRequests, RPCErrors, RPCLatency,
+	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
+	AdmissionShed, AdmissionDropped, AdmissionQueued, AdmissionQueuedBytes, AdmissionQueueDelay,
+	ExpiryBrakeEngaged, LeaseExpiriesDeferred,
+	WatchersOpen, WatchEventsSent, WatchResyncs,
 }

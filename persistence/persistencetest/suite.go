@@ -76,6 +76,8 @@ var suiteCases = []struct {
 	{"DeleteThenCreateInOneBatch", testDeleteThenCreateInOneBatch},
 	{"EveryKindOfFailureInOneBatch", testEveryKindOfFailureInOneBatch},
 	{"LargeBatchWithOneFailure", testLargeBatchWithOneFailure},
+	{"APIKeysStoredRevokedAndListed", testAPIKeysStoredRevokedAndListed},
+	{"ClusterKeysFirstWriterWins", testClusterKeysFirstWriterWins},
 }
 
 const (

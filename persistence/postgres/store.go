@@ -152,14 +152,22 @@ func (s *Store) InitClusterMetadata(ctx context.Context, numShards int32) (int32
 }
 
 // AcquireShard implements persistence.ShardStore. The upsert is one statement: concurrent
-// acquisitions, from any host, queue on the row and each gets its own increment.
+// acquisitions, from any host, queue on the row and each gets its own increment. The released
+// flag is read under the same row lock first, so it is the previous owner's, not a racer's.
 func (s *Store) AcquireShard(ctx context.Context, shardID int32, owner string) (persistence.ShardInfo, error) {
 	info := persistence.ShardInfo{ShardID: shardID}
-	err := s.pool.QueryRow(ctx,
-		`INSERT INTO shards (shard_id, range_id, owner) VALUES ($1, 1, $2)
-		 ON CONFLICT (shard_id) DO UPDATE SET range_id = shards.range_id + 1, owner = excluded.owner
-		 RETURNING range_id, owner`,
-		shardID, owner).Scan(&info.RangeID, &info.Owner)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT released FROM shards WHERE shard_id = $1 FOR UPDATE`, shardID).
+			Scan(&info.Released)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return tx.QueryRow(ctx,
+			`INSERT INTO shards (shard_id, range_id, owner) VALUES ($1, 1, $2)
+			 ON CONFLICT (shard_id) DO UPDATE SET range_id = shards.range_id + 1, owner = excluded.owner, released = FALSE
+			 RETURNING range_id, owner`,
+			shardID, owner).Scan(&info.RangeID, &info.Owner)
+	})
 	if err != nil {
 		return persistence.ShardInfo{}, fmt.Errorf("postgres: acquire shard %d for %q: %w", shardID, owner, err)
 	}
@@ -169,8 +177,8 @@ func (s *Store) AcquireShard(ctx context.Context, shardID int32, owner string) (
 // GetShard implements persistence.ShardStore.
 func (s *Store) GetShard(ctx context.Context, shardID int32) (persistence.ShardInfo, error) {
 	info := persistence.ShardInfo{ShardID: shardID}
-	err := s.pool.QueryRow(ctx, `SELECT range_id, owner FROM shards WHERE shard_id = $1`, shardID).
-		Scan(&info.RangeID, &info.Owner)
+	err := s.pool.QueryRow(ctx, `SELECT range_id, owner, released FROM shards WHERE shard_id = $1`, shardID).
+		Scan(&info.RangeID, &info.Owner, &info.Released)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return persistence.ShardInfo{}, &persistence.NotFoundError{Msg: fmt.Sprintf("shard %d not found", shardID)}
 	}

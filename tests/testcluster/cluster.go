@@ -3,16 +3,21 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/server"
 )
 
@@ -26,6 +31,35 @@ type Options struct {
 	NumShards int32
 	// Path of the database; default a fresh file. Reuse one to restart a cluster.
 	Path string
+	// Postgres, when set, is the database of the host instead of SQLite (see NewPostgres).
+	Postgres *Postgres
+	// HostID names the host in a PostgreSQL cluster (default "host-1").
+	HostID string
+	// Auth and TLS are the server's static auth and TLS configuration (default: off).
+	Auth auth.Config
+	TLS  auth.TLSConfig
+	// SlowWrites, when set, slows every write to the store by its delay per execution
+	// written: the test hook for an overloaded write path.
+	SlowWrites *SlowWrites
+}
+
+// SlowWrites slows the store's batch writes by Delay per execution written; change it at any
+// time (0: full speed).
+type SlowWrites struct{ delay atomic.Int64 }
+
+// Set changes the delay per execution written.
+func (s *SlowWrites) Set(d time.Duration) { s.delay.Store(int64(d)) }
+
+type slowStore struct {
+	persistence.Store
+	slow *SlowWrites
+}
+
+func (s *slowStore) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
+	if d := time.Duration(s.slow.delay.Load()); d > 0 {
+		time.Sleep(d * time.Duration(len(writes)))
+	}
+	return s.Store.WriteBatch(ctx, writes)
 }
 
 // Cluster is a running vigil server.
@@ -56,12 +90,29 @@ func New(t testing.TB, opts Options) *Cluster {
 	cfg.Frontend.HTTPAddress = "127.0.0.1:0"
 	cfg.History.NumShards = opts.NumShards
 	cfg.Persistence.SQLite.Path = opts.Path
+	if opts.Postgres != nil {
+		cfg.Persistence.Driver = "postgres"
+		cfg.Persistence.Postgres.DSN = opts.Postgres.DSN
+		cfg.Persistence.Postgres.Schema = opts.Postgres.Schema
+		cfg.Cluster.HostID = cmp.Or(opts.HostID, "host-1")
+		cfg.Cluster.MembershipHeartbeat = opts.Postgres.MembershipHeartbeat
+		cfg.Cluster.MembershipTTL = opts.Postgres.MembershipTTL
+	}
+	cfg.Auth = opts.Auth
+	cfg.TLS = opts.TLS
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
 	}
-	srv, err := server.New(cfg,
+	serverOpts := []server.Option{
 		server.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))),
-		server.WithDynamicConfigClient(dc))
+		server.WithDynamicConfigClient(dc),
+	}
+	if opts.SlowWrites != nil {
+		serverOpts = append(serverOpts, server.WithFxOptions(fx.Decorate(func(s persistence.Store) persistence.Store {
+			return &slowStore{Store: s, slow: opts.SlowWrites}
+		})))
+	}
+	srv, err := server.New(cfg, serverOpts...)
 	if err != nil {
 		t.Fatalf("testcluster: build server: %v", err)
 	}
@@ -73,6 +124,19 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t, srv: srv, dc: dc, path: opts.Path}
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// Server is the running server.
+func (c *Cluster) Server() *server.Server { return c.srv }
+
+// Crash stops the host as a crash would look to the others of its cluster: no handoff, no
+// membership leave. It is idempotent with Stop.
+func (c *Cluster) Crash() {
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	c.srv.Crash()
 }
 
 // Address is the frontend address SDK clients dial.

@@ -131,6 +131,101 @@ func (InactiveReason) EnumDescriptor() ([]byte, []int) {
 	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{1}
 }
 
+// WorkerEventType says what a WorkerEvent reports.
+type WorkerEventType int32
+
+const (
+	WorkerEventType_WORKER_EVENT_TYPE_UNSPECIFIED WorkerEventType = 0
+	// A matching worker as it is now (at the start of a stream and after RESYNC).
+	WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT WorkerEventType = 1
+	// The snapshot is complete; live changes follow.
+	WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END WorkerEventType = 2
+	// First heartbeat of a worker instance key.
+	WorkerEventType_WORKER_EVENT_TYPE_REGISTERED WorkerEventType = 3
+	// Heartbeats of an ACTIVE worker, coalesced per worker (heartbeat_every).
+	WorkerEventType_WORKER_EVENT_TYPE_HEARTBEAT WorkerEventType = 4
+	// The lease expired or the worker shut down (inactive_reason).
+	WorkerEventType_WORKER_EVENT_TYPE_INACTIVE WorkerEventType = 5
+	// An INACTIVE worker heartbeated again.
+	WorkerEventType_WORKER_EVENT_TYPE_RESURRECTED WorkerEventType = 6
+	WorkerEventType_WORKER_EVENT_TYPE_CLEANED_UP  WorkerEventType = 7
+	// The CLEANED_UP record was deleted; the instance key is unknown again.
+	WorkerEventType_WORKER_EVENT_TYPE_DELETED         WorkerEventType = 8
+	WorkerEventType_WORKER_EVENT_TYPE_DRAIN_REQUESTED WorkerEventType = 9
+	// Shards acknowledged count of the INACTIVE worker's activities (they are back in play).
+	WorkerEventType_WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED WorkerEventType = 10
+	// The host's first worker became ACTIVE.
+	WorkerEventType_WORKER_EVENT_TYPE_HOST_ONLINE WorkerEventType = 11
+	// The host's last ACTIVE worker became INACTIVE.
+	WorkerEventType_WORKER_EVENT_TYPE_HOST_OFFLINE WorkerEventType = 12
+	// The server no longer holds the events after the cursor, or the watcher fell behind: drop
+	// what you know; a fresh snapshot follows.
+	WorkerEventType_WORKER_EVENT_TYPE_RESYNC WorkerEventType = 13
+)
+
+// Enum value maps for WorkerEventType.
+var (
+	WorkerEventType_name = map[int32]string{
+		0:  "WORKER_EVENT_TYPE_UNSPECIFIED",
+		1:  "WORKER_EVENT_TYPE_SNAPSHOT",
+		2:  "WORKER_EVENT_TYPE_SNAPSHOT_END",
+		3:  "WORKER_EVENT_TYPE_REGISTERED",
+		4:  "WORKER_EVENT_TYPE_HEARTBEAT",
+		5:  "WORKER_EVENT_TYPE_INACTIVE",
+		6:  "WORKER_EVENT_TYPE_RESURRECTED",
+		7:  "WORKER_EVENT_TYPE_CLEANED_UP",
+		8:  "WORKER_EVENT_TYPE_DELETED",
+		9:  "WORKER_EVENT_TYPE_DRAIN_REQUESTED",
+		10: "WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED",
+		11: "WORKER_EVENT_TYPE_HOST_ONLINE",
+		12: "WORKER_EVENT_TYPE_HOST_OFFLINE",
+		13: "WORKER_EVENT_TYPE_RESYNC",
+	}
+	WorkerEventType_value = map[string]int32{
+		"WORKER_EVENT_TYPE_UNSPECIFIED":            0,
+		"WORKER_EVENT_TYPE_SNAPSHOT":               1,
+		"WORKER_EVENT_TYPE_SNAPSHOT_END":           2,
+		"WORKER_EVENT_TYPE_REGISTERED":             3,
+		"WORKER_EVENT_TYPE_HEARTBEAT":              4,
+		"WORKER_EVENT_TYPE_INACTIVE":               5,
+		"WORKER_EVENT_TYPE_RESURRECTED":            6,
+		"WORKER_EVENT_TYPE_CLEANED_UP":             7,
+		"WORKER_EVENT_TYPE_DELETED":                8,
+		"WORKER_EVENT_TYPE_DRAIN_REQUESTED":        9,
+		"WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED": 10,
+		"WORKER_EVENT_TYPE_HOST_ONLINE":            11,
+		"WORKER_EVENT_TYPE_HOST_OFFLINE":           12,
+		"WORKER_EVENT_TYPE_RESYNC":                 13,
+	}
+)
+
+func (x WorkerEventType) Enum() *WorkerEventType {
+	p := new(WorkerEventType)
+	*p = x
+	return p
+}
+
+func (x WorkerEventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkerEventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_proto_v1_liveness_proto_enumTypes[2].Descriptor()
+}
+
+func (WorkerEventType) Type() protoreflect.EnumType {
+	return &file_api_proto_v1_liveness_proto_enumTypes[2]
+}
+
+func (x WorkerEventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkerEventType.Descriptor instead.
+func (WorkerEventType) EnumDescriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{2}
+}
+
 // ActivityBinding names one attempt of an activity. The stamp is the attempt's fencing stamp,
 // as handed out with the activity task.
 type ActivityBinding struct {
@@ -714,8 +809,10 @@ func (x *DescribeWorkerLivenessRequest) GetIncludeBoundActivities() bool {
 }
 
 type DescribeWorkerLivenessResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Worker *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The expiry brake as it applies to the worker's namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +854,88 @@ func (x *DescribeWorkerLivenessResponse) GetWorker() *WorkerLiveness {
 	return nil
 }
 
+func (x *DescribeWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
+// The expiry brake: while it is engaged, lease expiries are deferred, not executed, because
+// they are more likely the server's fault (it is behind) or the network's (a large share of
+// the namespace expiring at once) than the workers'. Expiries resume, oldest first, when it
+// comes off.
+type ExpiryBrake struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Engaged bool                   `protobuf:"varint,1,opt,name=engaged,proto3" json:"engaged,omitempty"`
+	// "server-behind" (this host's heartbeats queue too long), "mass-expiry" (this namespace).
+	Reasons []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	// When the earliest of the reasons engaged.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// Expiries of the namespace being held back now.
+	HeldExpiries  int64 `protobuf:"varint,4,opt,name=held_expiries,json=heldExpiries,proto3" json:"held_expiries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryBrake) Reset() {
+	*x = ExpiryBrake{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryBrake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryBrake) ProtoMessage() {}
+
+func (x *ExpiryBrake) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryBrake.ProtoReflect.Descriptor instead.
+func (*ExpiryBrake) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExpiryBrake) GetEngaged() bool {
+	if x != nil {
+		return x.Engaged
+	}
+	return false
+}
+
+func (x *ExpiryBrake) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ExpiryBrake) GetHeldExpiries() int64 {
+	if x != nil {
+		return x.HeldExpiries
+	}
+	return 0
+}
+
 type ListWorkerLivenessRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -771,7 +950,7 @@ type ListWorkerLivenessRequest struct {
 
 func (x *ListWorkerLivenessRequest) Reset() {
 	*x = ListWorkerLivenessRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +962,7 @@ func (x *ListWorkerLivenessRequest) String() string {
 func (*ListWorkerLivenessRequest) ProtoMessage() {}
 
 func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +975,7 @@ func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListWorkerLivenessRequest) GetNamespace() string {
@@ -833,13 +1012,15 @@ type ListWorkerLivenessResponse struct {
 	Workers []*WorkerLiveness `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Empty on the last page.
 	NextPageToken []byte `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The expiry brake as it applies to the namespace.
+	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkerLivenessResponse) Reset() {
 	*x = ListWorkerLivenessResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1032,7 @@ func (x *ListWorkerLivenessResponse) String() string {
 func (*ListWorkerLivenessResponse) ProtoMessage() {}
 
 func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1045,7 @@ func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListWorkerLivenessResponse) GetWorkers() []*WorkerLiveness {
@@ -881,6 +1062,13 @@ func (x *ListWorkerLivenessResponse) GetNextPageToken() []byte {
 	return nil
 }
 
+func (x *ListWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
 type DrainWorkerRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Namespace         string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -893,7 +1081,7 @@ type DrainWorkerRequest struct {
 
 func (x *DrainWorkerRequest) Reset() {
 	*x = DrainWorkerRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1093,7 @@ func (x *DrainWorkerRequest) String() string {
 func (*DrainWorkerRequest) ProtoMessage() {}
 
 func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1106,7 @@ func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerRequest.ProtoReflect.Descriptor instead.
 func (*DrainWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainWorkerRequest) GetNamespace() string {
@@ -950,7 +1138,7 @@ type DrainWorkerResponse struct {
 
 func (x *DrainWorkerResponse) Reset() {
 	*x = DrainWorkerResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1150,7 @@ func (x *DrainWorkerResponse) String() string {
 func (*DrainWorkerResponse) ProtoMessage() {}
 
 func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1163,7 @@ func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerResponse.ProtoReflect.Descriptor instead.
 func (*DrainWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
 }
 
 type ListHostsRequest struct {
@@ -990,7 +1178,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1190,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1203,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListHostsRequest) GetNamespace() string {
@@ -1055,7 +1243,7 @@ type HostLiveness struct {
 
 func (x *HostLiveness) Reset() {
 	*x = HostLiveness{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1255,7 @@ func (x *HostLiveness) String() string {
 func (*HostLiveness) ProtoMessage() {}
 
 func (x *HostLiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1268,7 @@ func (x *HostLiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostLiveness.ProtoReflect.Descriptor instead.
 func (*HostLiveness) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HostLiveness) GetHostName() string {
@@ -1130,7 +1318,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1330,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1343,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHostsResponse) GetHosts() []*HostLiveness {
@@ -1170,6 +1358,435 @@ func (x *ListHostsResponse) GetNextPageToken() []byte {
 		return x.NextPageToken
 	}
 	return nil
+}
+
+type DescribeClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterRequest) Reset() {
+	*x = DescribeClusterRequest{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterRequest) ProtoMessage() {}
+
+func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
+func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
+}
+
+// ClusterHost is one live vigil server of the cluster.
+type ClusterHost struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	HostId string                 `protobuf:"bytes,1,opt,name=host_id,json=hostId,proto3" json:"host_id,omitempty"`
+	// Where the other hosts call its history (and matching) RPCs.
+	HistoryAddress string `protobuf:"bytes,2,opt,name=history_address,json=historyAddress,proto3" json:"history_address,omitempty"`
+	// Where SDKs and CLIs reach it.
+	FrontendAddress string                 `protobuf:"bytes,3,opt,name=frontend_address,json=frontendAddress,proto3" json:"frontend_address,omitempty"`
+	StartTime       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The database's time of its last membership renewal; it is dead after expiry_time.
+	LastRenewalTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_renewal_time,json=lastRenewalTime,proto3" json:"last_renewal_time,omitempty"`
+	ExpiryTime      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expiry_time,json=expiryTime,proto3" json:"expiry_time,omitempty"`
+	// The shards whose ownership row names this host, sorted.
+	Shards        []int32 `protobuf:"varint,7,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterHost) Reset() {
+	*x = ClusterHost{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterHost) ProtoMessage() {}
+
+func (x *ClusterHost) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterHost.ProtoReflect.Descriptor instead.
+func (*ClusterHost) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ClusterHost) GetHostId() string {
+	if x != nil {
+		return x.HostId
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetHistoryAddress() string {
+	if x != nil {
+		return x.HistoryAddress
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetFrontendAddress() string {
+	if x != nil {
+		return x.FrontendAddress
+	}
+	return ""
+}
+
+func (x *ClusterHost) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetLastRenewalTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRenewalTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetExpiryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiryTime
+	}
+	return nil
+}
+
+func (x *ClusterHost) GetShards() []int32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+type DescribeClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by host ID.
+	Hosts     []*ClusterHost `protobuf:"bytes,1,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	NumShards int32          `protobuf:"varint,2,opt,name=num_shards,json=numShards,proto3" json:"num_shards,omitempty"`
+	// The host that answered.
+	AnsweredBy string `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// Shards whose owner is no live host (moving after a crash), sorted.
+	UnownedShards []int32 `protobuf:"varint,4,rep,packed,name=unowned_shards,json=unownedShards,proto3" json:"unowned_shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterResponse) Reset() {
+	*x = DescribeClusterResponse{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterResponse) ProtoMessage() {}
+
+func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
+func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DescribeClusterResponse) GetHosts() []*ClusterHost {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *DescribeClusterResponse) GetNumShards() int32 {
+	if x != nil {
+		return x.NumShards
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *DescribeClusterResponse) GetUnownedShards() []int32 {
+	if x != nil {
+		return x.UnownedShards
+	}
+	return nil
+}
+
+type WatchWorkersRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// ListWorkers query syntax (TaskQueue, HostName, Status, ...). Empty: every worker.
+	// Host events are not filtered by it.
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// The cursor of the last event received: resume after it. Empty: start with a snapshot.
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// At most one HEARTBEAT event per worker per this interval (the latest one is sent). Unset
+	// or zero: 5 s. Negative is InvalidArgument.
+	HeartbeatEvery *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_every,json=heartbeatEvery,proto3" json:"heartbeat_every,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WatchWorkersRequest) Reset() {
+	*x = WatchWorkersRequest{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchWorkersRequest) ProtoMessage() {}
+
+func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
+func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchWorkersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchWorkersRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *WatchWorkersRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchWorkersRequest) GetHeartbeatEvery() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatEvery
+	}
+	return nil
+}
+
+type WatchWorkersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *WorkerEvent           `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchWorkersResponse) Reset() {
+	*x = WatchWorkersResponse{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchWorkersResponse) ProtoMessage() {}
+
+func (x *WatchWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchWorkersResponse.ProtoReflect.Descriptor instead.
+func (*WatchWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchWorkersResponse) GetEvent() *WorkerEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+type WorkerEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  WorkerEventType        `protobuf:"varint,1,opt,name=type,proto3,enum=vigil.api.liveness.v1.WorkerEventType" json:"type,omitempty"`
+	// Resume token: send it back as WatchWorkersRequest.cursor to continue after this event.
+	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Server time of the committed change (of the snapshot, for SNAPSHOT).
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// The worker's record after the change (bound_activities not included). Unset for host
+	// events, SNAPSHOT_END and RESYNC.
+	Worker *WorkerLiveness `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	// For INACTIVE.
+	InactiveReason InactiveReason `protobuf:"varint,5,opt,name=inactive_reason,json=inactiveReason,proto3,enum=vigil.api.liveness.v1.InactiveReason" json:"inactive_reason,omitempty"`
+	// For ACTIVITIES_RESCHEDULED: how many activities were handed back.
+	Count int64 `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"`
+	// The host (host_info.host_name of its workers) of a host event, or of the worker.
+	HostName string `protobuf:"bytes,7,opt,name=host_name,json=hostName,proto3" json:"host_name,omitempty"`
+	// For RESYNC: why.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerEvent) Reset() {
+	*x = WorkerEvent{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerEvent) ProtoMessage() {}
+
+func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
+func (*WorkerEvent) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WorkerEvent) GetType() WorkerEventType {
+	if x != nil {
+		return x.Type
+	}
+	return WorkerEventType_WORKER_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WorkerEvent) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WorkerEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *WorkerEvent) GetWorker() *WorkerLiveness {
+	if x != nil {
+		return x.Worker
+	}
+	return nil
+}
+
+func (x *WorkerEvent) GetInactiveReason() InactiveReason {
+	if x != nil {
+		return x.InactiveReason
+	}
+	return InactiveReason_INACTIVE_REASON_UNSPECIFIED
+}
+
+func (x *WorkerEvent) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *WorkerEvent) GetHostName() string {
+	if x != nil {
+		return x.HostName
+	}
+	return ""
+}
+
+func (x *WorkerEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 var File_api_proto_v1_liveness_proto protoreflect.FileDescriptor
@@ -1226,17 +1843,24 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +
-	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"_\n" +
+	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"\xa6\x01\n" +
 	"\x1eDescribeWorkerLivenessResponse\x12=\n" +
-	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\"\xba\x01\n" +
+	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"\x98\x01\n" +
+	"\vExpiryBrake\x12\x18\n" +
+	"\aengaged\x18\x01 \x01(\bR\aengaged\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
+	"\rheld_expiries\x18\x04 \x01(\x03R\fheldExpiries\"\xba\x01\n" +
 	"\x19ListWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12:\n" +
 	"\x05state\x18\x02 \x01(\x0e2$.vigil.api.liveness.v1.LivenessStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x85\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\xcc\x01\n" +
 	"\x1aListWorkerLivenessResponse\x12?\n" +
 	"\aworkers\x18\x01 \x03(\v2%.vigil.api.liveness.v1.WorkerLivenessR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"~\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"~\n" +
 	"\x12DrainWorkerRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x12\x1a\n" +
@@ -1254,7 +1878,41 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x13last_heartbeat_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\"v\n" +
 	"\x11ListHostsResponse\x129\n" +
 	"\x05hosts\x18\x01 \x03(\v2#.vigil.api.liveness.v1.HostLivenessR\x05hosts\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken*\x86\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\x18\n" +
+	"\x16DescribeClusterRequest\"\xd2\x02\n" +
+	"\vClusterHost\x12\x17\n" +
+	"\ahost_id\x18\x01 \x01(\tR\x06hostId\x12'\n" +
+	"\x0fhistory_address\x18\x02 \x01(\tR\x0ehistoryAddress\x12)\n" +
+	"\x10frontend_address\x18\x03 \x01(\tR\x0ffrontendAddress\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12F\n" +
+	"\x11last_renewal_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastRenewalTime\x12;\n" +
+	"\vexpiry_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expiryTime\x12\x16\n" +
+	"\x06shards\x18\a \x03(\x05R\x06shards\"\xba\x01\n" +
+	"\x17DescribeClusterResponse\x128\n" +
+	"\x05hosts\x18\x01 \x03(\v2\".vigil.api.liveness.v1.ClusterHostR\x05hosts\x12\x1d\n" +
+	"\n" +
+	"num_shards\x18\x02 \x01(\x05R\tnumShards\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\x12%\n" +
+	"\x0eunowned_shards\x18\x04 \x03(\x05R\runownedShards\"\xa5\x01\n" +
+	"\x13WatchWorkersRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12B\n" +
+	"\x0fheartbeat_every\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0eheartbeatEvery\"P\n" +
+	"\x14WatchWorkersResponse\x128\n" +
+	"\x05event\x18\x01 \x01(\v2\".vigil.api.liveness.v1.WorkerEventR\x05event\"\xeb\x02\n" +
+	"\vWorkerEvent\x12:\n" +
+	"\x04type\x18\x01 \x01(\x0e2&.vigil.api.liveness.v1.WorkerEventTypeR\x04type\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
+	"\x06worker\x18\x04 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\x12N\n" +
+	"\x0finactive_reason\x18\x05 \x01(\x0e2%.vigil.api.liveness.v1.InactiveReasonR\x0einactiveReason\x12\x14\n" +
+	"\x05count\x18\x06 \x01(\x03R\x05count\x12\x1b\n" +
+	"\thost_name\x18\a \x01(\tR\bhostName\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason*\x86\x01\n" +
 	"\rLivenessState\x12\x1e\n" +
 	"\x1aLIVENESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LIVENESS_STATE_ACTIVE\x10\x01\x12\x1b\n" +
@@ -1263,13 +1921,31 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x0eInactiveReason\x12\x1f\n" +
 	"\x1bINACTIVE_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dINACTIVE_REASON_LEASE_EXPIRED\x10\x01\x12\x1c\n" +
-	"\x18INACTIVE_REASON_SHUTDOWN\x10\x022\xd2\x04\n" +
+	"\x18INACTIVE_REASON_SHUTDOWN\x10\x02*\xf9\x03\n" +
+	"\x0fWorkerEventType\x12!\n" +
+	"\x1dWORKER_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aWORKER_EVENT_TYPE_SNAPSHOT\x10\x01\x12\"\n" +
+	"\x1eWORKER_EVENT_TYPE_SNAPSHOT_END\x10\x02\x12 \n" +
+	"\x1cWORKER_EVENT_TYPE_REGISTERED\x10\x03\x12\x1f\n" +
+	"\x1bWORKER_EVENT_TYPE_HEARTBEAT\x10\x04\x12\x1e\n" +
+	"\x1aWORKER_EVENT_TYPE_INACTIVE\x10\x05\x12!\n" +
+	"\x1dWORKER_EVENT_TYPE_RESURRECTED\x10\x06\x12 \n" +
+	"\x1cWORKER_EVENT_TYPE_CLEANED_UP\x10\a\x12\x1d\n" +
+	"\x19WORKER_EVENT_TYPE_DELETED\x10\b\x12%\n" +
+	"!WORKER_EVENT_TYPE_DRAIN_REQUESTED\x10\t\x12,\n" +
+	"(WORKER_EVENT_TYPE_ACTIVITIES_RESCHEDULED\x10\n" +
+	"\x12!\n" +
+	"\x1dWORKER_EVENT_TYPE_HOST_ONLINE\x10\v\x12\"\n" +
+	"\x1eWORKER_EVENT_TYPE_HOST_OFFLINE\x10\f\x12\x1c\n" +
+	"\x18WORKER_EVENT_TYPE_RESYNC\x10\r2\xaf\x06\n" +
 	"\x15WorkerLivenessService\x12p\n" +
 	"\x0fRecordHeartbeat\x12-.vigil.api.liveness.v1.RecordHeartbeatRequest\x1a..vigil.api.liveness.v1.RecordHeartbeatResponse\x12\x85\x01\n" +
 	"\x16DescribeWorkerLiveness\x124.vigil.api.liveness.v1.DescribeWorkerLivenessRequest\x1a5.vigil.api.liveness.v1.DescribeWorkerLivenessResponse\x12y\n" +
 	"\x12ListWorkerLiveness\x120.vigil.api.liveness.v1.ListWorkerLivenessRequest\x1a1.vigil.api.liveness.v1.ListWorkerLivenessResponse\x12d\n" +
 	"\vDrainWorker\x12).vigil.api.liveness.v1.DrainWorkerRequest\x1a*.vigil.api.liveness.v1.DrainWorkerResponse\x12^\n" +
-	"\tListHosts\x12'.vigil.api.liveness.v1.ListHostsRequest\x1a(.vigil.api.liveness.v1.ListHostsResponseB;Z9github.com/vigilhq/vigil/api/gen/livenesspb/v1;livenesspbb\x06proto3"
+	"\tListHosts\x12'.vigil.api.liveness.v1.ListHostsRequest\x1a(.vigil.api.liveness.v1.ListHostsResponse\x12p\n" +
+	"\x0fDescribeCluster\x12-.vigil.api.liveness.v1.DescribeClusterRequest\x1a..vigil.api.liveness.v1.DescribeClusterResponse\x12i\n" +
+	"\fWatchWorkers\x12*.vigil.api.liveness.v1.WatchWorkersRequest\x1a+.vigil.api.liveness.v1.WatchWorkersResponse0\x01B;Z9github.com/vigilhq/vigil/api/gen/livenesspb/v1;livenesspbb\x06proto3"
 
 var (
 	file_api_proto_v1_liveness_proto_rawDescOnce sync.Once
@@ -1283,67 +1959,92 @@ func file_api_proto_v1_liveness_proto_rawDescGZIP() []byte {
 	return file_api_proto_v1_liveness_proto_rawDescData
 }
 
-var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(LivenessState)(0),                     // 0: vigil.api.liveness.v1.LivenessState
 	(InactiveReason)(0),                    // 1: vigil.api.liveness.v1.InactiveReason
-	(*ActivityBinding)(nil),                // 2: vigil.api.liveness.v1.ActivityBinding
-	(*RecordHeartbeatRequest)(nil),         // 3: vigil.api.liveness.v1.RecordHeartbeatRequest
-	(*RecordHeartbeatResponse)(nil),        // 4: vigil.api.liveness.v1.RecordHeartbeatResponse
-	(*ConflictTokenMismatch)(nil),          // 5: vigil.api.liveness.v1.ConflictTokenMismatch
-	(*BoundActivity)(nil),                  // 6: vigil.api.liveness.v1.BoundActivity
-	(*WorkerLiveness)(nil),                 // 7: vigil.api.liveness.v1.WorkerLiveness
-	(*DescribeWorkerLivenessRequest)(nil),  // 8: vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	(*DescribeWorkerLivenessResponse)(nil), // 9: vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	(*ListWorkerLivenessRequest)(nil),      // 10: vigil.api.liveness.v1.ListWorkerLivenessRequest
-	(*ListWorkerLivenessResponse)(nil),     // 11: vigil.api.liveness.v1.ListWorkerLivenessResponse
-	(*DrainWorkerRequest)(nil),             // 12: vigil.api.liveness.v1.DrainWorkerRequest
-	(*DrainWorkerResponse)(nil),            // 13: vigil.api.liveness.v1.DrainWorkerResponse
-	(*ListHostsRequest)(nil),               // 14: vigil.api.liveness.v1.ListHostsRequest
-	(*HostLiveness)(nil),                   // 15: vigil.api.liveness.v1.HostLiveness
-	(*ListHostsResponse)(nil),              // 16: vigil.api.liveness.v1.ListHostsResponse
-	(*v1.WorkerHeartbeat)(nil),             // 17: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),            // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 19: google.protobuf.Timestamp
+	(WorkerEventType)(0),                   // 2: vigil.api.liveness.v1.WorkerEventType
+	(*ActivityBinding)(nil),                // 3: vigil.api.liveness.v1.ActivityBinding
+	(*RecordHeartbeatRequest)(nil),         // 4: vigil.api.liveness.v1.RecordHeartbeatRequest
+	(*RecordHeartbeatResponse)(nil),        // 5: vigil.api.liveness.v1.RecordHeartbeatResponse
+	(*ConflictTokenMismatch)(nil),          // 6: vigil.api.liveness.v1.ConflictTokenMismatch
+	(*BoundActivity)(nil),                  // 7: vigil.api.liveness.v1.BoundActivity
+	(*WorkerLiveness)(nil),                 // 8: vigil.api.liveness.v1.WorkerLiveness
+	(*DescribeWorkerLivenessRequest)(nil),  // 9: vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	(*DescribeWorkerLivenessResponse)(nil), // 10: vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	(*ExpiryBrake)(nil),                    // 11: vigil.api.liveness.v1.ExpiryBrake
+	(*ListWorkerLivenessRequest)(nil),      // 12: vigil.api.liveness.v1.ListWorkerLivenessRequest
+	(*ListWorkerLivenessResponse)(nil),     // 13: vigil.api.liveness.v1.ListWorkerLivenessResponse
+	(*DrainWorkerRequest)(nil),             // 14: vigil.api.liveness.v1.DrainWorkerRequest
+	(*DrainWorkerResponse)(nil),            // 15: vigil.api.liveness.v1.DrainWorkerResponse
+	(*ListHostsRequest)(nil),               // 16: vigil.api.liveness.v1.ListHostsRequest
+	(*HostLiveness)(nil),                   // 17: vigil.api.liveness.v1.HostLiveness
+	(*ListHostsResponse)(nil),              // 18: vigil.api.liveness.v1.ListHostsResponse
+	(*DescribeClusterRequest)(nil),         // 19: vigil.api.liveness.v1.DescribeClusterRequest
+	(*ClusterHost)(nil),                    // 20: vigil.api.liveness.v1.ClusterHost
+	(*DescribeClusterResponse)(nil),        // 21: vigil.api.liveness.v1.DescribeClusterResponse
+	(*WatchWorkersRequest)(nil),            // 22: vigil.api.liveness.v1.WatchWorkersRequest
+	(*WatchWorkersResponse)(nil),           // 23: vigil.api.liveness.v1.WatchWorkersResponse
+	(*WorkerEvent)(nil),                    // 24: vigil.api.liveness.v1.WorkerEvent
+	(*v1.WorkerHeartbeat)(nil),             // 25: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),            // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 27: google.protobuf.Timestamp
 }
 var file_api_proto_v1_liveness_proto_depIdxs = []int32{
-	17, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	18, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
-	2,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	2,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	19, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
-	19, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	25, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	26, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
+	3,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
+	3,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
+	27, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
+	27, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: vigil.api.liveness.v1.WorkerLiveness.state:type_name -> vigil.api.liveness.v1.LivenessState
-	17, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	19, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
-	18, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
-	19, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	19, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	25, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	27, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
+	26, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
+	27, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	27, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 12: vigil.api.liveness.v1.WorkerLiveness.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	19, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
-	19, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
-	6,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
-	7,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	0,  // 17: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
-	7,  // 18: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	19, // 19: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	15, // 20: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	3,  // 21: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	8,  // 22: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	10, // 23: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	12, // 24: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	14, // 25: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	4,  // 26: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	9,  // 27: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	11, // 28: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	13, // 29: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	16, // 30: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	27, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
+	27, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
+	7,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
+	8,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	11, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	27, // 18: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
+	0,  // 19: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
+	8,  // 20: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	11, // 21: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	27, // 22: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	17, // 23: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
+	27, // 24: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
+	27, // 25: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
+	27, // 26: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
+	20, // 27: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
+	26, // 28: vigil.api.liveness.v1.WatchWorkersRequest.heartbeat_every:type_name -> google.protobuf.Duration
+	24, // 29: vigil.api.liveness.v1.WatchWorkersResponse.event:type_name -> vigil.api.liveness.v1.WorkerEvent
+	2,  // 30: vigil.api.liveness.v1.WorkerEvent.type:type_name -> vigil.api.liveness.v1.WorkerEventType
+	27, // 31: vigil.api.liveness.v1.WorkerEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 32: vigil.api.liveness.v1.WorkerEvent.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	1,  // 33: vigil.api.liveness.v1.WorkerEvent.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
+	4,  // 34: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	9,  // 35: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	12, // 36: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	14, // 37: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	16, // 38: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	19, // 39: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
+	22, // 40: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:input_type -> vigil.api.liveness.v1.WatchWorkersRequest
+	5,  // 41: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	10, // 42: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	13, // 43: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	15, // 44: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	18, // 45: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	21, // 46: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
+	23, // 47: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:output_type -> vigil.api.liveness.v1.WatchWorkersResponse
+	41, // [41:48] is the sub-list for method output_type
+	34, // [34:41] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }
@@ -1357,8 +2058,8 @@ func file_api_proto_v1_liveness_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_liveness_proto_rawDesc), len(file_api_proto_v1_liveness_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   15,
+			NumEnums:      3,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,8 @@ const (
 	WorkerLivenessService_ListWorkerLiveness_FullMethodName     = "/vigil.api.liveness.v1.WorkerLivenessService/ListWorkerLiveness"
 	WorkerLivenessService_DrainWorker_FullMethodName            = "/vigil.api.liveness.v1.WorkerLivenessService/DrainWorker"
 	WorkerLivenessService_ListHosts_FullMethodName              = "/vigil.api.liveness.v1.WorkerLivenessService/ListHosts"
+	WorkerLivenessService_DescribeCluster_FullMethodName        = "/vigil.api.liveness.v1.WorkerLivenessService/DescribeCluster"
+	WorkerLivenessService_WatchWorkers_FullMethodName           = "/vigil.api.liveness.v1.WorkerLivenessService/WatchWorkers"
 )
 
 // WorkerLivenessServiceClient is the client API for WorkerLivenessService service.
@@ -55,6 +57,19 @@ type WorkerLivenessServiceClient interface {
 	// ListHosts groups a namespace's workers by host name. A host is online while any of its
 	// workers is ACTIVE.
 	ListHosts(ctx context.Context, in *ListHostsRequest, opts ...grpc.CallOption) (*ListHostsResponse, error)
+	// DescribeCluster lists the vigil hosts of the cluster this server belongs to (not worker
+	// hosts): each live member with its addresses, the shards it owns and its last membership
+	// renewal. Any host answers; a single host on SQLite is a cluster of one.
+	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
+	// WatchWorkers streams the namespace's workers live: first a snapshot of the workers that
+	// match (SNAPSHOT events, then SNAPSHOT_END), then every committed change as it happens.
+	// Every event carries a cursor; a stream opened with the cursor of the last event received
+	// resumes right after it while the server still holds the events, otherwise it begins with
+	// RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
+	//
+	// Errors: InvalidArgument for a query that does not parse or a malformed cursor;
+	// NamespaceNotFound for an unknown namespace.
+	WatchWorkers(ctx context.Context, in *WatchWorkersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchWorkersResponse], error)
 }
 
 type workerLivenessServiceClient struct {
@@ -115,6 +130,35 @@ func (c *workerLivenessServiceClient) ListHosts(ctx context.Context, in *ListHos
 	return out, nil
 }
 
+func (c *workerLivenessServiceClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClusterResponse)
+	err := c.cc.Invoke(ctx, WorkerLivenessService_DescribeCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerLivenessServiceClient) WatchWorkers(ctx context.Context, in *WatchWorkersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchWorkersResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerLivenessService_ServiceDesc.Streams[0], WorkerLivenessService_WatchWorkers_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchWorkersRequest, WatchWorkersResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerLivenessService_WatchWorkersClient = grpc.ServerStreamingClient[WatchWorkersResponse]
+
 // WorkerLivenessServiceServer is the server API for WorkerLivenessService service.
 // All implementations must embed UnimplementedWorkerLivenessServiceServer
 // for forward compatibility.
@@ -144,6 +188,19 @@ type WorkerLivenessServiceServer interface {
 	// ListHosts groups a namespace's workers by host name. A host is online while any of its
 	// workers is ACTIVE.
 	ListHosts(context.Context, *ListHostsRequest) (*ListHostsResponse, error)
+	// DescribeCluster lists the vigil hosts of the cluster this server belongs to (not worker
+	// hosts): each live member with its addresses, the shards it owns and its last membership
+	// renewal. Any host answers; a single host on SQLite is a cluster of one.
+	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
+	// WatchWorkers streams the namespace's workers live: first a snapshot of the workers that
+	// match (SNAPSHOT events, then SNAPSHOT_END), then every committed change as it happens.
+	// Every event carries a cursor; a stream opened with the cursor of the last event received
+	// resumes right after it while the server still holds the events, otherwise it begins with
+	// RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
+	//
+	// Errors: InvalidArgument for a query that does not parse or a malformed cursor;
+	// NamespaceNotFound for an unknown namespace.
+	WatchWorkers(*WatchWorkersRequest, grpc.ServerStreamingServer[WatchWorkersResponse]) error
 	mustEmbedUnimplementedWorkerLivenessServiceServer()
 }
 
@@ -168,6 +225,12 @@ func (UnimplementedWorkerLivenessServiceServer) DrainWorker(context.Context, *Dr
 }
 func (UnimplementedWorkerLivenessServiceServer) ListHosts(context.Context, *ListHostsRequest) (*ListHostsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListHosts not implemented")
+}
+func (UnimplementedWorkerLivenessServiceServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
+}
+func (UnimplementedWorkerLivenessServiceServer) WatchWorkers(*WatchWorkersRequest, grpc.ServerStreamingServer[WatchWorkersResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchWorkers not implemented")
 }
 func (UnimplementedWorkerLivenessServiceServer) mustEmbedUnimplementedWorkerLivenessServiceServer() {}
 func (UnimplementedWorkerLivenessServiceServer) testEmbeddedByValue()                               {}
@@ -280,6 +343,35 @@ func _WorkerLivenessService_ListHosts_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerLivenessService_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerLivenessServiceServer).DescribeCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerLivenessService_DescribeCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerLivenessServiceServer).DescribeCluster(ctx, req.(*DescribeClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkerLivenessService_WatchWorkers_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchWorkersRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkerLivenessServiceServer).WatchWorkers(m, &grpc.GenericServerStream[WatchWorkersRequest, WatchWorkersResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerLivenessService_WatchWorkersServer = grpc.ServerStreamingServer[WatchWorkersResponse]
+
 // WorkerLivenessService_ServiceDesc is the grpc.ServiceDesc for WorkerLivenessService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -307,7 +399,17 @@ var WorkerLivenessService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListHosts",
 			Handler:    _WorkerLivenessService_ListHosts_Handler,
 		},
+		{
+			MethodName: "DescribeCluster",
+			Handler:    _WorkerLivenessService_DescribeCluster_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchWorkers",
+			Handler:       _WorkerLivenessService_WatchWorkers_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "api/proto/v1/liveness.proto",
 }

@@ -284,13 +284,17 @@ func (x *HeartbeatEntry) GetConflictToken() int64 {
 }
 
 type RecordHeartbeatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	ShardId       int32                  `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Heartbeats    []*HeartbeatEntry      `protobuf:"bytes,4,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Namespace   string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ShardId     int32                  `protobuf:"varint,3,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Heartbeats  []*HeartbeatEntry      `protobuf:"bytes,4,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
+	// The caller's principal and whether it is an admin of the namespace; empty when auth is
+	// off. A worker owned by another principal is refused to a non-admin (PermissionDenied).
+	Principal        string `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	PrincipalIsAdmin bool   `protobuf:"varint,21,opt,name=principal_is_admin,json=principalIsAdmin,proto3" json:"principal_is_admin,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecordHeartbeatsRequest) Reset() {
@@ -349,6 +353,20 @@ func (x *RecordHeartbeatsRequest) GetHeartbeats() []*HeartbeatEntry {
 		return x.Heartbeats
 	}
 	return nil
+}
+
+func (x *RecordHeartbeatsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *RecordHeartbeatsRequest) GetPrincipalIsAdmin() bool {
+	if x != nil {
+		return x.PrincipalIsAdmin
+	}
+	return false
 }
 
 type HeartbeatResult struct {
@@ -603,10 +621,14 @@ type ShutdownWorkerRequest struct {
 	Namespace         string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	WorkerInstanceKey string                 `protobuf:"bytes,3,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
 	// The final snapshot the SDK sends (status SHUTTING_DOWN); may be absent.
-	Heartbeat     *v1.WorkerHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
-	Reason        string              `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Heartbeat *v1.WorkerHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
+	Reason    string              `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The caller's principal and whether it is an admin of the namespace; empty when auth is
+	// off. A worker owned by another principal is refused to a non-admin (PermissionDenied).
+	Principal        string `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	PrincipalIsAdmin bool   `protobuf:"varint,21,opt,name=principal_is_admin,json=principalIsAdmin,proto3" json:"principal_is_admin,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ShutdownWorkerRequest) Reset() {
@@ -672,6 +694,20 @@ func (x *ShutdownWorkerRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ShutdownWorkerRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ShutdownWorkerRequest) GetPrincipalIsAdmin() bool {
+	if x != nil {
+		return x.PrincipalIsAdmin
+	}
+	return false
 }
 
 type ShutdownWorkerResponse struct {
@@ -931,6 +967,7 @@ func (x *WorkerRecord) GetBoundActivities() []*BoundActivity {
 type DescribeWorkerResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Worker        *WorkerRecord          `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	ExpiryBrake   *ExpiryBrakeStatus     `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -972,6 +1009,82 @@ func (x *DescribeWorkerResponse) GetWorker() *WorkerRecord {
 	return nil
 }
 
+func (x *DescribeWorkerResponse) GetExpiryBrake() *ExpiryBrakeStatus {
+	if x != nil {
+		return x.ExpiryBrake
+	}
+	return nil
+}
+
+// The expiry brake as it applies to a namespace on this host (see worker.Brake).
+type ExpiryBrakeStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Engaged       bool                   `protobuf:"varint,1,opt,name=engaged,proto3" json:"engaged,omitempty"`
+	Reasons       []string               `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	HeldExpiries  int64                  `protobuf:"varint,4,opt,name=held_expiries,json=heldExpiries,proto3" json:"held_expiries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryBrakeStatus) Reset() {
+	*x = ExpiryBrakeStatus{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryBrakeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryBrakeStatus) ProtoMessage() {}
+
+func (x *ExpiryBrakeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryBrakeStatus.ProtoReflect.Descriptor instead.
+func (*ExpiryBrakeStatus) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExpiryBrakeStatus) GetEngaged() bool {
+	if x != nil {
+		return x.Engaged
+	}
+	return false
+}
+
+func (x *ExpiryBrakeStatus) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *ExpiryBrakeStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ExpiryBrakeStatus) GetHeldExpiries() int64 {
+	if x != nil {
+		return x.HeldExpiries
+	}
+	return 0
+}
+
 type ListWorkersRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
@@ -985,7 +1098,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[14]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1110,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[14]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1123,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListWorkersRequest) GetNamespaceId() string {
@@ -1045,13 +1158,14 @@ type ListWorkersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Workers       []*WorkerRecord        `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	ExpiryBrake   *ExpiryBrakeStatus     `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[15]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1177,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[15]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1190,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerRecord {
@@ -1089,6 +1203,13 @@ func (x *ListWorkersResponse) GetWorkers() []*WorkerRecord {
 func (x *ListWorkersResponse) GetNextPageToken() []byte {
 	if x != nil {
 		return x.NextPageToken
+	}
+	return nil
+}
+
+func (x *ListWorkersResponse) GetExpiryBrake() *ExpiryBrakeStatus {
+	if x != nil {
+		return x.ExpiryBrake
 	}
 	return nil
 }
@@ -1112,7 +1233,7 @@ type RescheduleActivitiesRequest struct {
 
 func (x *RescheduleActivitiesRequest) Reset() {
 	*x = RescheduleActivitiesRequest{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[16]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1245,7 @@ func (x *RescheduleActivitiesRequest) String() string {
 func (*RescheduleActivitiesRequest) ProtoMessage() {}
 
 func (x *RescheduleActivitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[16]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1258,7 @@ func (x *RescheduleActivitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleActivitiesRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleActivitiesRequest) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RescheduleActivitiesRequest) GetNamespaceId() string {
@@ -1199,7 +1320,7 @@ type RescheduleActivitiesResponse struct {
 
 func (x *RescheduleActivitiesResponse) Reset() {
 	*x = RescheduleActivitiesResponse{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[17]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1332,7 @@ func (x *RescheduleActivitiesResponse) String() string {
 func (*RescheduleActivitiesResponse) ProtoMessage() {}
 
 func (x *RescheduleActivitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[17]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1345,7 @@ func (x *RescheduleActivitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleActivitiesResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleActivitiesResponse) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RescheduleActivitiesResponse) GetOutcomes() []RescheduleOutcome {
@@ -1246,7 +1367,7 @@ type UpdateBindingsRequest struct {
 
 func (x *UpdateBindingsRequest) Reset() {
 	*x = UpdateBindingsRequest{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1379,7 @@ func (x *UpdateBindingsRequest) String() string {
 func (*UpdateBindingsRequest) ProtoMessage() {}
 
 func (x *UpdateBindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[18]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1392,7 @@ func (x *UpdateBindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBindingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateBindingsRequest) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateBindingsRequest) GetNamespaceId() string {
@@ -1311,7 +1432,7 @@ type UpdateBindingsResponse struct {
 
 func (x *UpdateBindingsResponse) Reset() {
 	*x = UpdateBindingsResponse{}
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1444,7 @@ func (x *UpdateBindingsResponse) String() string {
 func (*UpdateBindingsResponse) ProtoMessage() {}
 
 func (x *UpdateBindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[19]
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1457,7 @@ func (x *UpdateBindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBindingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateBindingsResponse) Descriptor() ([]byte, []int) {
-	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateBindingsResponse) GetOutcome() BindOutcome {
@@ -1362,14 +1483,16 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x05bound\x18\x03 \x03(\v2 .vigil.worker.v1.ActivityBindingR\x05bound\x12:\n" +
 	"\aunbound\x18\x04 \x03(\v2 .vigil.worker.v1.ActivityBindingR\aunbound\x12*\n" +
 	"\x0econflict_token\x18\x05 \x01(\x03H\x00R\rconflictToken\x88\x01\x01B\x11\n" +
-	"\x0f_conflict_token\"\xb6\x01\n" +
+	"\x0f_conflict_token\"\x82\x02\n" +
 	"\x17RecordHeartbeatsRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x19\n" +
 	"\bshard_id\x18\x03 \x01(\x05R\ashardId\x12?\n" +
 	"\n" +
 	"heartbeats\x18\x04 \x03(\v2\x1f.vigil.worker.v1.HeartbeatEntryR\n" +
-	"heartbeats\"\xaa\x02\n" +
+	"heartbeats\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x12,\n" +
+	"\x12principal_is_admin\x18\x15 \x01(\bR\x10principalIsAdmin\"\xaa\x02\n" +
 	"\x0fHeartbeatResult\x121\n" +
 	"\x05error\x18\x01 \x01(\v2\x1b.vigil.worker.v1.EntryErrorR\x05error\x12A\n" +
 	"\x0elease_deadline\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rleaseDeadline\x12%\n" +
@@ -1386,13 +1509,15 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x15ConflictTokenMismatch\x124\n" +
 	"\x16current_conflict_token\x18\x01 \x01(\x03R\x14currentConflictToken\"V\n" +
 	"\x18RecordHeartbeatsResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .vigil.worker.v1.HeartbeatResultR\aresults\"\xe7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2 .vigil.worker.v1.HeartbeatResultR\aresults\"\xb3\x02\n" +
 	"\x15ShutdownWorkerRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x03 \x01(\tR\x11workerInstanceKey\x12E\n" +
 	"\theartbeat\x18\x04 \x01(\v2'.temporal.api.worker.v1.WorkerHeartbeatR\theartbeat\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"O\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x12,\n" +
+	"\x12principal_is_admin\x18\x15 \x01(\bR\x10principalIsAdmin\"O\n" +
 	"\x16ShutdownWorkerResponse\x125\n" +
 	"\x16rescheduled_activities\x18\x01 \x01(\x05R\x15rescheduledActivities\"g\n" +
 	"\x12DrainWorkerRequest\x12!\n" +
@@ -1406,17 +1531,24 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\fWorkerRecord\x12.\n" +
 	"\x13worker_instance_key\x18\x01 \x01(\tR\x11workerInstanceKey\x122\n" +
 	"\x05state\x18\x02 \x01(\v2\x1c.vigil.worker.v1.WorkerStateR\x05state\x12I\n" +
-	"\x10bound_activities\x18\x03 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\x0fboundActivities\"O\n" +
+	"\x10bound_activities\x18\x03 \x03(\v2\x1e.vigil.worker.v1.BoundActivityR\x0fboundActivities\"\x96\x01\n" +
 	"\x16DescribeWorkerResponse\x125\n" +
-	"\x06worker\x18\x01 \x01(\v2\x1d.vigil.worker.v1.WorkerRecordR\x06worker\"\xb3\x01\n" +
+	"\x06worker\x18\x01 \x01(\v2\x1d.vigil.worker.v1.WorkerRecordR\x06worker\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.worker.v1.ExpiryBrakeStatusR\vexpiryBrake\"\x9e\x01\n" +
+	"\x11ExpiryBrakeStatus\x12\x18\n" +
+	"\aengaged\x18\x01 \x01(\bR\aengaged\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
+	"\rheld_expiries\x18\x04 \x01(\x03R\fheldExpiries\"\xb3\x01\n" +
 	"\x12ListWorkersRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x125\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"v\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\xbd\x01\n" +
 	"\x13ListWorkersResponse\x127\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1d.vigil.worker.v1.WorkerRecordR\aworkers\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xe5\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12E\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.worker.v1.ExpiryBrakeStatusR\vexpiryBrake\"\xe5\x02\n" +
 	"\x1bRescheduleActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x19\n" +
 	"\bshard_id\x18\x02 \x01(\x05R\ashardId\x12.\n" +
@@ -1471,7 +1603,7 @@ func file_chasm_worker_proto_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_worker_proto_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_chasm_worker_proto_v1_service_proto_goTypes = []any{
 	(RescheduleOutcome)(0),               // 0: vigil.worker.v1.RescheduleOutcome
 	(BindOutcome)(0),                     // 1: vigil.worker.v1.BindOutcome
@@ -1489,61 +1621,65 @@ var file_chasm_worker_proto_v1_service_proto_goTypes = []any{
 	(*DescribeWorkerRequest)(nil),        // 13: vigil.worker.v1.DescribeWorkerRequest
 	(*WorkerRecord)(nil),                 // 14: vigil.worker.v1.WorkerRecord
 	(*DescribeWorkerResponse)(nil),       // 15: vigil.worker.v1.DescribeWorkerResponse
-	(*ListWorkersRequest)(nil),           // 16: vigil.worker.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),          // 17: vigil.worker.v1.ListWorkersResponse
-	(*RescheduleActivitiesRequest)(nil),  // 18: vigil.worker.v1.RescheduleActivitiesRequest
-	(*RescheduleActivitiesResponse)(nil), // 19: vigil.worker.v1.RescheduleActivitiesResponse
-	(*UpdateBindingsRequest)(nil),        // 20: vigil.worker.v1.UpdateBindingsRequest
-	(*UpdateBindingsResponse)(nil),       // 21: vigil.worker.v1.UpdateBindingsResponse
-	(*v1.WorkerHeartbeat)(nil),           // 22: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),          // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 24: google.protobuf.Timestamp
-	(WorkerStatus)(0),                    // 25: vigil.worker.v1.WorkerStatus
-	(*WorkerState)(nil),                  // 26: vigil.worker.v1.WorkerState
-	(*BoundActivity)(nil),                // 27: vigil.worker.v1.BoundActivity
+	(*ExpiryBrakeStatus)(nil),            // 16: vigil.worker.v1.ExpiryBrakeStatus
+	(*ListWorkersRequest)(nil),           // 17: vigil.worker.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 18: vigil.worker.v1.ListWorkersResponse
+	(*RescheduleActivitiesRequest)(nil),  // 19: vigil.worker.v1.RescheduleActivitiesRequest
+	(*RescheduleActivitiesResponse)(nil), // 20: vigil.worker.v1.RescheduleActivitiesResponse
+	(*UpdateBindingsRequest)(nil),        // 21: vigil.worker.v1.UpdateBindingsRequest
+	(*UpdateBindingsResponse)(nil),       // 22: vigil.worker.v1.UpdateBindingsResponse
+	(*v1.WorkerHeartbeat)(nil),           // 23: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),          // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
+	(WorkerStatus)(0),                    // 26: vigil.worker.v1.WorkerStatus
+	(*WorkerState)(nil),                  // 27: vigil.worker.v1.WorkerState
+	(*BoundActivity)(nil),                // 28: vigil.worker.v1.BoundActivity
 }
 var file_chasm_worker_proto_v1_service_proto_depIdxs = []int32{
-	22, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	23, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
+	23, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	24, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
 	2,  // 2: vigil.worker.v1.HeartbeatEntry.bound:type_name -> vigil.worker.v1.ActivityBinding
 	2,  // 3: vigil.worker.v1.HeartbeatEntry.unbound:type_name -> vigil.worker.v1.ActivityBinding
 	3,  // 4: vigil.worker.v1.RecordHeartbeatsRequest.heartbeats:type_name -> vigil.worker.v1.HeartbeatEntry
 	6,  // 5: vigil.worker.v1.HeartbeatResult.error:type_name -> vigil.worker.v1.EntryError
-	24, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
-	25, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
+	25, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
+	26, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
 	5,  // 8: vigil.worker.v1.RecordHeartbeatsResponse.results:type_name -> vigil.worker.v1.HeartbeatResult
-	22, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	26, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
-	27, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
+	23, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	27, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
+	28, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
 	14, // 12: vigil.worker.v1.DescribeWorkerResponse.worker:type_name -> vigil.worker.v1.WorkerRecord
-	25, // 13: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
-	14, // 14: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
-	27, // 15: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
-	24, // 16: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
-	24, // 17: vigil.worker.v1.RescheduleActivitiesRequest.suspect_since:type_name -> google.protobuf.Timestamp
-	0,  // 18: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
-	2,  // 19: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
-	2,  // 20: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
-	1,  // 21: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
-	4,  // 22: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
-	9,  // 23: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
-	11, // 24: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
-	13, // 25: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
-	16, // 26: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
-	20, // 27: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
-	18, // 28: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
-	8,  // 29: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
-	10, // 30: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
-	12, // 31: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
-	15, // 32: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
-	17, // 33: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
-	21, // 34: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
-	19, // 35: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	16, // 13: vigil.worker.v1.DescribeWorkerResponse.expiry_brake:type_name -> vigil.worker.v1.ExpiryBrakeStatus
+	25, // 14: vigil.worker.v1.ExpiryBrakeStatus.since:type_name -> google.protobuf.Timestamp
+	26, // 15: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
+	14, // 16: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
+	16, // 17: vigil.worker.v1.ListWorkersResponse.expiry_brake:type_name -> vigil.worker.v1.ExpiryBrakeStatus
+	28, // 18: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
+	25, // 19: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
+	25, // 20: vigil.worker.v1.RescheduleActivitiesRequest.suspect_since:type_name -> google.protobuf.Timestamp
+	0,  // 21: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
+	2,  // 22: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
+	2,  // 23: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
+	1,  // 24: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
+	4,  // 25: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
+	9,  // 26: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
+	11, // 27: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
+	13, // 28: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
+	17, // 29: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
+	21, // 30: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
+	19, // 31: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
+	8,  // 32: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
+	10, // 33: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
+	12, // 34: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
+	15, // 35: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
+	18, // 36: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
+	22, // 37: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
+	20, // 38: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_service_proto_init() }
@@ -1559,7 +1695,7 @@ func file_chasm_worker_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_service_proto_rawDesc), len(file_chasm_worker_proto_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

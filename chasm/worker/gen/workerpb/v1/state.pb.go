@@ -191,8 +191,12 @@ type WorkerState struct {
 	OrphanUnbinds       int64 `protobuf:"varint,36,opt,name=orphan_unbinds,json=orphanUnbinds,proto3" json:"orphan_unbinds,omitempty"`
 	OrphanSeenProcessed int32 `protobuf:"varint,37,opt,name=orphan_seen_processed,json=orphanSeenProcessed,proto3" json:"orphan_seen_processed,omitempty"`
 	OrphanSeenUnbinds   int64 `protobuf:"varint,38,opt,name=orphan_seen_unbinds,json=orphanSeenUnbinds,proto3" json:"orphan_seen_unbinds,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The principal (auth.Claims.Subject) whose heartbeat first reached the worker while auth was
+	// on. Heartbeats and shutdowns by another principal that is not an admin of the namespace
+	// are refused. Empty: not claimed (auth off).
+	OwnerPrincipal string `protobuf:"bytes,20,opt,name=owner_principal,json=ownerPrincipal,proto3" json:"owner_principal,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -419,6 +423,13 @@ func (x *WorkerState) GetOrphanSeenUnbinds() int64 {
 		return x.OrphanSeenUnbinds
 	}
 	return 0
+}
+
+func (x *WorkerState) GetOwnerPrincipal() string {
+	if x != nil {
+		return x.OwnerPrincipal
+	}
+	return ""
 }
 
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
@@ -802,7 +813,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xe1\f\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x8a\r\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -833,7 +844,8 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x12orphan_seen_cutoff\x18# \x01(\v2\x1a.google.protobuf.TimestampR\x10orphanSeenCutoff\x12%\n" +
 	"\x0eorphan_unbinds\x18$ \x01(\x03R\rorphanUnbinds\x122\n" +
 	"\x15orphan_seen_processed\x18% \x01(\x05R\x13orphanSeenProcessed\x12.\n" +
-	"\x13orphan_seen_unbinds\x18& \x01(\x03R\x11orphanSeenUnbinds\"\xe0\x01\n" +
+	"\x13orphan_seen_unbinds\x18& \x01(\x03R\x11orphanSeenUnbinds\x12'\n" +
+	"\x0fowner_principal\x18\x14 \x01(\tR\x0eownerPrincipal\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +

@@ -1,0 +1,312 @@
+package worker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/dynamicconfig"
+)
+
+// ExpiryBrake is consulted by the lease-expiry executor once a worker's lease has run out.
+// It only reads what it is told and its own memory, so the executor stays a pure task.
+type ExpiryBrake interface {
+	// Hold reports whether this expiry must wait; if held, the executor declines to run
+	// (chasm.DeferTask) and is offered again at recheck.
+	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time) (recheck time.Time, held bool)
+}
+
+// LoadSignal tells the brake how far behind the host is; *history.Admission implements it.
+type LoadSignal interface {
+	HeartbeatQueueDelay() time.Duration
+}
+
+// BrakeReason names why the brake is on.
+const (
+	BrakeReasonBehind = "server-behind"
+	BrakeReasonShare  = "mass-expiry"
+)
+
+// BrakeConfig is what the brake reads at use time.
+type BrakeConfig struct {
+	QueueDelay    func() time.Duration
+	Cooldown      func() time.Duration
+	Recheck       func() time.Duration
+	Threshold     func(namespace string) float64
+	Window        func(namespace string) time.Duration
+	Settle        func(namespace string) time.Duration
+	MinExpiries   func(namespace string) int
+	SecondaryRate func(namespace string) float64
+}
+
+// NewBrakeConfig reads the settings from dynamic config.
+func NewBrakeConfig(dc *dynamicconfig.Collection) BrakeConfig {
+	return BrakeConfig{
+		QueueDelay:    dynamicconfig.ExpiryBrakeQueueDelay.Get(dc),
+		Cooldown:      dynamicconfig.ExpiryBrakeCooldown.Get(dc),
+		Recheck:       dynamicconfig.ExpiryBrakeRecheck.Get(dc),
+		Threshold:     dynamicconfig.ExpiryBrakeThreshold.Get(dc),
+		Window:        dynamicconfig.ExpiryBrakeWindow.Get(dc),
+		Settle:        dynamicconfig.ExpiryBrakeSettle.Get(dc),
+		MinExpiries:   dynamicconfig.ExpiryBrakeMinExpiries.Get(dc),
+		SecondaryRate: dynamicconfig.ExpiryBrakeSecondaryRate.Get(dc),
+	}
+}
+
+// BrakeStatus is the brake as the liveness view shows it, for one namespace.
+type BrakeStatus struct {
+	Engaged bool
+	// Reasons: BrakeReasonBehind (host-wide), BrakeReasonShare (this namespace).
+	Reasons []string
+	// Since is when the earliest of the reasons engaged.
+	Since time.Time
+	// Held is how many of the namespace's expiries are being held back.
+	Held int
+}
+
+// Brake defers lease expiries while they are more likely the server's fault than the
+// workers':
+//
+//   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
+//     slot (and history.expiryBrakeCooldown after they stop doing so, so that workers whose
+//     heartbeats were refused get one through);
+//   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
+//     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
+//     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
+//
+// Every expiry first waits worker.expiryBrakeSettle, so a burst is seen whole before its
+// first member is judged. A restart or shard move is covered by the timer queue's restart
+// grace (history.leaseExpiryGraceAfterRestart). Held expiries are offered again on a grid of
+// history.expiryBrakeRecheck, so when the brake comes off they run together, oldest first.
+type Brake struct {
+	cfg    BrakeConfig
+	load   LoadSignal
+	ts     clock.TimeSource
+	scope  tally.Scope
+	logger *zap.Logger
+
+	mu          sync.Mutex
+	behindOn    bool
+	behindSince time.Time
+	behindUntil time.Time
+	namespaces  map[string]*namespaceBrake
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type namespaceBrake struct {
+	name        string
+	active      int64
+	activeKnown bool
+	// candidates are the workers whose lease ran out within the window, by instance key.
+	candidates map[string]*expiryCandidate
+	prunedAt   time.Time
+	shareOn    bool
+	shareSince time.Time
+	secondary  *rate.Limiter
+	secRate    float64
+}
+
+type expiryCandidate struct {
+	firstSeen, lastSeen time.Time
+	held                bool
+}
+
+// NewBrake returns a brake; load may be nil (no host-load trigger).
+func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
+	return &Brake{
+		cfg: cfg, load: load, ts: ts, scope: scope, logger: logger,
+		namespaces: make(map[string]*namespaceBrake),
+		stop:       make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// Hold implements ExpiryBrake.
+func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ns := b.namespaceLocked(namespaceID, namespace)
+	c, ok := ns.candidates[instanceKey]
+	if !ok {
+		c = &expiryCandidate{firstSeen: now}
+		ns.candidates[instanceKey] = c
+	}
+	c.lastSeen = now
+	// Only this namespace, and its pruning at most once a second: Hold runs for every held
+	// expiry at every recheck, so it must not walk every candidate each time.
+	b.evaluateBehindLocked(now)
+	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
+
+	recheck := b.recheckAfter(now)
+	c.held = true
+	if b.behindOn {
+		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+		return recheck, true
+	}
+	if settled := c.firstSeen.Add(b.cfg.Settle(namespace)); now.Before(settled) {
+		return b.recheckAfter(settled.Add(-time.Nanosecond)), true
+	}
+	if ns.shareOn {
+		rps := b.cfg.SecondaryRate(namespace)
+		if ns.secondary == nil || ns.secRate != rps {
+			ns.secondary = rate.NewLimiter(rate.Limit(rps), 1)
+			ns.secRate = rps
+		}
+		if rps <= 0 || !ns.secondary.AllowN(now, 1) {
+			metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonShare)).Inc(1)
+			return recheck, true
+		}
+	}
+	c.held = false
+	return time.Time{}, false
+}
+
+// SetActiveCount records a namespace's ACTIVE workers, the base of the share rule (the
+// workers_by_state count feeds it). Until it is known the share rule does not engage.
+func (b *Brake) SetActiveCount(namespaceID string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ns := b.namespaceLocked(namespaceID, "")
+	ns.active, ns.activeKnown = n, true
+}
+
+// Status returns the brake as it applies to a namespace.
+func (b *Brake) Status(namespaceID string) BrakeStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.evaluateLocked(b.ts.Now())
+	var st BrakeStatus
+	if b.behindOn {
+		st.Engaged, st.Reasons, st.Since = true, append(st.Reasons, BrakeReasonBehind), b.behindSince
+	}
+	if ns, ok := b.namespaces[namespaceID]; ok {
+		if ns.shareOn {
+			if !st.Engaged || ns.shareSince.Before(st.Since) {
+				st.Since = ns.shareSince
+			}
+			st.Engaged, st.Reasons = true, append(st.Reasons, BrakeReasonShare)
+		}
+		for _, c := range ns.candidates {
+			if c.held {
+				st.Held++
+			}
+		}
+	}
+	return st
+}
+
+// Start re-evaluates the brake every recheck interval, so that it comes off (log line and
+// metric) even when no expiry asks; Stop ends that.
+func (b *Brake) Start() {
+	go func() {
+		defer close(b.done)
+		for {
+			timerC, timer := b.ts.NewTimer(max(b.cfg.Recheck(), 100*time.Millisecond))
+			select {
+			case <-timerC:
+				b.mu.Lock()
+				b.evaluateLocked(b.ts.Now())
+				b.mu.Unlock()
+			case <-b.stop:
+				timer.Stop()
+				return
+			}
+		}
+	}()
+}
+
+// Stop ends the background evaluation and waits for it.
+func (b *Brake) Stop() {
+	close(b.stop)
+	<-b.done
+}
+
+// recheckAfter is the next tick of the recheck grid after t: every held expiry waits for the
+// same ticks, so that the timer queue offers them again together, in deadline order.
+func (b *Brake) recheckAfter(t time.Time) time.Time {
+	step := max(b.cfg.Recheck(), time.Millisecond)
+	return t.Truncate(step).Add(step)
+}
+
+func (b *Brake) namespaceLocked(namespaceID, name string) *namespaceBrake {
+	ns, ok := b.namespaces[namespaceID]
+	if !ok {
+		ns = &namespaceBrake{candidates: make(map[string]*expiryCandidate)}
+		b.namespaces[namespaceID] = ns
+	}
+	if name != "" {
+		ns.name = name
+	}
+	return ns
+}
+
+func (b *Brake) evaluateLocked(now time.Time) {
+	b.evaluateBehindLocked(now)
+	for id, ns := range b.namespaces {
+		b.evaluateNamespaceLocked(id, ns, now, true)
+	}
+}
+
+func (b *Brake) evaluateBehindLocked(now time.Time) {
+	if b.load != nil {
+		if limit := b.cfg.QueueDelay(); limit > 0 {
+			if delay := b.load.HeartbeatQueueDelay(); delay > limit {
+				b.behindUntil = now.Add(b.cfg.Cooldown())
+				if !b.behindOn {
+					b.behindOn, b.behindSince = true, now
+					metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(1)
+					b.logger.Warn("expiry brake on: the server is behind, lease expiries are deferred",
+						zap.Duration("heartbeat-queue-delay", delay), zap.Duration("threshold", limit))
+				}
+			}
+		}
+	}
+	if b.behindOn && !now.Before(b.behindUntil) {
+		b.behindOn = false
+		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(0)
+		b.logger.Info("expiry brake off: the server caught up, deferred lease expiries resume oldest first",
+			zap.Duration("engaged-for", now.Sub(b.behindSince)))
+	}
+}
+
+// evaluateNamespaceLocked prunes the namespace's candidates older than the window (always when
+// force, else at most once a second) and turns the share rule on or off.
+func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.Time, force bool) {
+	window := b.cfg.Window(ns.name)
+	if force || now.Sub(ns.prunedAt) >= time.Second {
+		ns.prunedAt = now
+		for key, c := range ns.candidates {
+			if now.Sub(c.lastSeen) > window {
+				delete(ns.candidates, key)
+			}
+		}
+	}
+	n := len(ns.candidates)
+	threshold := b.cfg.Threshold(ns.name)
+	on := ns.activeKnown && threshold < 1 && n >= b.cfg.MinExpiries(ns.name) &&
+		float64(n) > threshold*float64(max(ns.active, int64(n)))
+	if on == ns.shareOn {
+		return
+	}
+	ns.shareOn = on
+	fields := []zap.Field{
+		tag.NamespaceID(id), tag.Namespace(ns.name), zap.Int("expiring", n), zap.Int64("active", ns.active),
+		zap.Float64("threshold", threshold), zap.Duration("window", window),
+	}
+	if on {
+		ns.shareSince = now
+		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(1)
+		b.logger.Warn("expiry brake on: a large share of the namespace's workers is expiring at once; expiries deferred", fields...)
+	} else {
+		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonShare), metrics.NamespaceTag(ns.name)).Update(0)
+		b.logger.Info("expiry brake off: expiries resume oldest first",
+			append(fields, zap.Duration("engaged-for", now.Sub(ns.shareSince)))...)
+	}
+}

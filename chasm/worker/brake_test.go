@@ -1,0 +1,174 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/vigilhq/vigil/chasm/chasmtest"
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/dynamicconfig"
+)
+
+// lateClock lets the brake share the chasmtest engine's clock, which exists only once the
+// library (and so the brake) has been built.
+type lateClock struct{ clock.TimeSource }
+
+type fakeLoad struct{ delay atomic.Int64 }
+
+func (l *fakeLoad) HeartbeatQueueDelay() time.Duration { return time.Duration(l.delay.Load()) }
+
+type brakeBundle struct {
+	*bundle
+	brake *worker.Brake
+	load  *fakeLoad
+}
+
+func setupBrake(t *testing.T) *brakeBundle {
+	t.Helper()
+	dcClient := dynamicconfig.NewMemoryClient()
+	logger := zaptest.NewLogger(t)
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+	config := worker.NewConfig(dc, testNumShards)
+	load := &fakeLoad{}
+	ts := &lateClock{}
+	brake := worker.NewBrake(worker.NewBrakeConfig(dc), load, ts, tally.NoopScope, logger)
+	rescheduler := &recordingRescheduler{}
+	lib := worker.NewLibrary(config, rescheduler, tally.NoopScope, logger, worker.WithExpiryBrake(brake))
+	engine := chasmtest.NewEngine(t, chasmtest.NewRegistry(t, lib))
+	ts.TimeSource = engine.Clock()
+	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeRecheck.Key(), time.Second)
+	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeCooldown.Key(), 5*time.Second)
+	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSettle.Key(), testNamespace, 2*time.Second)
+	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeMinExpiries.Key(), testNamespace, 3)
+	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSecondaryRate.Key(), testNamespace, 0.0)
+	return &brakeBundle{
+		bundle: &bundle{
+			t: t, engine: engine, rescheduler: rescheduler, dc: dcClient, config: config, ctx: context.Background(),
+			handler: worker.NewHandler(engine, config, engine.Clock(), tally.NoopScope, logger),
+		},
+		brake: brake,
+		load:  load,
+	}
+}
+
+func workerKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%02d", prefix, i)
+	}
+	return keys
+}
+
+// run advances the clock second by second for d, beating every live worker every 2s.
+func (b *brakeBundle) run(d time.Duration, live []string) {
+	b.t.Helper()
+	for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
+		if elapsed%(2*time.Second) == 0 {
+			for _, k := range live {
+				b.mustBeat(k, withLease(10*time.Second))
+			}
+		}
+		b.engine.AdvanceTime(time.Second)
+	}
+}
+
+func (b *brakeBundle) inactive(keys []string) int {
+	b.t.Helper()
+	n := 0
+	for _, k := range keys {
+		if b.status(k) == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE {
+			n++
+		}
+	}
+	return n
+}
+
+func TestExpiryBrake(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HoldsAMassExpiryUntilReleasedThenExpiresOldestFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 0.3)
+		live, silent := workerKeys("live", 10), workerKeys("silent", 10)
+		// The silent half stops in two waves a second apart (within the settle time), so
+		// "oldest" means something.
+		for _, k := range append(append([]string{}, live...), silent...) {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		b.engine.AdvanceTime(time.Second)
+		for _, k := range silent[:5] {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		b.brake.SetActiveCount(testNamespaceID, 20)
+
+		b.run(30*time.Second, live)
+		require.Zero(t, b.inactive(silent), "no lease may expire while the brake is on")
+		require.Zero(t, b.inactive(live))
+		st := b.brake.Status(testNamespaceID)
+		require.True(t, st.Engaged)
+		require.Equal(t, []string{worker.BrakeReasonShare}, st.Reasons)
+		require.Equal(t, 10, st.Held)
+		// Held, not run: each silent worker's expiry timer is still pending and valid.
+		require.Len(t, b.engine.PendingTasksOfType("worker.leaseExpiry"), 20)
+
+		// The operator takes the brake off: every held expiry runs at the next tick.
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 1.0)
+		b.run(2*time.Second, live)
+		require.Equal(t, 10, b.inactive(silent))
+		require.Zero(t, b.inactive(live))
+		// Oldest first: the wave that stopped first went INACTIVE no later than the second.
+		first, second := b.describe(silent[5]).State.InactiveTime.AsTime(), b.describe(silent[0]).State.InactiveTime.AsTime()
+		require.False(t, first.After(second))
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+	})
+
+	t.Run("DetectsAFewRealDeathsWithinLeasePlusSettle", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		keys := workerKeys("w", 20)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		b.brake.SetActiveCount(testNamespaceID, 20)
+		dead, live := keys[:2], keys[2:]
+		// Lease 10s + settle 2s + one recheck tick.
+		b.run(14*time.Second, live)
+		require.Equal(t, 2, b.inactive(dead))
+		require.Zero(t, b.inactive(live))
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+	})
+
+	t.Run("HoldsExpiriesWhileTheServerIsBehind", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		keys := workerKeys("w", 4)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		b.load.delay.Store(int64(5 * time.Second))
+		b.run(20*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys))
+		st := b.brake.Status(testNamespaceID)
+		require.True(t, st.Engaged)
+		require.Equal(t, []string{worker.BrakeReasonBehind}, st.Reasons)
+
+		// Caught up: after the cooldown the silent worker is found, the others are not.
+		b.load.delay.Store(0)
+		b.run(3*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "the cooldown gives delayed heartbeats time to land")
+		b.run(5*time.Second, keys[1:])
+		require.Equal(t, 1, b.inactive(keys[:1]))
+		require.Zero(t, b.inactive(keys[1:]))
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+	})
+}

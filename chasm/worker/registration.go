@@ -1,0 +1,61 @@
+package worker
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/uber-go/tally/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"golang.org/x/time/rate"
+
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
+)
+
+// registrationLimiter bounds how many new workers a host registers per second in a namespace
+// (worker.registrationRPS): a fleet that crash-loops and mints a new key at each start costs a
+// create each time, and must not crowd out the heartbeats of known workers, which it never
+// limits. One token bucket per namespace, burst one second's worth.
+type registrationLimiter struct {
+	rps        func(namespace string) float64
+	timeSource clock.TimeSource
+	scope      tally.Scope
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+func newRegistrationLimiter(rps func(string) float64, timeSource clock.TimeSource, scope tally.Scope) *registrationLimiter {
+	return &registrationLimiter{rps: rps, timeSource: timeSource, scope: scope, limiters: make(map[string]*rate.Limiter)}
+}
+
+// allow takes a token for a new worker of namespace, or returns ResourceExhausted.
+func (l *registrationLimiter) allow(namespace string) error {
+	if l == nil || l.rps == nil {
+		return nil
+	}
+	rps := l.rps(namespace)
+	if rps <= 0 || math.IsInf(rps, 1) || math.IsNaN(rps) {
+		return nil
+	}
+	l.mu.Lock()
+	limiter := l.limiters[namespace]
+	if limiter == nil || limiter.Limit() != rate.Limit(rps) {
+		limiter = rate.NewLimiter(rate.Limit(rps), max(1, int(math.Ceil(rps))))
+		l.limiters[namespace] = limiter
+	}
+	ok := limiter.AllowN(l.timeSource.Now(), 1)
+	l.mu.Unlock()
+	if ok {
+		return nil
+	}
+	metrics.AbuseLimited.With(l.scope, metrics.KindTag("registration_rps")).Inc(1)
+	return &serviceerror.ResourceExhausted{
+		Cause: enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT,
+		Scope: enumspb.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+		Message: fmt.Sprintf("namespace %q registers more than %g new workers per second (worker.registrationRPS); "+
+			"reuse the worker's instance key across restarts, or retry", namespace, rps),
+	}
+}

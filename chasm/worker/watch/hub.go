@@ -1,0 +1,354 @@
+// Package watch is the live view's event hub: it turns the committed worker changes of this
+// history host into a numbered event log (a bounded ring), tracks which hosts (machines) are
+// online, and feeds any number of watchers, each through a bounded buffer of its own.
+package watch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+)
+
+// Kind is what an event reports: a worker change (worker.ChangeKind values) or a host one.
+type Kind uint8
+
+// Event kinds. The worker ones equal worker.ChangeKind.
+const (
+	KindRegistered                 = Kind(worker.ChangeRegistered)
+	KindHeartbeat                  = Kind(worker.ChangeHeartbeat)
+	KindInactive                   = Kind(worker.ChangeInactive)
+	KindResurrected                = Kind(worker.ChangeResurrected)
+	KindCleanedUp                  = Kind(worker.ChangeCleanedUp)
+	KindDeleted                    = Kind(worker.ChangeDeleted)
+	KindDrainRequested             = Kind(worker.ChangeDrainRequested)
+	KindActivitiesRescheduled      = Kind(worker.ChangeActivitiesRescheduled)
+	KindHostOnline            Kind = 100
+	KindHostOffline           Kind = 101
+)
+
+// Event is one entry of the hub's log.
+type Event struct {
+	// Seq numbers the hub's events from 1, without gaps.
+	Seq               uint64
+	Time              time.Time
+	Kind              Kind
+	NamespaceID       string
+	WorkerInstanceKey string // empty for host events
+	HostName          string
+	// State is the worker's state after the change (nil for host events); read-only.
+	State *workerpb.WorkerState
+	Count int64
+}
+
+// Options size a hub. Zero values take the defaults.
+type Options struct {
+	// RingSize is how many events the hub keeps for resuming watchers (default 32,768).
+	RingSize int
+	// BufferSize is how many undelivered events a watcher may have before it must resync
+	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
+	// before while nothing else of that worker follows it).
+	BufferSize int
+	TimeSource clock.TimeSource
+}
+
+// Hub is one history host's event log. It implements worker.ChangeSink.
+type Hub struct {
+	opts  Options
+	epoch uint64
+
+	mu   sync.Mutex
+	seq  uint64
+	ring []Event // ring[seq % len]: the last len(ring) events
+	subs map[*Subscription]struct{}
+	// active maps namespace ID → host name → the host's ACTIVE workers.
+	active map[string]map[string]map[string]struct{}
+}
+
+var _ worker.ChangeSink = (*Hub)(nil)
+
+// NewHub returns an empty hub. Its epoch (the time it was made) tells a cursor of this hub
+// from one of an earlier process.
+func NewHub(opts Options) *Hub {
+	if opts.RingSize <= 0 {
+		opts.RingSize = 32768
+	}
+	if opts.BufferSize <= 0 {
+		opts.BufferSize = 16384
+	}
+	if opts.TimeSource == nil {
+		opts.TimeSource = clock.NewRealTimeSource()
+	}
+	return &Hub{
+		opts:   opts,
+		epoch:  uint64(time.Now().UnixNano()),
+		ring:   make([]Event, opts.RingSize),
+		subs:   make(map[*Subscription]struct{}),
+		active: make(map[string]map[string]map[string]struct{}),
+	}
+}
+
+// Epoch identifies this hub's log; a cursor of another epoch cannot resume.
+func (h *Hub) Epoch() uint64 { return h.epoch }
+
+// Publish implements worker.ChangeSink: it numbers the changes (and the host transitions they
+// cause) and hands them to every watcher of their namespace. It never blocks.
+func (h *Hub) Publish(changes ...worker.Change) {
+	now := h.opts.TimeSource.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range changes {
+		host := c.State.GetLastHeartbeat().GetHostInfo().GetHostName()
+		h.append(Event{
+			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
+			HostName: host, State: c.State, Count: c.Count,
+		})
+		if hostEvent, ok := h.trackHost(c, host); ok {
+			h.append(Event{Time: now, Kind: hostEvent, NamespaceID: c.NamespaceID, HostName: host})
+		}
+	}
+}
+
+// trackHost updates the host's set of ACTIVE workers; it reports a host that went online
+// (its first ACTIVE worker) or offline (its last one left).
+func (h *Hub) trackHost(c worker.Change, host string) (Kind, bool) {
+	byHost := h.active[c.NamespaceID]
+	if byHost == nil {
+		byHost = make(map[string]map[string]struct{})
+		h.active[c.NamespaceID] = byHost
+	}
+	workers := byHost[host]
+	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
+		if workers == nil {
+			workers = make(map[string]struct{})
+			byHost[host] = workers
+		}
+		if _, ok := workers[c.WorkerInstanceKey]; ok {
+			return 0, false
+		}
+		workers[c.WorkerInstanceKey] = struct{}{}
+		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
+		// it without announcing a host the watchers' snapshot already shows online.
+		return KindHostOnline, len(workers) == 1 && c.Kind != worker.ChangeHeartbeat
+	}
+	if c.Kind != worker.ChangeInactive {
+		if workers != nil {
+			delete(workers, c.WorkerInstanceKey)
+		}
+		return 0, false
+	}
+	delete(workers, c.WorkerInstanceKey)
+	if len(workers) == 0 {
+		delete(byHost, host)
+		return KindHostOffline, true
+	}
+	return 0, false
+}
+
+func (h *Hub) append(ev Event) {
+	h.seq++
+	ev.Seq = h.seq
+	h.ring[h.seq%uint64(len(h.ring))] = ev
+	for s := range h.subs {
+		s.offer(ev)
+	}
+}
+
+// HostsOnline returns the namespace's hosts that have an ACTIVE worker, as far as this hub
+// has seen (for tests and diagnostics).
+func (h *Hub) HostsOnline(namespaceID string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for host := range h.active[namespaceID] {
+		out = append(out, host)
+	}
+	return out
+}
+
+// Subscribe opens a watcher of one namespace. With epoch 0 (no cursor) it starts at the next
+// event; otherwise it resumes after event number after (0: before the first) of that epoch, and
+// resumed is false when
+// the hub no longer holds every event since: the watcher then starts at the next event and the
+// caller must resync (take a fresh snapshot). Position is the number of the last event before
+// the subscription's first: the cursor of a snapshot taken now.
+func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery time.Duration) (s *Subscription, position uint64, resumed bool) {
+	s = &Subscription{
+		hub: h, namespaceID: namespaceID, heartbeatEvery: heartbeatEvery,
+		notify:   make(chan struct{}, 1),
+		lastSent: make(map[string]time.Time),
+		pending:  make(map[string]Event),
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	oldest := uint64(1)
+	if h.seq > uint64(len(h.ring)) {
+		oldest = h.seq - uint64(len(h.ring)) + 1
+	}
+	switch {
+	case epoch == 0:
+	case epoch == h.epoch && after <= h.seq && after+1 >= oldest:
+		resumed = true
+		for seq := after + 1; seq <= h.seq; seq++ {
+			s.offer(h.ring[seq%uint64(len(h.ring))])
+		}
+	}
+	h.subs[s] = struct{}{}
+	if resumed {
+		return s, after, true
+	}
+	return s, h.seq, epoch == 0
+}
+
+// Subscription is one watcher's bounded buffer.
+type Subscription struct {
+	hub            *Hub
+	namespaceID    string
+	heartbeatEvery time.Duration
+	notify         chan struct{}
+
+	// Under hub.mu.
+	buf      []Event
+	last     map[string]int // worker → index in buf of its last event
+	overflow bool
+
+	// Owned by the reader (Next).
+	lastSent   map[string]time.Time
+	pending    map[string]Event // coalesced heartbeats waiting for their turn
+	lastCursor uint64
+	lastPrune  time.Time
+}
+
+// offer queues ev (hub.mu held). A full buffer is dropped whole and marks the watcher as
+// overflowed: it must resync, and its memory stays bounded.
+func (s *Subscription) offer(ev Event) {
+	if ev.NamespaceID != s.namespaceID || s.overflow {
+		return
+	}
+	if ev.WorkerInstanceKey != "" {
+		// A heartbeat replaces the worker's previous one still in the buffer if nothing of that
+		// worker came after it: a watcher that is busy (sending a snapshot, a slow client) holds
+		// at most one heartbeat per worker, not one per heartbeat.
+		if i, ok := s.last[ev.WorkerInstanceKey]; ok && ev.Kind == KindHeartbeat && s.buf[i].Kind == KindHeartbeat {
+			s.buf[i] = ev
+			s.notifyReader()
+			return
+		}
+	}
+	if len(s.buf) >= s.hub.opts.BufferSize {
+		s.buf, s.last, s.overflow = nil, nil, true
+		s.notifyReader()
+		return
+	}
+	if ev.WorkerInstanceKey != "" {
+		if s.last == nil {
+			s.last = make(map[string]int)
+		}
+		s.last[ev.WorkerInstanceKey] = len(s.buf)
+	}
+	s.buf = append(s.buf, ev)
+	s.notifyReader()
+}
+
+func (s *Subscription) notifyReader() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	delete(s.hub.subs, s)
+	s.hub.mu.Unlock()
+}
+
+// Next waits for events and returns them in order, with at most one HEARTBEAT per worker per
+// heartbeatEvery (the latest; one held back goes out when its turn comes, unless a later event
+// of the worker made it moot). Cursor is the number of the last event accounted for (sent,
+// held back or dropped as coalesced). Overflow means the watcher fell behind: events were lost
+// and it must resync (take a new subscription and snapshot).
+func (s *Subscription) Next(ctx context.Context) (events []Event, cursor uint64, overflow bool, err error) {
+	ts := s.hub.opts.TimeSource
+	for {
+		s.hub.mu.Lock()
+		batch, overflow := s.buf, s.overflow
+		s.buf, s.last = nil, nil
+		s.hub.mu.Unlock()
+		if overflow {
+			return nil, 0, true, nil
+		}
+		now := ts.Now()
+		for _, ev := range batch {
+			cursor = max(cursor, ev.Seq) // a replaced heartbeat carries a later number
+			if ev.Kind == KindHeartbeat && s.heartbeatEvery > 0 {
+				if last, ok := s.lastSent[ev.WorkerInstanceKey]; ok && now.Sub(last) < s.heartbeatEvery {
+					s.pending[ev.WorkerInstanceKey] = ev
+					continue
+				}
+				s.lastSent[ev.WorkerInstanceKey] = now
+			} else if ev.WorkerInstanceKey != "" {
+				delete(s.pending, ev.WorkerInstanceKey)
+				if ev.Kind != KindHeartbeat {
+					// The next heartbeat after a transition shows at once.
+					delete(s.lastSent, ev.WorkerInstanceKey)
+				}
+			}
+			events = append(events, ev)
+		}
+		var wake time.Time
+		for key, ev := range s.pending {
+			due := s.lastSent[key].Add(s.heartbeatEvery)
+			if !now.Before(due) {
+				delete(s.pending, key)
+				s.lastSent[key] = now
+				events = append(events, ev)
+			} else if wake.IsZero() || due.Before(wake) {
+				wake = due
+			}
+		}
+		s.prune(now)
+		if len(events) > 0 {
+			if cursor == 0 {
+				cursor = s.lastCursor
+			}
+			s.lastCursor = max(s.lastCursor, cursor)
+			return events, s.lastCursor, false, nil
+		}
+		if cursor > 0 {
+			s.lastCursor = max(s.lastCursor, cursor)
+		}
+		var timer <-chan time.Time
+		stop := func() {}
+		if !wake.IsZero() {
+			ch, t := ts.NewTimerAt(wake)
+			timer, stop = ch, func() { t.Stop() }
+		}
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil, 0, false, ctx.Err()
+		case <-s.notify:
+		case <-timer:
+		}
+		stop()
+	}
+}
+
+// prune forgets when heartbeats of workers went out once that no longer holds any back, so a
+// long watch of a churning fleet keeps no entry per worker it ever saw.
+func (s *Subscription) prune(now time.Time) {
+	if len(s.lastSent) < 1024 || now.Sub(s.lastPrune) < s.heartbeatEvery {
+		return
+	}
+	s.lastPrune = now
+	for key, last := range s.lastSent {
+		if _, held := s.pending[key]; !held && now.Sub(last) >= s.heartbeatEvery {
+			delete(s.lastSent, key)
+		}
+	}
+}

@@ -1,0 +1,404 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/dynamicconfig"
+)
+
+// AdmissionClass orders the work history admits when it cannot serve everything at once.
+type AdmissionClass int
+
+const (
+	// ClassHeartbeat is a heartbeat of a worker this host knows, or any call that keeps a known
+	// worker's state right (shutdown, binding changes). Served first: a heartbeat lost for a
+	// whole lease costs a live worker its work.
+	ClassHeartbeat AdmissionClass = iota
+	// ClassRegistration is the first heartbeat of a key this host does not know. Paced by
+	// history.registrationAdmitRPS, then served after heartbeats.
+	ClassRegistration
+	// ClassRead is a describe or list. Served last, and refused while heartbeats wait.
+	ClassRead
+
+	numClasses = 3
+)
+
+func (c AdmissionClass) String() string {
+	switch c {
+	case ClassHeartbeat:
+		return "heartbeat"
+	case ClassRegistration:
+		return "registration"
+	default:
+		return "read"
+	}
+}
+
+// ListGate is the gate of calls that span every shard (lists and counts).
+const ListGate int32 = -1
+
+// AdmissionConfig is what the admission controller reads at use time.
+type AdmissionConfig struct {
+	MaxInFlightPerShard  func() int
+	MaxQueued            func() int
+	MaxQueuedBytes       func() int
+	RegistrationAdmitRPS func() float64
+}
+
+// NewAdmissionConfig reads the settings from dynamic config.
+func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
+	return AdmissionConfig{
+		MaxInFlightPerShard:  dynamicconfig.AdmissionMaxInFlightPerShard.Get(dc),
+		MaxQueued:            dynamicconfig.AdmissionMaxQueued.Get(dc),
+		MaxQueuedBytes:       dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
+		RegistrationAdmitRPS: dynamicconfig.RegistrationAdmitRPS.Get(dc),
+	}
+}
+
+// Admission bounds the work history does at once, per shard, and decides what waits, what is
+// refused and what is dropped when more arrives than the store can write:
+//
+//   - at most MaxInFlightPerShard calls run per shard; the others wait in one FIFO per class,
+//     and a freed slot goes to the oldest waiter of the highest class;
+//   - a call that would wait longer than its caller's deadline allows (queue ahead of it ÷
+//     slots × the shard's measured service time) is refused at once with ResourceExhausted,
+//     which clients retry with backoff, instead of being served after its caller gave up;
+//   - a call whose deadline has passed, on arrival or while it waited, is dropped unserved;
+//   - waiting calls and their payload bytes are counted host-wide and capped, so memory stays
+//     bounded however much is offered;
+//   - registrations pass a token bucket first (delayed, not refused, when the delay fits the
+//     deadline), so a fleet's start or mass reconnect is absorbed at a bounded rate.
+//
+// The point is goodput: an overloaded server that spends its time on calls whose callers have
+// already timed out never catches up.
+type Admission struct {
+	cfg    AdmissionConfig
+	ts     clock.TimeSource
+	scope  tally.Scope
+	logger *zap.Logger
+
+	mu           sync.Mutex
+	gates        map[int32]*gate
+	queued       int
+	queuedBytes  int
+	queuedByCls  [numClasses]int
+	regLimiter   *rate.Limiter
+	regRate      float64
+	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
+	hbDelayAt    time.Time
+}
+
+type gate struct {
+	inFlight int
+	waiting  [numClasses][]*waiter
+	// service is the smoothed time a call holds its slot.
+	service time.Duration
+}
+
+type waiter struct {
+	class    AdmissionClass
+	bytes    int
+	enqueued time.Time
+	ready    chan struct{}
+	granted  bool
+}
+
+// serviceTimeInitial is the service time assumed before any call has been measured.
+const serviceTimeInitial = 5 * time.Millisecond
+
+// NewAdmission returns an admission controller.
+func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
+	return &Admission{cfg: cfg, ts: ts, scope: scope, logger: logger, gates: make(map[int32]*gate)}
+}
+
+// Admit waits for a slot on shardID for a call of class carrying bytes of payload. It returns
+// a release to call when the work is done, or an error to return to the caller as is:
+// ResourceExhausted (refused: retry later) or DeadlineExceeded/Canceled (the caller is gone).
+func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionClass, bytes int) (func(), error) {
+	now := a.ts.Now()
+	deadline, hasDeadline := ctx.Deadline()
+	if err := ctx.Err(); err != nil || (hasDeadline && !now.Before(deadline)) {
+		a.count(metrics.AdmissionDropped, class)
+		return nil, callerGone(ctx)
+	}
+	if class == ClassRegistration {
+		if err := a.paceRegistration(ctx, now, deadline, hasDeadline, shardID); err != nil {
+			return nil, err
+		}
+		now = a.ts.Now()
+	}
+
+	a.mu.Lock()
+	g := a.gateLocked(shardID)
+	limit := max(1, a.cfg.MaxInFlightPerShard())
+	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) {
+		g.inFlight++
+		a.mu.Unlock()
+		return a.releaser(g, class, now, now), nil
+	}
+	if class == ClassRead && a.queuedByCls[ClassHeartbeat]+a.queuedByCls[ClassRegistration] > 0 {
+		a.mu.Unlock()
+		a.count(metrics.AdmissionShed, class)
+		return nil, exhausted("history is serving heartbeats first; retry the read later")
+	}
+	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
+		a.stillBehindLocked(class, 0)
+		a.mu.Unlock()
+		a.count(metrics.AdmissionShed, class)
+		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
+	}
+	if hasDeadline {
+		// Work ahead of this call, spread over the shard's slots, each taking the measured
+		// service time; then its own service.
+		ahead := 0
+		for c := ClassHeartbeat; c <= class; c++ {
+			ahead += len(g.waiting[c])
+		}
+		wait := time.Duration(float64(ahead+1)/float64(limit)*float64(g.service)) + g.service
+		if now.Add(wait).After(deadline) {
+			a.stillBehindLocked(class, wait)
+			a.mu.Unlock()
+			a.count(metrics.AdmissionShed, class)
+			return nil, exhausted(fmt.Sprintf("history shard %d cannot serve this call before its deadline (about %v of work queued)",
+				shardID, wait.Round(time.Millisecond)))
+		}
+	}
+	w := &waiter{class: class, bytes: bytes, enqueued: now, ready: make(chan struct{})}
+	g.waiting[class] = append(g.waiting[class], w)
+	a.queued++
+	a.queuedBytes += bytes
+	a.queuedByCls[class]++
+	a.mu.Unlock()
+	a.updateQueuedGauges()
+
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		a.mu.Lock()
+		if !w.granted {
+			a.removeWaiterLocked(g, w)
+			a.stillBehindLocked(class, a.ts.Now().Sub(w.enqueued))
+			a.mu.Unlock()
+			a.updateQueuedGauges()
+			a.count(metrics.AdmissionDropped, class)
+			return nil, callerGone(ctx)
+		}
+		a.mu.Unlock()
+		// Granted as the caller left: pass the slot on.
+		a.releaser(g, class, w.enqueued, a.ts.Now())()
+		a.count(metrics.AdmissionDropped, class)
+		return nil, callerGone(ctx)
+	}
+	granted := a.ts.Now()
+	a.updateQueuedGauges()
+	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag(class.String())).Record(granted.Sub(w.enqueued))
+	release := a.releaser(g, class, w.enqueued, granted)
+	if hasDeadline && !granted.Before(deadline) {
+		release()
+		a.count(metrics.AdmissionDropped, class)
+		return nil, serviceerror.NewDeadlineExceeded("the call's deadline passed while it waited for history")
+	}
+	return release, nil
+}
+
+// HeartbeatQueueDelay is how long heartbeats have recently spent in history, waiting for a
+// slot and then for their write (smoothed, or the oldest still waiting, and decaying to zero
+// once nothing arrives): the measure of how far behind the host is. A slow write path shows
+// here even when the slots keep the queue short.
+func (a *Admission) HeartbeatQueueDelay() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// A delay measured long ago says nothing about now: it halves every second without news.
+	elapsed := a.ts.Now().Sub(a.hbDelayAt)
+	d := a.hbQueueDelay
+	for i := time.Duration(0); i < elapsed/time.Second && d > 0; i++ {
+		d /= 2
+	}
+	if a.queuedByCls[ClassHeartbeat] == 0 && elapsed > time.Second {
+		return d
+	}
+	return max(d, a.oldestHeartbeatWaitLocked())
+}
+
+// Queued returns the calls waiting for a slot and their payload bytes, host-wide.
+func (a *Admission) Queued() (calls, bytes int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queued, a.queuedBytes
+}
+
+func (a *Admission) oldestHeartbeatWaitLocked() time.Duration {
+	now := a.ts.Now()
+	var oldest time.Duration
+	for _, g := range a.gates {
+		if q := g.waiting[ClassHeartbeat]; len(q) > 0 {
+			oldest = max(oldest, now.Sub(q[0].enqueued))
+		}
+	}
+	return oldest
+}
+
+// stillBehindLocked records a heartbeat refused because the host is behind: it counts as a
+// heartbeat that took wait (its estimated wait), and in any case keeps the measure from
+// decaying. Without it, a host that refuses every heartbeat would look idle, and caught up.
+func (a *Admission) stillBehindLocked(class AdmissionClass, wait time.Duration) {
+	if class != ClassHeartbeat {
+		return
+	}
+	if wait > 0 {
+		a.hbQueueDelay += (wait - a.hbQueueDelay) / 20
+	}
+	a.hbDelayAt = a.ts.Now()
+}
+
+func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
+	if class != ClassHeartbeat {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// Exponentially smoothed over roughly the last 20 heartbeats.
+	a.hbQueueDelay += (d - a.hbQueueDelay) / 20
+	a.hbDelayAt = a.ts.Now()
+}
+
+// nothingWaitingAheadLocked: a call may take a free slot only if no call of its class or a
+// higher one waits for this gate (it would overtake it).
+func (a *Admission) nothingWaitingAheadLocked(g *gate, class AdmissionClass) bool {
+	for c := ClassHeartbeat; c <= class; c++ {
+		if len(g.waiting[c]) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Admission) gateLocked(shardID int32) *gate {
+	g, ok := a.gates[shardID]
+	if !ok {
+		g = &gate{service: serviceTimeInitial}
+		a.gates[shardID] = g
+	}
+	return g
+}
+
+// releaser returns the function that frees the slot taken at start, measures the service time
+// (and a heartbeat's whole time in history, from arrival) and hands the slot to the next
+// waiter, highest class first.
+func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.Time) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			now := a.ts.Now()
+			took := now.Sub(start)
+			a.noteQueueDelay(class, now.Sub(arrived))
+			a.mu.Lock()
+			g.service += (took - g.service) / 10
+			g.inFlight--
+			for c := ClassHeartbeat; c < numClasses; c++ {
+				if len(g.waiting[c]) == 0 {
+					continue
+				}
+				w := g.waiting[c][0]
+				g.waiting[c][0] = nil
+				g.waiting[c] = g.waiting[c][1:]
+				a.dequeuedLocked(w)
+				w.granted = true
+				g.inFlight++
+				close(w.ready)
+				break
+			}
+			a.mu.Unlock()
+		})
+	}
+}
+
+func (a *Admission) removeWaiterLocked(g *gate, w *waiter) {
+	q := g.waiting[w.class]
+	for i, x := range q {
+		if x == w {
+			copy(q[i:], q[i+1:])
+			q[len(q)-1] = nil
+			g.waiting[w.class] = q[:len(q)-1]
+			a.dequeuedLocked(w)
+			return
+		}
+	}
+}
+
+func (a *Admission) dequeuedLocked(w *waiter) {
+	a.queued--
+	a.queuedBytes -= w.bytes
+	a.queuedByCls[w.class]--
+}
+
+func (a *Admission) updateQueuedGauges() {
+	calls, bytes := a.Queued()
+	metrics.AdmissionQueued.With(a.scope).Update(float64(calls))
+	metrics.AdmissionQueuedBytes.With(a.scope).Update(float64(bytes))
+}
+
+// paceRegistration takes a token from the registration bucket, waiting for it when the wait
+// still leaves time to serve the call before its deadline, refusing otherwise.
+func (a *Admission) paceRegistration(ctx context.Context, now, deadline time.Time, hasDeadline bool, shardID int32) error {
+	a.mu.Lock()
+	rps := a.cfg.RegistrationAdmitRPS()
+	if rps <= 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	if a.regLimiter == nil || rps != a.regRate {
+		// Burst: one second's worth, at least one.
+		a.regLimiter = rate.NewLimiter(rate.Limit(rps), max(1, int(rps)))
+		a.regRate = rps
+	}
+	service := a.gateLocked(shardID).service
+	r := a.regLimiter.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if !r.OK() || (hasDeadline && now.Add(delay+service).After(deadline)) {
+		r.CancelAt(now)
+		a.mu.Unlock()
+		a.count(metrics.AdmissionShed, ClassRegistration)
+		return exhausted(fmt.Sprintf("registrations are admitted at %g/s (history.registrationAdmitRPS); retry later", rps))
+	}
+	a.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag("registrationPacing")).Record(delay)
+	timerC, timer := a.ts.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timerC:
+		return nil
+	case <-ctx.Done():
+		a.count(metrics.AdmissionDropped, ClassRegistration)
+		return callerGone(ctx)
+	}
+}
+
+func (a *Admission) count(def metrics.CounterDef, class AdmissionClass) {
+	def.With(a.scope, metrics.KindTag(class.String())).Inc(1)
+}
+
+func exhausted(msg string) error {
+	return serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_SYSTEM_OVERLOADED, msg)
+}
+
+func callerGone(ctx context.Context) error {
+	if ctx.Err() == context.Canceled {
+		return serviceerror.NewCanceled("the caller went away before history served the call")
+	}
+	return serviceerror.NewDeadlineExceeded("the call's deadline passed before history could serve it")
+}
