@@ -121,9 +121,9 @@ func (e *Execution) CollectionLen(name string) int { return len(e.collections[na
 // Changed returns a channel closed by the next Apply.
 func (e *Execution) Changed() <-chan struct{} { return e.changed }
 
-// Abandon wakes the pollers of an Execution the engine drops without applying a mutation (a
+// WakePollers wakes the pollers of an Execution the engine drops without applying a mutation (a
 // write failed and its outcome is unknown): they re-read, and wait on what replaces it.
-func (e *Execution) Abandon() {
+func (e *Execution) WakePollers() {
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
