@@ -144,7 +144,8 @@ type stopRecord struct {
 
 type runner struct {
 	cfg    Config
-	rng    *rand.Rand
+	rng    *rand.Rand // faults: used by the fault goroutine only
+	inRng  *rand.Rand // activity inputs: used under mu
 	report *Report
 	srv    *serverProc
 	sdk    client.Client
@@ -211,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	began := time.Now()
 	r := &runner{
-		cfg: cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6368616f73)),
+		cfg: cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6368616f73)), inRng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x696e707574)),
 		report:  &Report{Seed: cfg.Seed, Faults: map[string]int{}, DiskFullCodes: map[string]int{}},
 		faulted: map[string]bool{}, acts: map[string]*act{}, inactive: map[string]bool{}, inactiveBad: map[string]bool{},
 	}
@@ -387,8 +388,8 @@ func (r *runner) load(ctx context.Context, wg *sync.WaitGroup) {
 func (r *runner) startActivity(ctx context.Context) {
 	r.mu.Lock()
 	r.nextAct++
-	in := Input{ID: fmt.Sprintf("act-%d-%d", r.cfg.Seed&0xffffff, r.nextAct), Nonce: fmt.Sprintf("%x", r.rng.Uint64()),
-		HoldMs: r.rng.IntN(int(r.cfg.MaxHold/time.Millisecond) + 1)}
+	in := Input{ID: fmt.Sprintf("act-%d-%d", r.cfg.Seed&0xffffff, r.nextAct), Nonce: fmt.Sprintf("%x", r.inRng.Uint64()),
+		HoldMs: r.inRng.IntN(int(r.cfg.MaxHold/time.Millisecond) + 1)}
 	r.mu.Unlock()
 	payloads, err := converter.GetDefaultDataConverter().ToPayloads(in)
 	if err != nil {
