@@ -121,6 +121,13 @@ func (e *Execution) CollectionLen(name string) int { return len(e.collections[na
 // Changed returns a channel closed by the next Apply.
 func (e *Execution) Changed() <-chan struct{} { return e.changed }
 
+// WakePollers wakes the pollers of an Execution the engine drops without applying a mutation (a
+// write failed and its outcome is unknown): they re-read, and wait on what replaces it.
+func (e *Execution) WakePollers() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
 // Mutation is the outcome of a successful transaction, ready to be persisted. It carries the
 // whole new state message (small by design) and only the collection entries that changed.
 type Mutation struct {

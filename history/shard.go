@@ -322,6 +322,7 @@ func (s *Shard) write(
 		if entry != nil {
 			entry.loaded, entry.current = false, nil
 		}
+		exec.WakePollers() // its pollers would otherwise wait on a dropped execution
 		return s.storeError("WriteExecution", err)
 	}
 	exec.Apply(m)

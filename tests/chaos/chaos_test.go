@@ -1,0 +1,81 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestChaosShort is the chaos suite's short form: a few of each fault against a SQLite server
+// (the full disk only as root), then every check. VIGIL_CHAOS_SEED replays a run.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite: builds and runs a server and worker processes")
+	}
+	seed := time.Now().UnixNano()
+	if v := os.Getenv("VIGIL_CHAOS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("VIGIL_CHAOS_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (replay with VIGIL_CHAOS_SEED=%d)", seed, seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	report, err := Run(ctx, Config{
+		Seed: seed, ServerKills: 4, WorkerKills: 1, WorkerStops: 1, DiskFull: true,
+		Strand: 90 * time.Second, Dir: dir, Bin: bin, Logf: t.Logf,
+	})
+	if report != nil {
+		t.Log("\n" + report.String())
+	}
+	if err != nil {
+		t.Fatalf("the run could not be carried out: %v (logs in %s)", err, dir)
+	}
+	if !report.OK() {
+		t.Errorf("%d check(s) failed, seed %d; server log:\n%s", len(report.Violations), seed, tail(dir+"/server.log", 4000))
+	}
+	if report.Acknowledged == 0 || report.Faults["server SIGKILL"] == 0 {
+		t.Errorf("the run did nothing: %d activities, faults %v", report.Acknowledged, report.Faults)
+	}
+}
+
+// TestChaosPostgres runs the suite against PostgreSQL and restarts it under load. It runs
+// only when asked: VIGIL_CHAOS_POSTGRES names a database (URL DSN) next to which a fresh one
+// is created and dropped, and VIGIL_CHAOS_PG_CLUSTER the cluster to restart ("15 main"), which
+// every other user of that PostgreSQL will notice.
+func TestChaosPostgres(t *testing.T) {
+	dsn, cluster := os.Getenv("VIGIL_CHAOS_POSTGRES"), os.Getenv("VIGIL_CHAOS_PG_CLUSTER")
+	if testing.Short() || dsn == "" || cluster == "" {
+		t.Skip("set VIGIL_CHAOS_POSTGRES and VIGIL_CHAOS_PG_CLUSTER to restart a PostgreSQL cluster under load")
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	report, err := Run(ctx, Config{
+		Seed: seed, ServerKills: 3, WorkerKills: 1, PGRestarts: 2, Postgres: dsn, PGCluster: cluster,
+		Strand: 2 * time.Minute, Dir: dir, Bin: bin, Logf: t.Logf,
+	})
+	if report != nil {
+		t.Log("\n" + report.String())
+	}
+	if err != nil {
+		t.Fatalf("the run could not be carried out: %v", err)
+	}
+	if !report.OK() {
+		t.Errorf("%d check(s) failed, seed %d; server log:\n%s", len(report.Violations), seed, tail(dir+"/server.log", 4000))
+	}
+}

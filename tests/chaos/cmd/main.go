@@ -1,0 +1,114 @@
+// Command cmd is the chaos suite's long form (tests/chaos/README.md):
+//
+//	go run ./tests/chaos/cmd -server-kills 100 -worker-kills 10 -worker-stops 5 -disk-full
+//	go run ./tests/chaos/cmd -rounds 10 -server-kills 20           # issue 17: 20 kills in a row, 10 times
+//	go run ./tests/chaos/cmd -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	    -pg-cluster "15 main" -pg-restarts 3 -server-kills 20
+//
+// It prints each round's report and exits 1 if any check failed in any round.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/vigilhq/vigil/tests/chaos"
+)
+
+func main() {
+	var (
+		seed        = flag.Int64("seed", 0, "seed of the first round (0: from the clock); round i uses seed+i")
+		rounds      = flag.Int("rounds", 1, "runs, each on a fresh store")
+		serverKills = flag.Int("server-kills", 100, "server SIGKILLs per round")
+		workerKills = flag.Int("worker-kills", 0, "worker SIGKILLs per round")
+		workerStops = flag.Int("worker-stops", 0, "worker SIGSTOP/SIGCONTs per round")
+		diskFull    = flag.Bool("disk-full", false, "fill a tmpfs under the SQLite file once per round (root only)")
+		postgres    = flag.String("postgres", "", "run the server on a fresh database created next to this PostgreSQL DSN (URL form)")
+		pgCluster   = flag.String("pg-cluster", "", `PostgreSQL cluster to restart under load, as pg_ctlcluster names it ("15 main")`)
+		pgRestarts  = flag.Int("pg-restarts", 0, "PostgreSQL restarts per round (needs -postgres and -pg-cluster)")
+		startEvery  = flag.Duration("start-every", 200*time.Millisecond, "pace of new activities")
+		maxHold     = flag.Duration("max-hold", 2*time.Second, "longest an activity holds")
+		strand      = flag.Duration("strand", 2*time.Minute, "an activity without a result this long after the last fault is stranded")
+		keep        = flag.Bool("keep", false, "keep the working directory (logs, events, database)")
+		vigilBin    = flag.String("vigil", "", "a vigil binary to test instead of building ./cmd/vigil")
+	)
+	flag.Parse()
+	if *seed == 0 {
+		*seed = time.Now().UnixNano()
+	}
+	work, err := os.MkdirTemp("", "vigil-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bin, err := chaos.Build(ctx, filepath.Join(work, "bin"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	if *vigilBin != "" {
+		bin.Vigil = *vigilBin
+	}
+	failed := 0
+	totals := map[string]int{}
+	acknowledged, completed, violations := 0, 0, 0
+	var slowest, delivery time.Duration
+	for i := range *rounds {
+		if ctx.Err() != nil {
+			break
+		}
+		dir := filepath.Join(work, fmt.Sprintf("round-%d", i+1))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			os.Exit(2)
+		}
+		report, err := chaos.Run(ctx, chaos.Config{
+			Seed: *seed + int64(i), ServerKills: *serverKills, WorkerKills: *workerKills, WorkerStops: *workerStops,
+			DiskFull: *diskFull, Postgres: *postgres, PGCluster: *pgCluster, PGRestarts: *pgRestarts,
+			StartEvery: *startEvery, MaxHold: *maxHold, Strand: *strand, Dir: dir, Bin: bin,
+			Logf: func(format string, args ...any) {
+				fmt.Printf("%s round %d: %s\n", time.Now().UTC().Format("15:04:05"), i+1, fmt.Sprintf(format, args...))
+			},
+		})
+		if report != nil {
+			fmt.Printf("round %d/%d: %s", i+1, *rounds, report)
+			for k, n := range report.Faults {
+				totals[k] += n
+			}
+			acknowledged += report.Acknowledged
+			completed += report.Completed
+			violations += len(report.Violations)
+			slowest = max(slowest, report.MaxCompletion)
+			delivery = max(delivery, report.MaxDelivery)
+			if !report.OK() {
+				failed++
+				fmt.Printf("round %d FAILED; logs kept in %s\n", i+1, dir)
+				*keep = true
+			}
+		}
+		if err != nil {
+			fmt.Printf("round %d could not run: %v\n", i+1, err)
+			failed++
+			*keep = true
+		}
+	}
+	fmt.Printf("TOTAL: %d rounds (%d failed), faults %v, activities acknowledged %d, completed %d, slowest %v, longest result delivery %v, violations %d\n",
+		*rounds, failed, totals, acknowledged, completed, slowest.Round(time.Millisecond), delivery.Round(time.Millisecond), violations)
+	if *keep {
+		fmt.Println("working directory:", work)
+	}
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
