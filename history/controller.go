@@ -148,8 +148,20 @@ func (c *shardController) reconcile(ctx context.Context) error {
 	c.mu.Unlock()
 
 	if len(release) > 0 {
-		c.release(ctx, release, true)
-		c.engine.logger.Info("handed shards off", zap.Int32s("shards", shardIDs(release)))
+		if alive[self] {
+			c.release(ctx, release, true)
+			c.engine.logger.Info("handed shards off", zap.Int32s("shards", shardIDs(release)))
+		} else {
+			// This host's own membership lapsed: it could not renew its row for a TTL (paused,
+			// starved, cut off from the store), so calls to its shards were stalling too and
+			// another host may own them already. That is no handoff: recorded as released, the
+			// shards' next owners would fire at once the leases of workers whose heartbeats
+			// were stuck here; left unreleased, they apply the restart grace.
+			c.release(ctx, release, false)
+			metrics.ShardLosses.With(c.engine.scope).Inc(int64(len(release)))
+			c.engine.logger.Warn("membership lapsed: stopped serving shards without handing them off",
+				zap.Int32s("shards", shardIDs(release)))
+		}
 	}
 	var errs []error
 	var acquired []int32

@@ -67,7 +67,7 @@ func startClusterProcess(t *testing.T, pg *testcluster.Postgres, id string) *hos
 		"VIGIL_TEST_CLUSTER_HTTP="+h.http, "VIGIL_TEST_CLUSTER_DSN="+pg.DSN, "VIGIL_TEST_CLUSTER_SCHEMA="+pg.Schema)
 	h.cmd.Stdout, h.cmd.Stderr = io.Discard, os.Stderr
 	if dir := os.Getenv("VIGIL_TEST_CLUSTER_LOGS"); dir != "" { // to debug: every host's log in a file
-		f, err := os.Create(filepath.Join(dir, id+".log"))
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", t.Name(), filepath.Base(pg.Schema), id)))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		h.cmd.Stderr = f
