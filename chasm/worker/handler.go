@@ -163,6 +163,16 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 					ev.Lease = max(lease, h.config.LeaseFor(namespace, 0, seen))
 				}
 			}
+			if entry.GetLeaseDuration() == nil && w.Status == statusActive && w.LeaseDeadline != nil {
+				// Nor does an SDK beat end a lease already granted any sooner. After a stall
+				// the SDK sends its held beat and, at once, the next one (its ticker kept a
+				// tick), which reports an interval of a few milliseconds: taken as the cadence,
+				// it would cut the lease to the minimum, and the next regular beat, a second
+				// later, could arrive after it.
+				if granted := w.LeaseDeadline.AsTime().Sub(mctx.Now()); granted > ev.Lease {
+					ev.Lease = granted
+				}
+			}
 			resurrected := false
 			var prevHeartbeat time.Time // zero unless this heartbeat renews an active lease
 			orphans = nil
