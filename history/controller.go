@@ -147,18 +147,21 @@ func (c *shardController) reconcile(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	switch {
-	case len(release) > 0 && alive[self]:
-		c.release(ctx, release, true)
-		c.engine.logger.Info("handed shards off", zap.Int32s("shards", shardIDs(release)))
-	case len(release) > 0:
-		// This host's own membership lapsed (it could not renew, e.g. it was paused): the
-		// others may own these shards already, and the leases in them could not be renewed
-		// here meanwhile. That is no handoff: nothing is recorded as released (the next owner
-		// applies the takeover grace), and every shard counts as lost.
-		c.release(ctx, release, false)
-		metrics.ShardLosses.With(c.engine.scope).Inc(int64(len(release)))
-		c.engine.logger.Warn("membership lapsed: stopped serving shards", zap.Int32s("shards", shardIDs(release)))
+	if len(release) > 0 {
+		if alive[self] {
+			c.release(ctx, release, true)
+			c.engine.logger.Info("handed shards off", zap.Int32s("shards", shardIDs(release)))
+		} else {
+			// This host's own membership lapsed: it could not renew its row for a TTL (paused,
+			// starved, cut off from the store), so calls to its shards were stalling too and
+			// another host may own them already. That is no handoff: recorded as released, the
+			// shards' next owners would fire at once the leases of workers whose heartbeats
+			// were stuck here; left unreleased, they apply the restart grace.
+			c.release(ctx, release, false)
+			metrics.ShardLosses.With(c.engine.scope).Inc(int64(len(release)))
+			c.engine.logger.Warn("membership lapsed: stopped serving shards without handing them off",
+				zap.Int32s("shards", shardIDs(release)))
+		}
 	}
 	var errs []error
 	var acquired []int32

@@ -161,12 +161,18 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
 			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
 				w.Status == statusActive && w.LastHeartbeatTime != nil {
-				// The SDK reports the time since its previous beat was sent; after a stall
-				// (a shard moving between hosts, a retried call) that can be much shorter than
-				// the time since the server applied one, and the lease would then expire before
-				// the next regular beat. Adapt to the longer of the two.
-				if seen := mctx.Now().Sub(w.LastHeartbeatTime.AsTime()); seen > reported {
-					ev.Lease = max(lease, h.config.LeaseFor(namespace, 0, seen))
+				// The SDK reports the time since its previous beat was sent, which can be much
+				// shorter than its cadence: a beat held up by a stall (a shard moving between
+				// hosts, a retried call) reports the interval before it, though the server saw
+				// none for longer; and right after the stall the SDK sends its next beat at once
+				// (its ticker kept a tick), which reports a few milliseconds. Taken alone, either
+				// would give a lease that runs out before the next regular beat. So the interval
+				// is the longest of the reported one, the previous beat's and the one the server
+				// saw since the beat it applied last.
+				seen := mctx.Now().Sub(w.LastHeartbeatTime.AsTime())
+				previous := w.GetLastHeartbeat().GetElapsedSinceLastHeartbeat().AsDuration()
+				if interval := max(seen, previous); interval > reported {
+					ev.Lease = max(lease, h.config.LeaseFor(namespace, 0, interval))
 				}
 			}
 			resurrected := false

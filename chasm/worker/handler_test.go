@@ -98,15 +98,53 @@ func TestHeartbeat(t *testing.T) {
 		require.Equal(t, 2*time.Minute, lease(b.mustBeat("w1", withLease(time.Hour))))
 		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withLease(100*time.Millisecond))))
 		require.Equal(t, 45*time.Second, lease(b.mustBeat("w1", withLease(45*time.Second))))
-		require.Equal(t, 6*time.Second, lease(b.mustBeat("w1", withElapsed(2*time.Second))), "3 × the SDK's interval")
-		require.Equal(t, 2*time.Second, lease(b.mustBeat("w1", withElapsed(100*time.Millisecond))), "never below the minimum")
+		require.Equal(t, 6*time.Second, lease(b.mustBeat("w4", withElapsed(2*time.Second))), "3 × the SDK's interval")
+		require.Equal(t, 2*time.Second, lease(b.mustBeat("w5", withElapsed(100*time.Millisecond))), "never below the minimum")
 		require.Equal(t, 30*time.Second, lease(b.mustBeat("w2")), "the namespace default without an interval")
+		b.engine.AdvanceTime(time.Minute) // past the leases above: each beat below sets its own
+		require.Equal(t, 6*time.Second, lease(b.mustBeat("w1", withElapsed(2*time.Second))), "an SDK beat after explicit leases")
 
 		// A beat the server sees 5 s after the previous one, whatever the SDK reports (its
 		// previous beat was held up), gets a lease covering that gap.
 		b.mustBeat("w3", withElapsed(2*time.Second)) // a 6 s lease
 		b.engine.AdvanceTime(5 * time.Second)
 		require.Equal(t, 15*time.Second, lease(b.mustBeat("w3", withElapsed(300*time.Millisecond))), "3 × the interval the server saw")
+	})
+
+	// After a stall (its shard moving between hosts, a paused host holding its call) the SDK
+	// sends the held beat and at once the next one, its ticker having kept a tick: that one
+	// reports an interval of a few milliseconds. Its lease must still cover the next regular
+	// beat, a second later, or that beat finds the worker INACTIVE (seen in
+	// TestClusterProcessSIGSTOP: a lease of 1 s granted 11 ms before the beat that followed).
+	t.Run("ABeatRightAfterAStallGetsALeaseOfTheCadence", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.MinLeaseDuration.Key(), testNamespace, "1s")
+		lease := func(r *workerpb.HeartbeatResult) time.Duration { return r.LeaseDeadline.AsTime().Sub(b.engine.Now()) }
+		for range 3 {
+			require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(time.Second))), "the usual cadence")
+			b.engine.AdvanceTime(time.Second)
+		}
+		b.engine.AdvanceTime(1500 * time.Millisecond) // the stall: 2.5 s since the last beat applied
+		require.Equal(t, 7500*time.Millisecond, lease(b.mustBeat("w1", withElapsed(time.Second))), "the held beat covers the gap")
+		b.engine.AdvanceTime(40 * time.Millisecond)
+		require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(40*time.Millisecond))),
+			"the catch-up beat gets 3 × the previous beat's interval, not the minimum")
+
+		// The regular beats that follow, 1.2 s apart on a slow box, find it ACTIVE (AdvanceTime
+		// fires the expiry timer when it comes due).
+		for range 3 {
+			b.engine.AdvanceTime(1200 * time.Millisecond)
+			require.False(t, b.mustBeat("w1", withElapsed(time.Second)).GetResurrected(), "declared INACTIVE between two beats")
+		}
+		// Once the stall's lease has run out, the lease is back to 3 × the cadence.
+		for range 5 {
+			b.engine.AdvanceTime(time.Second)
+			b.mustBeat("w1", withElapsed(time.Second))
+		}
+		b.engine.AdvanceTime(time.Second)
+		require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(time.Second))))
+		require.Zero(t, b.describe("w1").State.ResurrectionCount)
 	})
 
 	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {

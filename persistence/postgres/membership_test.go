@@ -103,3 +103,32 @@ func TestMembership(t *testing.T) {
 		require.False(t, c.Released, "host-b crashed: it never released")
 	})
 }
+
+// TestPausedTransactionDoesNotBlockTakeover: a host paused between a write's pipeline and its
+// COMMIT holds its shard row FOR SHARE; PostgreSQL ends that idle transaction, so another host
+// can take the shard over instead of waiting for the paused one to resume, and the paused
+// host's write never commits.
+func TestPausedTransactionDoesNotBlockTakeover(t *testing.T) {
+	dsn, schema := newTestSchema(t)
+	a := openTestStore(t, dsn, schema)
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := context.Background()
+	_, err := a.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+	conn, err := a.writePool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, qLockShard, 1) // then host-a stops, the transaction open
+	require.NoError(t, err)
+
+	b := openTestStore(t, dsn, schema)
+	t.Cleanup(func() { _ = b.Close() })
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := b.AcquireShard(actx, 1, "host-b")
+	require.NoError(t, err, "the takeover waited on the paused host's lock")
+	require.Equal(t, "host-b", info.Owner)
+	require.Error(t, tx.Commit(ctx), "the paused host's transaction was not ended")
+}

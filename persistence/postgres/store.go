@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,6 +96,13 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		// of a same-named table in public.
 		poolCfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
 	}
+	if _, set := poolCfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		// A host paused (SIGSTOP, a frozen VM) inside a transaction, between a write's
+		// pipeline and its COMMIT, would hold its shard rows' locks for the whole pause, and
+		// the hosts taking its shards over would wait on them in AcquireShard. PostgreSQL ends
+		// such a session after this long: its write fails, unacknowledged, and the locks go.
+		poolCfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
+	}
 	logger = logger.With(zap.String("postgres-host", poolCfg.ConnConfig.Host),
 		zap.String("postgres-database", poolCfg.ConnConfig.Database), zap.String("postgres-schema", cfg.Schema))
 
@@ -120,6 +129,11 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 	return &Store{pool: pool, writePool: writePool, logger: logger}, nil
 }
+
+// IdleInTransactionTimeout is the idle_in_transaction_session_timeout of vigil's sessions unless
+// the DSN sets one: within the membership TTL, so that a paused host's locks do not outlast
+// its membership.
+const IdleInTransactionTimeout = 3 * time.Second
 
 // writeConns is the size of the pool that serves WriteBatch. The group committer sends one
 // batch at a time; the second connection serves another caller without a wait.
