@@ -3,17 +3,16 @@ package frontend
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/quotas"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
@@ -35,8 +34,8 @@ type abuseLimiter struct {
 	scope        tally.Scope
 
 	mu         sync.Mutex
-	principals map[string]*rate.Limiter // by namespace + "\x00" + subject
-	openPolls  map[string]int           // by namespace
+	principals *quotas.KeyedLimiter // by namespace + "\x00" + subject
+	openPolls  map[string]int       // by namespace
 }
 
 func newAbuseLimiter(deps Deps) *abuseLimiter {
@@ -46,7 +45,7 @@ func newAbuseLimiter(deps Deps) *abuseLimiter {
 		maxPolls:     dynamicconfig.MaxConcurrentLongPolls.Get(deps.DynamicConfig),
 		timeSource:   deps.TimeSource,
 		scope:        deps.MetricsScope,
-		principals:   make(map[string]*rate.Limiter),
+		principals:   quotas.NewKeyedLimiter(principalLimiterCap),
 		openPolls:    make(map[string]int),
 	}
 }
@@ -82,22 +81,7 @@ var heartbeatMethods = map[string]bool{"RecordWorkerHeartbeat": true, "ShutdownW
 
 func (l *abuseLimiter) allowPrincipal(ns, subject string) error {
 	rps := l.principalRPS(ns)
-	if rps <= 0 || math.IsInf(rps, 1) || math.IsNaN(rps) {
-		return nil
-	}
-	key := ns + "\x00" + subject
-	l.mu.Lock()
-	limiter := l.principals[key]
-	if limiter == nil || limiter.Limit() != rate.Limit(rps) {
-		if len(l.principals) >= principalLimiterCap {
-			l.principals = make(map[string]*rate.Limiter)
-		}
-		limiter = rate.NewLimiter(rate.Limit(rps), max(1, int(math.Ceil(rps))))
-		l.principals[key] = limiter
-	}
-	ok := limiter.AllowN(l.timeSource.Now(), 1)
-	l.mu.Unlock()
-	if ok {
+	if l.principals.Allow(ns+"\x00"+subject, rps, l.timeSource.Now()) {
 		return nil
 	}
 	metrics.AbuseLimited.With(l.scope, metrics.KindTag("principal_rps")).Inc(1)

@@ -4,22 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
 	"strings"
-	"sync"
 
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/quotas"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
@@ -154,9 +152,7 @@ type namespaceRateLimiter struct {
 	namespaces *namespace.Registry
 	rps        func(namespace string) float64
 	timeSource clock.TimeSource
-
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	buckets    *quotas.KeyedLimiter
 }
 
 func newNamespaceRateLimiter(namespaces *namespace.Registry, rps func(string) float64, timeSource clock.TimeSource) *namespaceRateLimiter {
@@ -164,30 +160,14 @@ func newNamespaceRateLimiter(namespaces *namespace.Registry, rps func(string) fl
 		namespaces: namespaces,
 		rps:        rps,
 		timeSource: timeSource,
-		limiters:   make(map[string]*rate.Limiter),
+		buckets:    quotas.NewKeyedLimiter(0), // configured namespaces only: a closed set
 	}
 }
 
-// allow takes a token from the namespace's bucket. The rate is read from dynamic config on
-// every call, so a change applies at once; the burst is one second's worth. A rate of zero or
-// less means no limit.
+// allow takes a token from the namespace's bucket (see quotas.KeyedLimiter).
 func (l *namespaceRateLimiter) allow(name string) (bool, float64) {
 	rps := l.rps(name)
-	if rps <= 0 || math.IsInf(rps, 1) || math.IsNaN(rps) {
-		return true, rps
-	}
-	burst := max(1, int(math.Ceil(rps)))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.timeSource.Now()
-	limiter := l.limiters[name]
-	if limiter == nil || limiter.Limit() != rate.Limit(rps) {
-		// A changed limit starts with a full bucket: an operator who raises the limit of a
-		// throttled namespace sees it apply to the very next request.
-		limiter = rate.NewLimiter(rate.Limit(rps), burst)
-		l.limiters[name] = limiter
-	}
-	return limiter.AllowN(now, 1), rps
+	return l.buckets.Allow(name, rps, l.timeSource.Now()), rps
 }
 
 func (l *namespaceRateLimiter) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -2,16 +2,14 @@ package worker
 
 import (
 	"fmt"
-	"math"
-	"sync"
 
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"golang.org/x/time/rate"
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/quotas"
 )
 
 // registrationLimiter bounds how many new workers a host registers per second in a namespace
@@ -23,12 +21,11 @@ type registrationLimiter struct {
 	timeSource clock.TimeSource
 	scope      tally.Scope
 
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	buckets *quotas.KeyedLimiter
 }
 
 func newRegistrationLimiter(rps func(string) float64, timeSource clock.TimeSource, scope tally.Scope) *registrationLimiter {
-	return &registrationLimiter{rps: rps, timeSource: timeSource, scope: scope, limiters: make(map[string]*rate.Limiter)}
+	return &registrationLimiter{rps: rps, timeSource: timeSource, scope: scope, buckets: quotas.NewKeyedLimiter(0)}
 }
 
 // allow takes a token for a new worker of namespace, or returns ResourceExhausted.
@@ -37,18 +34,7 @@ func (l *registrationLimiter) allow(namespace string) error {
 		return nil
 	}
 	rps := l.rps(namespace)
-	if rps <= 0 || math.IsInf(rps, 1) || math.IsNaN(rps) {
-		return nil
-	}
-	l.mu.Lock()
-	limiter := l.limiters[namespace]
-	if limiter == nil || limiter.Limit() != rate.Limit(rps) {
-		limiter = rate.NewLimiter(rate.Limit(rps), max(1, int(math.Ceil(rps))))
-		l.limiters[namespace] = limiter
-	}
-	ok := limiter.AllowN(l.timeSource.Now(), 1)
-	l.mu.Unlock()
-	if ok {
+	if l.buckets.Allow(namespace, rps, l.timeSource.Now()) {
 		return nil
 	}
 	metrics.AbuseLimited.With(l.scope, metrics.KindTag("registration_rps")).Inc(1)
