@@ -18,7 +18,7 @@ import (
 func clusterDescribe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil cluster describe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	address := fs.String("address", "127.0.0.1:7233", "frontend address of any host of the cluster")
+	cf := addClientFlags(fs) // --address of any host of the cluster, --api-key, --tls-ca, ...
 	output := fs.String("output", "table", "table or json")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -27,7 +27,6 @@ func clusterDescribe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil: unknown output %q (want table or json)\n", *output)
 		return 2
 	}
-	cf := clientFlags{address: address}
 	client, closeConn, err := cf.dial()
 	if err != nil {
 		fmt.Fprintln(stderr, "vigil:", err)
