@@ -12,41 +12,33 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
-// AdmissionClass orders the work history admits when it cannot serve everything at once.
-type AdmissionClass int
+// AdmissionClass orders the work history admits when it cannot serve everything at once; the
+// classes are declared below history (common/admission) so that the libraries classify their
+// calls without importing history.
+type AdmissionClass = admission.Class
 
+// The classes, highest priority first.
 const (
-	// ClassHeartbeat is a heartbeat of a worker this host knows, or any call that keeps a known
-	// worker's state right (shutdown, binding changes). Served first: a heartbeat lost for a
-	// whole lease costs a live worker its work.
-	ClassHeartbeat AdmissionClass = iota
-	// ClassRegistration is the first heartbeat of a key this host does not know. Paced by
-	// history.registrationAdmitRPS, then served after heartbeats.
-	ClassRegistration
-	// ClassRead is a describe or list. Served last, and refused while heartbeats wait.
-	ClassRead
+	ClassHeartbeat    = admission.ClassHeartbeat
+	ClassRegistration = admission.ClassRegistration
+	ClassRead         = admission.ClassRead
 
-	numClasses = 3
+	numClasses = admission.NumClasses
 )
 
-func (c AdmissionClass) String() string {
-	switch c {
-	case ClassHeartbeat:
-		return "heartbeat"
-	case ClassRegistration:
-		return "registration"
-	default:
-		return "read"
-	}
-}
-
 // ListGate is the gate of calls that span every shard (lists and counts).
-const ListGate int32 = -1
+const ListGate = admission.ListGate
+
+var (
+	_ admission.Admitter   = (*Admission)(nil)
+	_ admission.LoadSignal = (*Admission)(nil)
+)
 
 // AdmissionConfig is what the admission controller reads at use time.
 type AdmissionConfig struct {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/dynamicconfig"
@@ -20,7 +21,7 @@ import (
 )
 
 // ServiceGroup is the fx value group of ServiceRegistration values served by the history host.
-const ServiceGroup = "history.services"
+const ServiceGroup = chasm.ServiceGroup
 
 // ServerConfig is where the history gRPC server listens.
 type ServerConfig struct {
@@ -46,6 +47,11 @@ var Module = fx.Module("history",
 		newMonitorFx,
 		newEngineFx,
 		func(e *Engine) chasm.Engine { return e },
+		func(e *Engine) chasm.Lister { return e },
+		func(c Config) chasm.ShardCount { return chasm.ShardCount(c.ShardCount()) },
+		func(r *Router) chasm.ShardConnector { return r },
+		func(a *Admission) admission.Admitter { return a },
+		func(a *Admission) admission.LoadSignal { return a },
 		newServerFx,
 		func() *LocalMembership { return &LocalMembership{} },
 		func() *StopMode { return &StopMode{} },
@@ -212,6 +218,4 @@ func newRouterFx(lc fx.Lifecycle, cfg Config, serverCfg ServerConfig, m membersh
 }
 
 // AsService annotates a constructor of a ServiceRegistration for ServiceGroup.
-func AsService(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+ServiceGroup+`"`))
-}
+func AsService(constructor any) any { return chasm.AsService(constructor) }

@@ -17,13 +17,14 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/shard"
 )
 
 // ServiceRegistration registers one library's history gRPC service. Libraries contribute
-// them through the fx group "history.services".
-type ServiceRegistration func(grpc.ServiceRegistrar)
+// them through the fx group "history.services" (chasm.AsService).
+type ServiceRegistration = chasm.ServiceRegistration
 
 // Server is the history host's gRPC server.
 type Server struct {

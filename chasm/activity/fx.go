@@ -11,7 +11,6 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
-	"github.com/vigilhq/vigil/history"
 )
 
 // Module plugs standalone activities into a history host: the library, the
@@ -28,15 +27,15 @@ import (
 var Module = fx.Options(
 	fx.Module("activity",
 		fx.Provide(
-			func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
-			func(r *history.Router) WorkerBinder { return &RemoteWorkerBinder{Router: r} },
+			func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config { return NewConfig(dc, int32(shards)) },
+			func(r chasm.ShardConnector) WorkerBinder { return &RemoteWorkerBinder{Router: r} },
 			chasm.AsLibrary(func(c *Config, d Dispatcher, b WorkerBinder, s CommandSender, scope tally.Scope, logger *zap.Logger) *Library {
 				return NewLibrary(c, d, b, s, scope.SubScope("activity"), logger)
 			}),
-			func(e *history.Engine, c *Config, d Dispatcher, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
+			func(e chasm.Engine, c *Config, d Dispatcher, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Handler {
 				return NewHandler(e, c, scope.SubScope("activity"), logger, WithDispatcher(d), WithTimeSource(ts))
 			},
-			history.AsService(func(h *Handler) history.ServiceRegistration {
+			chasm.AsService(func(h *Handler) chasm.ServiceRegistration {
 				return func(s grpc.ServiceRegistrar) { activitypb.RegisterActivityHistoryServiceServer(s, h) }
 			}),
 		),

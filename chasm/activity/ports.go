@@ -10,7 +10,6 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/history"
 )
 
 // What the Activity component needs from the rest of the server. Each is called outside the
@@ -99,7 +98,7 @@ type CommandSender interface {
 // RemoteWorkerBinder is a WorkerBinder over the history RPC: it calls
 // WorkerHistoryService.UpdateBindings on the host that owns the worker's shard.
 type RemoteWorkerBinder struct {
-	Router *history.Router
+	Router chasm.ShardConnector
 }
 
 var _ WorkerBinder = (*RemoteWorkerBinder)(nil)

@@ -9,15 +9,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/shard"
-	"github.com/vigilhq/vigil/history"
 )
 
-// Admitter is the admission control in front of the worker's history calls; *history.Admission
-// implements it. Admit returns a release to call once the work is done, or the error to answer.
-type Admitter interface {
-	Admit(ctx context.Context, shardID int32, class history.AdmissionClass, bytes int) (func(), error)
-}
+// Admitter is the admission control in front of the worker's history calls (the host's,
+// history.Admission). Admit returns a release to call once the work is done, or the error to
+// answer.
+type Admitter = admission.Admitter
 
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
@@ -97,21 +96,21 @@ func (k *knownWorkers) add(fp uint64, now time.Time) {
 // heartbeatClass is a heartbeat's admission class: a worker this host saw heartbeat, or one
 // that says it heartbeated before (the SDK reports the interval since its last beat; the
 // extended API sends its conflict token), is a known worker; anything else registers.
-func (h *Handler) heartbeatClass(namespaceID string, entry *workerpb.HeartbeatEntry) history.AdmissionClass {
+func (h *Handler) heartbeatClass(namespaceID string, entry *workerpb.HeartbeatEntry) admission.Class {
 	hb := entry.GetHeartbeat()
 	if entry.ConflictToken != nil || hb.GetElapsedSinceLastHeartbeat().AsDuration() > 0 ||
 		h.known.contains(fingerprint(namespaceID, hb.GetWorkerInstanceKey())) {
-		return history.ClassHeartbeat
+		return admission.ClassHeartbeat
 	}
-	return history.ClassRegistration
+	return admission.ClassRegistration
 }
 
 // admit takes a slot for a call on the worker's shard; without admission control it is free.
-func (h *Handler) admit(ctx context.Context, namespaceID, instanceKey string, class history.AdmissionClass, bytes int) (func(), error) {
+func (h *Handler) admit(ctx context.Context, namespaceID, instanceKey string, class admission.Class, bytes int) (func(), error) {
 	if h.admission == nil {
 		return func() {}, nil
 	}
-	gate := history.ListGate
+	gate := admission.ListGate
 	if instanceKey != "" {
 		gate = shard.ForKey(namespaceID, instanceKey, h.config.NumShards)
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"github.com/vigilhq/vigil/common/admission"
 	"sync"
 	"time"
 
@@ -22,10 +23,8 @@ type ExpiryBrake interface {
 	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time) (recheck time.Time, held bool)
 }
 
-// LoadSignal tells the brake how far behind the host is; *history.Admission implements it.
-type LoadSignal interface {
-	HeartbeatQueueDelay() time.Duration
-}
+// LoadSignal tells the brake how far behind the host is (the host's admission control).
+type LoadSignal = admission.LoadSignal
 
 // BrakeReason names why the brake is on.
 const (

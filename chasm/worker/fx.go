@@ -10,9 +10,9 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/dynamicconfig"
-	"github.com/vigilhq/vigil/history"
 )
 
 // Module plugs worker liveness into a history host: the library, the WorkerHistoryService
@@ -21,10 +21,10 @@ import (
 // replaces it (fx.Decorate).
 var Module = fx.Module("worker",
 	fx.Provide(
-		func(dc *dynamicconfig.Collection, cfg history.Config) *Config { return NewConfig(dc, cfg.ShardCount()) },
-		func(r *history.Router) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
+		func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config { return NewConfig(dc, int32(shards)) },
+		func(r chasm.ShardConnector) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
-		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a *history.Admission, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
+		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a admission.LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 			b := NewBrake(NewBrakeConfig(dc), a, ts, scope.SubScope("worker"), logger.With(zap.String("component", "worker")))
 			lc.Append(fx.StartStopHook(b.Start, b.Stop))
 			return b
@@ -32,10 +32,10 @@ var Module = fx.Module("worker",
 		chasm.AsLibrary(func(p libraryParams) *Library {
 			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger, WithExpiryBrake(p.Brake)).WithChangeSink(p.Changes)
 		}),
-		func(e *history.Engine, c *Config, ts clock.TimeSource, a *history.Admission, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
-			return NewHandler(e, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
+		func(e chasm.Engine, l chasm.Lister, c *Config, ts clock.TimeSource, a admission.Admitter, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
+			return NewHandler(listingEngine{e, l}, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
 		},
-		history.AsService(func(h *Handler, receiver RescheduleReceiver) history.ServiceRegistration {
+		chasm.AsService(func(h *Handler, receiver RescheduleReceiver) chasm.ServiceRegistration {
 			return func(s grpc.ServiceRegistrar) {
 				workerpb.RegisterWorkerHistoryServiceServer(s, h)
 				workerpb.RegisterActivityReschedulerServiceServer(s, NewRescheduleServer(receiver))
@@ -60,9 +60,15 @@ type RescheduleReceiver interface {
 	ActivityRescheduler
 }
 
+// listingEngine is the host's engine and lister as one Engine (the host provides them apart).
+type listingEngine struct {
+	chasm.Engine
+	chasm.Lister
+}
+
 // RemoteRescheduler sends a batch to the history host that owns its shard.
 type RemoteRescheduler struct {
-	Router *history.Router
+	Router chasm.ShardConnector
 }
 
 // RescheduleActivities implements ActivityRescheduler.

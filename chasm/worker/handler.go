@@ -17,10 +17,10 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
-	"github.com/vigilhq/vigil/history"
 )
 
 // Engine is what the handler needs of the host: transactions and listing.
@@ -313,7 +313,7 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequ
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassRead, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassRead, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +419,7 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
 		pageSize = ListWorkerPageSizeMax
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), "", history.ClassRead, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), "", admission.ClassRead, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +456,7 @@ func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindin
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), history.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}

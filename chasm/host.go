@@ -1,0 +1,34 @@
+package chasm
+
+import (
+	"go.uber.org/fx"
+	"google.golang.org/grpc"
+)
+
+// What a history host offers the libraries it serves. The host (package history) implements
+// these and provides them through fx; a library's module asks for them, so that no library
+// imports the host.
+
+// ServiceRegistration registers one library's history gRPC service on the host's server.
+type ServiceRegistration func(grpc.ServiceRegistrar)
+
+// ServiceGroup is the fx value group of the ServiceRegistration values a host serves.
+const ServiceGroup = "history.services"
+
+// AsService annotates a constructor of a ServiceRegistration for ServiceGroup.
+func AsService(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+ServiceGroup+`"`))
+}
+
+// ShardConnector reaches the history host that owns a shard, wherever it runs: a library's
+// side-effect tasks call other shards through it.
+type ShardConnector interface {
+	// ConnForShard returns a connection to the shard's owner (this host's own server when it
+	// owns the shard).
+	ConnForShard(shardID int32) (grpc.ClientConnInterface, error)
+	// ConnFor returns a connection to the owner of the business ID's shard.
+	ConnFor(namespaceID, businessID string) (grpc.ClientConnInterface, error)
+}
+
+// ShardCount is the cluster's number of shards, fixed at its first start.
+type ShardCount int32

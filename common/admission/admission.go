@@ -1,0 +1,53 @@
+// Package admission names what a history host's admission control orders and how a library
+// reaches it. The host implements it (history.Admission); the libraries that serve history
+// calls (chasm/worker) classify their calls and ask it for a turn. It sits below both so that
+// neither imports the other.
+package admission
+
+import (
+	"context"
+	"time"
+)
+
+// Class orders the work a host admits when it cannot serve everything at once.
+type Class int
+
+const (
+	// ClassHeartbeat is a heartbeat of a worker this host knows, or any call that keeps a known
+	// worker's state right (shutdown, binding changes). Served first: a heartbeat lost for a
+	// whole lease costs a live worker its work.
+	ClassHeartbeat Class = iota
+	// ClassRegistration is the first heartbeat of a key this host does not know. Paced by
+	// history.registrationAdmitRPS, then served after heartbeats.
+	ClassRegistration
+	// ClassRead is a describe or list. Served last, and refused while heartbeats wait.
+	ClassRead
+
+	// NumClasses is the number of classes.
+	NumClasses = 3
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassHeartbeat:
+		return "heartbeat"
+	case ClassRegistration:
+		return "registration"
+	default:
+		return "read"
+	}
+}
+
+// ListGate is the gate of calls that span every shard (lists and counts).
+const ListGate int32 = -1
+
+// Admitter is the admission control in front of a library's history calls. Admit returns a
+// release to call once the work is done, or the error to answer.
+type Admitter interface {
+	Admit(ctx context.Context, shardID int32, class Class, bytes int) (func(), error)
+}
+
+// LoadSignal tells how far behind the host is: how long heartbeats lately waited in it.
+type LoadSignal interface {
+	HeartbeatQueueDelay() time.Duration
+}
