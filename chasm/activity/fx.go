@@ -27,7 +27,9 @@ import (
 var Module = fx.Options(
 	fx.Module("activity",
 		fx.Provide(
-			func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config { return NewConfig(dc, int32(shards)) },
+			func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config {
+				return NewConfig(dc, int32(shards))
+			},
 			func(r chasm.ShardConnector) WorkerBinder { return &RemoteWorkerBinder{Router: r} },
 			chasm.AsLibrary(func(c *Config, d Dispatcher, b WorkerBinder, s CommandSender, scope tally.Scope, logger *zap.Logger) *Library {
 				return NewLibrary(c, d, b, s, scope.SubScope("activity"), logger)

@@ -21,7 +21,9 @@ import (
 // replaces it (fx.Decorate).
 var Module = fx.Module("worker",
 	fx.Provide(
-		func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config { return NewConfig(dc, int32(shards)) },
+		func(dc *dynamicconfig.Collection, shards chasm.ShardCount) *Config {
+			return NewConfig(dc, int32(shards))
+		},
 		func(r chasm.ShardConnector) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
 		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a admission.LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
