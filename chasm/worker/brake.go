@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"github.com/vigilhq/vigil/common/admission"
 	"sync"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
