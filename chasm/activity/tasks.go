@@ -111,9 +111,10 @@ type StartToCloseTimeoutTaskExecutor struct {
 	logger *zap.Logger
 }
 
-// Validate holds while the attempt it was set for is still running.
-func (e *StartToCloseTimeoutTaskExecutor) Validate(_ chasm.Context, a *Activity, _ chasm.TaskAttributes, t *activitypb.StartToCloseTimeoutTask) (bool, error) {
-	return a.Status == statusStarted && a.Stamp == t.Stamp, nil
+// Validate holds while the attempt it was set for is still running and its deadline is the
+// task's time (UpdateActivityExecutionOptions moves it).
+func (e *StartToCloseTimeoutTaskExecutor) Validate(_ chasm.Context, a *Activity, attrs chasm.TaskAttributes, t *activitypb.StartToCloseTimeoutTask) (bool, error) {
+	return a.Status == statusStarted && a.Stamp == t.Stamp && startToCloseDeadline(a).Equal(attrs.ScheduledTime), nil
 }
 
 // Execute fails the attempt with a StartToClose timeout.
@@ -330,6 +331,8 @@ func (l lostAttempt) String() string {
 		return "FAILED"
 	case lostCanceled:
 		return "CANCELED"
+	case lostPaused:
+		return "PAUSED"
 	}
 	return ""
 }
