@@ -154,10 +154,19 @@ var MethodAccess = map[string]Access{
 	// Writers. The ById completions are async completion by a client (the SDK's workers never
 	// send them): they name any activity of the namespace, so a worker-only principal, bound to
 	// the tokens its own workers polled, may not use them.
-	workflowService + "StartActivityExecution":           {Role: RoleWriter},
-	workflowService + "RequestCancelActivityExecution":   {Role: RoleWriter},
-	workflowService + "TerminateActivityExecution":       {Role: RoleWriter},
-	workflowService + "DeleteActivityExecution":          {Role: RoleWriter},
+	workflowService + "StartActivityExecution":         {Role: RoleWriter},
+	workflowService + "RequestCancelActivityExecution": {Role: RoleWriter},
+	workflowService + "TerminateActivityExecution":     {Role: RoleWriter},
+	workflowService + "DeleteActivityExecution":        {Role: RoleWriter},
+	workflowService + "PauseActivityExecution":         {Role: RoleWriter},
+	workflowService + "UnpauseActivityExecution":       {Role: RoleWriter},
+	workflowService + "ResetActivityExecution":         {Role: RoleWriter},
+	workflowService + "UpdateActivityExecutionOptions": {Role: RoleWriter},
+	// The workflow-activity forms, which `temporal activity pause/...` sends.
+	workflowService + "PauseActivity":                    {Role: RoleWriter},
+	workflowService + "UnpauseActivity":                  {Role: RoleWriter},
+	workflowService + "ResetActivity":                    {Role: RoleWriter},
+	workflowService + "UpdateActivityOptions":            {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWriter},
 	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
