@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,15 @@ func TestActivityCommands(t *testing.T) {
 	require.Regexp(t, `Start-to-close\s+1m0s`, stdout)
 	code, stdout, stderr = vigil("activity", "describe", "pay-2", "--output", "json")
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, `"activityId": "pay-2"`)
+	var described struct {
+		Info struct {
+			ActivityID string `json:"activityId"`
+			RunState   string `json:"runState"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &described), stdout)
+	require.Equal(t, "pay-2", described.Info.ActivityID)
+	require.Equal(t, "PENDING_ACTIVITY_STATE_SCHEDULED", described.Info.RunState)
 
 	// Cancel: a waiting activity is canceled at once.
 	code, stdout, stderr = vigil("activity", "cancel", "pay-2", "--reason", "not needed")
