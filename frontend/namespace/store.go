@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/vigilhq/vigil/common/clock"
 )
@@ -89,6 +90,10 @@ const (
 	// MissRefreshMinIntervalDefault bounds the store reads that lookups of unknown names cause,
 	// so a client that sends made-up names cannot turn every call into a read.
 	MissRefreshMinIntervalDefault = 250 * time.Millisecond
+	// MissReadsPerSecondDefault bounds the point reads that lookups of names this host does not
+	// know cause (burst as many): beyond it such a lookup is NotFound without a read, so a
+	// client sending made-up names cannot load the database.
+	MissReadsPerSecondDefault = 100
 	// storeCallTimeout bounds one store read made on behalf of a lookup.
 	storeCallTimeout = 5 * time.Second
 	// updateAttempts bounds the retries of an update that raced another.
@@ -113,6 +118,7 @@ type storeSync struct {
 	mu          sync.Mutex // serializes refreshes and publications
 	lastRefresh time.Time
 	lookups     singleflight.Group
+	missReads   *rate.Limiter
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -146,7 +152,8 @@ func (r *Registry) AttachStore(store Store, opts StoreOptions) {
 		opts.Logger = zap.NewNop()
 	}
 	r.store = &storeSync{r: r, store: store, opts: opts, logger: opts.Logger.With(zap.String("component", "namespace-registry")),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		missReads: rate.NewLimiter(MissReadsPerSecondDefault, MissReadsPerSecondDefault),
+		stop:      make(chan struct{}), done: make(chan struct{})}
 }
 
 // Start creates the configured namespaces the store lacks, loads every namespace, and keeps
@@ -244,8 +251,8 @@ func (s *storeSync) refreshLocked(ctx context.Context) error {
 // point read, shared by the concurrent lookups of the same name. Nil when the store has no
 // such namespace (or cannot be read).
 func (s *storeSync) lookUp(name string) *Namespace {
-	if validateName(name) != nil {
-		return nil // no such namespace can exist: no read
+	if validateName(name) != nil || !s.missReads.Allow() {
+		return nil // no such namespace can exist, or too many lookups missed: no read
 	}
 	v, _, _ := s.lookups.Do(name, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
