@@ -618,7 +618,7 @@ func (h *Handler) rescheduleOne(
 		var err error
 		// An orphan's attempt does not count against maximum_attempts: the server lost it (a
 		// poll response or a completion), the activity did not fail.
-		if lost, err = loseWorker(a, mctx, reason, orphan, detected, direct); err != nil {
+		if lost, err = loseWorker(a, mctx, kind, reason, orphan, detected, direct); err != nil {
 			return 0, err
 		}
 		if lost == lostPaused {

@@ -509,8 +509,13 @@ const (
 	lostPaused
 )
 
-// loseWorker takes the current attempt from a lost worker. handOff is as in EventWorkerLost.
-func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool, detected time.Time, handOff *HandOff) (lostAttempt, error) {
+// loseWorker takes the current attempt from a lost worker. kind says how the loss was learnt
+// ("worker_inactive", "orphaned", "bind_refused"); handOff is as in EventWorkerLost. The
+// worker, the time and the kind are kept (lost_worker_*) whatever becomes of the activity.
+func loseWorker(a *Activity, ctx chasm.MutableContext, kind, reason string, neverRan bool, detected time.Time, handOff *HandOff) (lostAttempt, error) {
+	a.LostWorkerInstanceKey = a.WorkerInstanceKey
+	a.LostWorkerTime = timestamppb.New(ctx.Now())
+	a.LostWorkerReason = kind
 	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan, DetectedTime: detected, HandOff: handOff}
 	switch {
 	case a.CancelRequested:

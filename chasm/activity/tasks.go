@@ -222,7 +222,7 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 			a.BoundStamp = t.Stamp
 		case BindOutcomeWorkerNotActive:
 			var err error
-			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true, time.Time{}, nil); err != nil {
+			if lost, err = loseWorker(a, mctx, "bind_refused", "the worker was no longer active when the attempt was bound to it", true, time.Time{}, nil); err != nil {
 				return struct{}{}, err
 			}
 		}

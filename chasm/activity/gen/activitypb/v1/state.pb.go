@@ -183,6 +183,12 @@ type ActivityState struct {
 	// The options the activity had before its first UpdateActivityExecutionOptions, so that
 	// restore_original can bring them back. Absent while never updated.
 	OriginalOptions *v12.ActivityOptions `protobuf:"bytes,56,opt,name=original_options,json=originalOptions,proto3" json:"original_options,omitempty"`
+	// The worker whose loss last took this activity's attempt (a reschedule, a refused bind, an
+	// orphan), when, and why ("worker_inactive", "bind_refused", "orphaned"): the worker
+	// liveness view lists the activities a dead worker's death moved.
+	LostWorkerInstanceKey string                 `protobuf:"bytes,57,opt,name=lost_worker_instance_key,json=lostWorkerInstanceKey,proto3" json:"lost_worker_instance_key,omitempty"`
+	LostWorkerTime        *timestamppb.Timestamp `protobuf:"bytes,58,opt,name=lost_worker_time,json=lostWorkerTime,proto3" json:"lost_worker_time,omitempty"`
+	LostWorkerReason      string                 `protobuf:"bytes,59,opt,name=lost_worker_reason,json=lostWorkerReason,proto3" json:"lost_worker_reason,omitempty"`
 	// Set once closed.
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
@@ -527,6 +533,27 @@ func (x *ActivityState) GetOriginalOptions() *v12.ActivityOptions {
 		return x.OriginalOptions
 	}
 	return nil
+}
+
+func (x *ActivityState) GetLostWorkerInstanceKey() string {
+	if x != nil {
+		return x.LostWorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLostWorkerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LostWorkerTime
+	}
+	return nil
+}
+
+func (x *ActivityState) GetLostWorkerReason() string {
+	if x != nil {
+		return x.LostWorkerReason
+	}
+	return ""
 }
 
 func (x *ActivityState) GetOutcome() *ActivityOutcome {
@@ -1349,7 +1376,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xed\x14\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x9a\x16\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1399,7 +1426,10 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x05pause\x185 \x01(\v2$.vigil.activity.v1.ActivityPauseInfoR\x05pause\x12'\n" +
 	"\x0freset_requested\x186 \x01(\bR\x0eresetRequested\x12'\n" +
 	"\x0freset_heartbeat\x187 \x01(\bR\x0eresetHeartbeat\x12T\n" +
-	"\x10original_options\x188 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\x0foriginalOptions\x12<\n" +
+	"\x10original_options\x188 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\x0foriginalOptions\x127\n" +
+	"\x18lost_worker_instance_key\x189 \x01(\tR\x15lostWorkerInstanceKey\x12D\n" +
+	"\x10lost_worker_time\x18: \x01(\v2\x1a.google.protobuf.TimestampR\x0elostWorkerTime\x12,\n" +
+	"\x12lost_worker_reason\x18; \x01(\tR\x10lostWorkerReason\x12<\n" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
@@ -1530,16 +1560,17 @@ var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	21, // 20: vigil.activity.v1.ActivityState.redispatch_time:type_name -> google.protobuf.Timestamp
 	2,  // 21: vigil.activity.v1.ActivityState.pause:type_name -> vigil.activity.v1.ActivityPauseInfo
 	24, // 22: vigil.activity.v1.ActivityState.original_options:type_name -> temporal.api.activity.v1.ActivityOptions
-	3,  // 23: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	21, // 24: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	21, // 25: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	17, // 26: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	23, // 27: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	21, // 23: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
+	3,  // 24: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	21, // 25: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
+	21, // 26: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	17, // 27: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	23, // 28: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
