@@ -83,7 +83,7 @@ func (h *WorkflowHandler) pause(ctx context.Context, namespaceName, workflowID, 
 // UnpauseActivityExecution lifts the pause of a standalone activity.
 func (h *WorkflowHandler) UnpauseActivityExecution(ctx context.Context, req *workflowservice.UnpauseActivityExecutionRequest) (*workflowservice.UnpauseActivityExecutionResponse, error) {
 	if err := h.unpause(ctx, req.GetNamespace(), req.GetWorkflowId(), req.GetActivityId(), &activitypb.UnpauseActivityRequest{
-		RunId: req.GetRunId(), Identity: req.GetIdentity(),
+		RunId: req.GetRunId(), Identity: req.GetIdentity(), RequestId: req.GetRequestId(),
 	}, req.GetJitter()); err != nil {
 		return nil, err
 	}
@@ -131,6 +131,7 @@ func (h *WorkflowHandler) ResetActivityExecution(ctx context.Context, req *workf
 	if err := h.reset(ctx, req.GetNamespace(), req.GetWorkflowId(), req.GetActivityId(), &activitypb.ResetActivityRequest{
 		RunId: req.GetRunId(), Identity: req.GetIdentity(), KeepPaused: req.GetKeepPaused(),
 		ResetHeartbeat: req.GetResetHeartbeat(), RestoreOriginalOptions: req.GetRestoreOriginalOptions(),
+		RequestId: req.GetRequestId(),
 	}, req.GetJitter()); err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (h *WorkflowHandler) reset(ctx context.Context, namespaceName, workflowID, 
 func (h *WorkflowHandler) UpdateActivityExecutionOptions(ctx context.Context, req *workflowservice.UpdateActivityExecutionOptionsRequest) (*workflowservice.UpdateActivityExecutionOptionsResponse, error) {
 	resp, err := h.updateOptions(ctx, req.GetNamespace(), req.GetWorkflowId(), req.GetActivityId(), &activitypb.UpdateActivityOptionsRequest{
 		RunId: req.GetRunId(), Identity: req.GetIdentity(), Options: req.GetActivityOptions(),
-		UpdateMask: req.GetUpdateMask(), RestoreOriginal: req.GetRestoreOriginal(),
+		UpdateMask: req.GetUpdateMask(), RestoreOriginal: req.GetRestoreOriginal(), RequestId: req.GetRequestId(),
 	})
 	if err != nil {
 		return nil, err

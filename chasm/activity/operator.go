@@ -52,7 +52,7 @@ func (h *Handler) UnpauseActivity(ctx context.Context, req *activitypb.UnpauseAc
 	}
 	err := h.operate(ctx, "UnpauseActivity", req.GetNamespaceId(), req.GetActivityId(), req.GetRunId(),
 		func(mctx chasm.MutableContext, a *Activity) error {
-			if a.Pause == nil {
+			if a.Pause == nil || repeated(req.GetRequestId(), &a.LastUnpauseRequestId) {
 				return errNothingToWrite
 			}
 			ev := EventUnpaused{
@@ -79,6 +79,9 @@ func (h *Handler) ResetActivity(ctx context.Context, req *activitypb.ResetActivi
 	}
 	err := h.operate(ctx, "ResetActivity", req.GetNamespaceId(), req.GetActivityId(), req.GetRunId(),
 		func(mctx chasm.MutableContext, a *Activity) error {
+			if repeated(req.GetRequestId(), &a.LastResetRequestId) {
+				return errNothingToWrite
+			}
 			switch {
 			case a.CancelRequested:
 				return failedPrecondition("activity %s cannot be reset: its cancellation was requested", req.GetActivityId())
@@ -115,6 +118,10 @@ func (h *Handler) UpdateActivityOptions(ctx context.Context, req *activitypb.Upd
 	var options *activitypb.UpdateActivityOptionsResponse
 	err := h.operate(ctx, "UpdateActivityOptions", req.GetNamespaceId(), req.GetActivityId(), req.GetRunId(),
 		func(mctx chasm.MutableContext, a *Activity) error {
+			if repeated(req.GetRequestId(), &a.LastUpdateOptionsRequestId) {
+				options = &activitypb.UpdateActivityOptionsResponse{Options: ToActivityOptions(a.ActivityState)}
+				return errNothingToWrite
+			}
 			var target = a.OriginalOptions
 			if !req.GetRestoreOriginal() {
 				merged, err := mergeOptions(currentOptions(a), req.GetOptions(), req.GetUpdateMask())
@@ -170,4 +177,18 @@ func (h *Handler) operate(ctx context.Context, operation, namespaceID, activityI
 	h.logger.Info("activity operator command", tag.NamespaceID(namespaceID), tag.BusinessID(activityID),
 		zap.String("operation", operation), zap.String("status", StatusName(status)))
 	return nil
+}
+
+// repeated reports whether requestID is the one last applied, and records it as applied
+// otherwise (the transaction that follows writes it with the change; a failed one writes
+// nothing). An empty ID is never a repeat.
+func repeated(requestID string, last *string) bool {
+	if requestID == "" {
+		return false
+	}
+	if *last == requestID {
+		return true
+	}
+	*last = requestID
+	return false
 }

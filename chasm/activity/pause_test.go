@@ -389,3 +389,34 @@ func TestUpdateOptionsRefusesBadInput(t *testing.T) {
 	_, err := updateOptions(b, "a1", &activityv1.ActivityOptions{HeartbeatTimeout: durationpb.New(time.Second)}, "heartbeat_timeout")
 	requireFailedPrecondition(t, err)
 }
+
+// A retried command (same request ID) is not applied twice: a retried reset of a running
+// attempt is not refused as "a reset is pending", a retried update answers the options.
+func TestRetriedCommandsAreAppliedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startAndPoll("a1")
+	reset := &activitypb.ResetActivityRequest{ActivityId: "a1", RequestId: "reset-1"}
+	require.NoError(t, b.reset(reset))
+	require.NoError(t, b.reset(reset), "the retry succeeds")
+	requireFailedPrecondition(t, b.reset(&activitypb.ResetActivityRequest{ActivityId: "a1", RequestId: "reset-2"}))
+
+	update := &activitypb.UpdateActivityOptionsRequest{
+		NamespaceId: testNamespaceID, ActivityId: "a1", RequestId: "update-1",
+		Options:    &activityv1.ActivityOptions{HeartbeatTimeout: durationpb.New(10 * time.Second)},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"heartbeat_timeout"}},
+	}
+	_, err := b.handler.UpdateActivityOptions(b.ctx, update)
+	require.NoError(t, err)
+	update.Options.HeartbeatTimeout = durationpb.New(20 * time.Second) // a retry must not apply a different body
+	resp, err := b.handler.UpdateActivityOptions(b.ctx, update)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, resp.Options.GetHeartbeatTimeout().AsDuration())
+
+	require.NoError(t, b.pause("a1", "p"))
+	unpause := &activitypb.UnpauseActivityRequest{ActivityId: "a1", RequestId: "unpause-1"}
+	require.NoError(t, b.unpause(unpause))
+	require.NoError(t, b.pause("a1", "p2"))
+	require.NoError(t, b.unpause(unpause), "a replay of the old unpause")
+	require.NotNil(t, b.describe("a1").Pause, "does not lift the newer pause")
+}

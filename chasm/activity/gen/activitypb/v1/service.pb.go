@@ -1862,7 +1862,9 @@ type UnpauseActivityRequest struct {
 	ResetHeartbeat bool `protobuf:"varint,6,opt,name=reset_heartbeat,json=resetHeartbeat,proto3" json:"reset_heartbeat,omitempty"`
 	// The next attempt is dispatched this much later: the request's random jitter, drawn in
 	// [0, jitter) by the frontend (component code draws no random numbers).
-	JitterDelay   *durationpb.Duration `protobuf:"bytes,7,opt,name=jitter_delay,json=jitterDelay,proto3" json:"jitter_delay,omitempty"`
+	JitterDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=jitter_delay,json=jitterDelay,proto3" json:"jitter_delay,omitempty"`
+	// A retry of the unpause last applied (same ID) is a no-op.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1946,6 +1948,13 @@ func (x *UnpauseActivityRequest) GetJitterDelay() *durationpb.Duration {
 	return nil
 }
 
+func (x *UnpauseActivityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type UnpauseActivityResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1995,8 +2004,10 @@ type ResetActivityRequest struct {
 	JitterDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=jitter_delay,json=jitterDelay,proto3" json:"jitter_delay,omitempty"`
 	// Bring back the options the activity was started with (see UpdateActivityOptions).
 	RestoreOriginalOptions bool `protobuf:"varint,8,opt,name=restore_original_options,json=restoreOriginalOptions,proto3" json:"restore_original_options,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// A retry of the reset last applied (same ID) is a no-op.
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResetActivityRequest) Reset() {
@@ -2085,6 +2096,13 @@ func (x *ResetActivityRequest) GetRestoreOriginalOptions() bool {
 	return false
 }
 
+func (x *ResetActivityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type ResetActivityResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2134,8 +2152,10 @@ type UpdateActivityOptionsRequest struct {
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,6,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// Bring back the options the activity was started with; no mask then.
 	RestoreOriginal bool `protobuf:"varint,7,opt,name=restore_original,json=restoreOriginal,proto3" json:"restore_original,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A retry of the update last applied (same ID) answers the options in force, applying nothing.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateActivityOptionsRequest) Reset() {
@@ -2215,6 +2235,13 @@ func (x *UpdateActivityOptionsRequest) GetRestoreOriginal() bool {
 		return x.RestoreOriginal
 	}
 	return false
+}
+
+func (x *UpdateActivityOptionsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type UpdateActivityOptionsResponse struct {
@@ -2421,7 +2448,7 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\"\x17\n" +
-	"\x15PauseActivityResponse\"\x9d\x02\n" +
+	"\x15PauseActivityResponse\"\xbc\x02\n" +
 	"\x16UnpauseActivityRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -2430,8 +2457,10 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\bidentity\x18\x04 \x01(\tR\bidentity\x12%\n" +
 	"\x0ereset_attempts\x18\x05 \x01(\bR\rresetAttempts\x12'\n" +
 	"\x0freset_heartbeat\x18\x06 \x01(\bR\x0eresetHeartbeat\x12<\n" +
-	"\fjitter_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\vjitterDelay\"\x19\n" +
-	"\x17UnpauseActivityResponse\"\xcf\x02\n" +
+	"\fjitter_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\vjitterDelay\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\x19\n" +
+	"\x17UnpauseActivityResponse\"\xee\x02\n" +
 	"\x14ResetActivityRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -2442,8 +2471,10 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"keepPaused\x12'\n" +
 	"\x0freset_heartbeat\x18\x06 \x01(\bR\x0eresetHeartbeat\x12<\n" +
 	"\fjitter_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\vjitterDelay\x128\n" +
-	"\x18restore_original_options\x18\b \x01(\bR\x16restoreOriginalOptions\"\x17\n" +
-	"\x15ResetActivityResponse\"\xc2\x02\n" +
+	"\x18restore_original_options\x18\b \x01(\bR\x16restoreOriginalOptions\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"\x17\n" +
+	"\x15ResetActivityResponse\"\xe1\x02\n" +
 	"\x1cUpdateActivityOptionsRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -2453,7 +2484,9 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\aoptions\x18\x05 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\aoptions\x12;\n" +
 	"\vupdate_mask\x18\x06 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\x12)\n" +
-	"\x10restore_original\x18\a \x01(\bR\x0frestoreOriginal\"d\n" +
+	"\x10restore_original\x18\a \x01(\bR\x0frestoreOriginal\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"d\n" +
 	"\x1dUpdateActivityOptionsResponse\x12C\n" +
 	"\aoptions\x18\x01 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\aoptions2\x8f\x0f\n" +
 	"\x16ActivityHistoryService\x12b\n" +

@@ -189,6 +189,11 @@ type ActivityState struct {
 	LostWorkerInstanceKey string                 `protobuf:"bytes,57,opt,name=lost_worker_instance_key,json=lostWorkerInstanceKey,proto3" json:"lost_worker_instance_key,omitempty"`
 	LostWorkerTime        *timestamppb.Timestamp `protobuf:"bytes,58,opt,name=lost_worker_time,json=lostWorkerTime,proto3" json:"lost_worker_time,omitempty"`
 	LostWorkerReason      string                 `protobuf:"bytes,59,opt,name=lost_worker_reason,json=lostWorkerReason,proto3" json:"lost_worker_reason,omitempty"`
+	// Request IDs of the last unpause, reset and options update applied: a retry of the same
+	// request is answered without applying it again.
+	LastUnpauseRequestId       string `protobuf:"bytes,65,opt,name=last_unpause_request_id,json=lastUnpauseRequestId,proto3" json:"last_unpause_request_id,omitempty"`
+	LastResetRequestId         string `protobuf:"bytes,66,opt,name=last_reset_request_id,json=lastResetRequestId,proto3" json:"last_reset_request_id,omitempty"`
+	LastUpdateOptionsRequestId string `protobuf:"bytes,67,opt,name=last_update_options_request_id,json=lastUpdateOptionsRequestId,proto3" json:"last_update_options_request_id,omitempty"`
 	// Set once closed.
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
@@ -552,6 +557,27 @@ func (x *ActivityState) GetLostWorkerTime() *timestamppb.Timestamp {
 func (x *ActivityState) GetLostWorkerReason() string {
 	if x != nil {
 		return x.LostWorkerReason
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastUnpauseRequestId() string {
+	if x != nil {
+		return x.LastUnpauseRequestId
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastResetRequestId() string {
+	if x != nil {
+		return x.LastResetRequestId
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastUpdateOptionsRequestId() string {
+	if x != nil {
+		return x.LastUpdateOptionsRequestId
 	}
 	return ""
 }
@@ -1376,7 +1402,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x9a\x16\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\x17\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1429,7 +1455,10 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x10original_options\x188 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\x0foriginalOptions\x127\n" +
 	"\x18lost_worker_instance_key\x189 \x01(\tR\x15lostWorkerInstanceKey\x12D\n" +
 	"\x10lost_worker_time\x18: \x01(\v2\x1a.google.protobuf.TimestampR\x0elostWorkerTime\x12,\n" +
-	"\x12lost_worker_reason\x18; \x01(\tR\x10lostWorkerReason\x12<\n" +
+	"\x12lost_worker_reason\x18; \x01(\tR\x10lostWorkerReason\x125\n" +
+	"\x17last_unpause_request_id\x18A \x01(\tR\x14lastUnpauseRequestId\x121\n" +
+	"\x15last_reset_request_id\x18B \x01(\tR\x12lastResetRequestId\x12B\n" +
+	"\x1elast_update_options_request_id\x18C \x01(\tR\x1alastUpdateOptionsRequestId\x12<\n" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
