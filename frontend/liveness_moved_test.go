@@ -19,7 +19,9 @@ import (
 func TestDescribeWorkerLivenessListsMovedActivities(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(time.Date(2025, 1, 1, 0, 0, s, 0, time.UTC)) }
+	at := func(s int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2025, 1, 1, 0, 0, s, 0, time.UTC))
+	}
 	activities := []*activitypb.ListedActivity{
 		{ActivityId: "moved-running", RunId: "r1", State: &activitypb.ActivityState{
 			Status: activitypb.ActivityStatus_ACTIVITY_STATUS_STARTED, Attempt: 2,
