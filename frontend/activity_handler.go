@@ -191,16 +191,19 @@ func (h *WorkflowHandler) RecordActivityTaskHeartbeat(ctx context.Context, req *
 	if err != nil {
 		return nil, err
 	}
-	cancelRequested, err := h.heartbeat(ctx, ns, token, req)
+	hb, err := h.heartbeat(ctx, ns, token, req)
 	if err != nil {
 		return nil, err
 	}
-	return &workflowservice.RecordActivityTaskHeartbeatResponse{CancelRequested: cancelRequested}, nil
+	return &workflowservice.RecordActivityTaskHeartbeatResponse{
+		CancelRequested: hb.GetCancelRequested(), ActivityPaused: hb.GetActivityPaused(), ActivityReset: hb.GetActivityReset(),
+	}, nil
 }
 
 // The ById variants (the SDK's async completion by activity ID) address the run's current
 // attempt: the frontend reads its task token and answers with it, so the stamp still fences a
-// completion that races a retry. Only standalone activities exist: workflow_id must be empty.
+// completion that races a retry. Only standalone activities exist: workflow_id must be empty
+// or the activity ID (standaloneActivity).
 
 // RespondActivityTaskCompletedById completes the current attempt of a standalone activity.
 func (h *WorkflowHandler) RespondActivityTaskCompletedById(ctx context.Context, req *workflowservice.RespondActivityTaskCompletedByIdRequest) (*workflowservice.RespondActivityTaskCompletedByIdResponse, error) {
@@ -244,11 +247,13 @@ func (h *WorkflowHandler) RecordActivityTaskHeartbeatById(ctx context.Context, r
 	if err != nil {
 		return nil, err
 	}
-	cancelRequested, err := h.heartbeat(ctx, ns, token, req)
+	hb, err := h.heartbeat(ctx, ns, token, req)
 	if err != nil {
 		return nil, err
 	}
-	return &workflowservice.RecordActivityTaskHeartbeatByIdResponse{CancelRequested: cancelRequested}, nil
+	return &workflowservice.RecordActivityTaskHeartbeatByIdResponse{
+		CancelRequested: hb.GetCancelRequested(), ActivityPaused: hb.GetActivityPaused(), ActivityReset: hb.GetActivityReset(),
+	}, nil
 }
 
 // The token and ById requests share their payload getters.
@@ -309,17 +314,13 @@ func (h *WorkflowHandler) respondCanceled(ctx context.Context, ns *namespace.Nam
 func (h *WorkflowHandler) heartbeat(ctx context.Context, ns *namespace.Namespace, token []byte, req interface {
 	detailsRequest
 	identityRequest
-}) (bool, error) {
+}) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
 	if err := h.blobs.check(ns, "details", req.GetDetails()); err != nil {
-		return false, h.failOversize(ctx, ns, token, req.GetIdentity(), failureHeartbeatDetailsExceed, err)
+		return nil, h.failOversize(ctx, ns, token, req.GetIdentity(), failureHeartbeatDetailsExceed, err)
 	}
-	resp, err := h.deps.History.RecordActivityTaskHeartbeat(ctx, &activitypb.RecordActivityTaskHeartbeatRequest{
+	return h.deps.History.RecordActivityTaskHeartbeat(ctx, &activitypb.RecordActivityTaskHeartbeatRequest{
 		NamespaceId: ns.ID, TaskToken: token, Details: req.GetDetails(), Identity: req.GetIdentity(),
 	})
-	if err != nil {
-		return false, err
-	}
-	return resp.GetCancelRequested(), nil
 }
 
 // tokenNamespace resolves the namespace of a worker call, verifies its task token's signature
@@ -362,8 +363,8 @@ func (h *WorkflowHandler) currentAttempt(ctx context.Context, namespaceName, wor
 	if err != nil {
 		return nil, nil, err
 	}
-	if workflowID != "" {
-		return nil, nil, invalid("workflow_id must be empty: vigil runs standalone activities only")
+	if err := standaloneActivity(workflowID, activityID); err != nil {
+		return nil, nil, err
 	}
 	resp, err := h.deps.History.DescribeActivity(ctx, &activitypb.DescribeActivityRequest{
 		NamespaceId: ns.ID, ActivityId: activityID, RunId: runID,

@@ -61,59 +61,7 @@ func TestSDKStandaloneActivityEndToEnd(t *testing.T) {
 		t.Skip("starts a history host and an SDK worker")
 	}
 	t.Parallel()
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	dcClient := dynamicconfig.NewMemoryClient()
-	dc := dynamicconfig.NewCollection(dcClient, logger)
-
-	const numShards = 4
-	membership := &history.LocalMembership{}
-	router := history.NewRouter(numShards, membership)
-	t.Cleanup(func() { _ = router.Close() })
-	matcher := matching.New(nil, matching.Options{}, logger, nil)
-	matcher.Start()
-	t.Cleanup(matcher.Stop)
-
-	activityConfig := vigilactivity.NewConfig(dc, numShards)
-	workerConfig := worker.NewConfig(dc, numShards)
-	libs := []chasm.Library{
-		vigilactivity.NewLibrary(activityConfig, matchingDispatcher{matcher}, &vigilactivity.RemoteWorkerBinder{Router: router},
-			matchingCommandSender{matcher}, tally.NoopScope, logger),
-		worker.NewLibrary(workerConfig, &worker.RemoteRescheduler{Router: router}, tally.NoopScope, logger),
-	}
-	host := historytest.Start(t, historytest.Options{
-		NumShards: numShards, Libraries: libs, DynamicConfig: dcClient, Logger: logger,
-		Services: func(e *history.Engine) []history.ServiceRegistration {
-			activities := vigilactivity.NewHandler(e, activityConfig, tally.NoopScope, logger)
-			workers := worker.NewHandler(e, workerConfig, clock.NewRealTimeSource(), tally.NoopScope, logger)
-			return []history.ServiceRegistration{func(s grpc.ServiceRegistrar) {
-				activitypb.RegisterActivityHistoryServiceServer(s, activities)
-				workerpb.RegisterWorkerHistoryServiceServer(s, workers)
-				workerpb.RegisterActivityReschedulerServiceServer(s, worker.NewRescheduleServer(activities))
-			}}
-		},
-	})
-	membership.SetAddress(host.Server.Address())
-
-	deps := frontend.Deps{
-		History:       frontend.NewHistoryClient(router),
-		Matching:      matcher,
-		Namespaces:    namespace.MustNewRegistry(),
-		DynamicConfig: dc,
-		Logger:        logger,
-	}
-	workflow := frontend.NewWorkflowHandler(deps)
-	server, err := frontend.NewServer(frontend.ServerConfig{Address: "127.0.0.1:0"}, deps, workflow, frontend.NewLivenessHandler(deps))
-	require.NoError(t, err)
-	server.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		server.Stop(ctx)
-	})
-
-	c, err := client.Dial(client.Options{HostPort: server.Address(), Namespace: namespace.DefaultName, Logger: quietLogger{}})
-	require.NoError(t, err)
-	defer c.Close()
+	c := startActivityE2E(t)
 	w := sdkworker.New(c, "e2e-activities", sdkworker.Options{DisableWorkflowWorker: true})
 	w.RegisterActivityWithOptions(func(_ context.Context, name string) (string, error) {
 		return "hello " + name, nil
@@ -169,4 +117,64 @@ func TestSDKStandaloneActivityEndToEnd(t *testing.T) {
 		stopWorker()
 		require.Less(t, time.Since(start), 10*time.Second)
 	})
+}
+
+// startActivityE2E starts a frontend, a real matcher and a real history host with the
+// activity and worker libraries, and returns an SDK client of the default namespace.
+func startActivityE2E(t *testing.T) client.Client {
+	t.Helper()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcClient := dynamicconfig.NewMemoryClient()
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+
+	const numShards = 4
+	membership := &history.LocalMembership{}
+	router := history.NewRouter(numShards, membership)
+	t.Cleanup(func() { _ = router.Close() })
+	matcher := matching.New(nil, matching.Options{}, logger, nil)
+	matcher.Start()
+	t.Cleanup(matcher.Stop)
+
+	activityConfig := vigilactivity.NewConfig(dc, numShards)
+	workerConfig := worker.NewConfig(dc, numShards)
+	libs := []chasm.Library{
+		vigilactivity.NewLibrary(activityConfig, matchingDispatcher{matcher}, &vigilactivity.RemoteWorkerBinder{Router: router},
+			matchingCommandSender{matcher}, tally.NoopScope, logger),
+		worker.NewLibrary(workerConfig, &worker.RemoteRescheduler{Router: router}, tally.NoopScope, logger),
+	}
+	host := historytest.Start(t, historytest.Options{
+		NumShards: numShards, Libraries: libs, DynamicConfig: dcClient, Logger: logger,
+		Services: func(e *history.Engine) []history.ServiceRegistration {
+			activities := vigilactivity.NewHandler(e, activityConfig, tally.NoopScope, logger)
+			workers := worker.NewHandler(e, workerConfig, clock.NewRealTimeSource(), tally.NoopScope, logger)
+			return []history.ServiceRegistration{func(s grpc.ServiceRegistrar) {
+				activitypb.RegisterActivityHistoryServiceServer(s, activities)
+				workerpb.RegisterWorkerHistoryServiceServer(s, workers)
+				workerpb.RegisterActivityReschedulerServiceServer(s, worker.NewRescheduleServer(activities))
+			}}
+		},
+	})
+	membership.SetAddress(host.Server.Address())
+
+	deps := frontend.Deps{
+		History:       frontend.NewHistoryClient(router),
+		Matching:      matcher,
+		Namespaces:    namespace.MustNewRegistry(),
+		DynamicConfig: dc,
+		Logger:        logger,
+	}
+	workflow := frontend.NewWorkflowHandler(deps)
+	server, err := frontend.NewServer(frontend.ServerConfig{Address: "127.0.0.1:0"}, deps, workflow, frontend.NewLivenessHandler(deps))
+	require.NoError(t, err)
+	server.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		server.Stop(ctx)
+	})
+
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Namespace: namespace.DefaultName, Logger: quietLogger{}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }

@@ -46,6 +46,11 @@ type HistoryClient interface {
 	DeleteActivity(ctx context.Context, req *activitypb.DeleteActivityRequest) (*activitypb.DeleteActivityResponse, error)
 	// ListActivities pages through every activity of a namespace, whatever its shard.
 	ListActivities(ctx context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error)
+	// The operator's commands on one activity.
+	PauseActivity(ctx context.Context, req *activitypb.PauseActivityRequest) (*activitypb.PauseActivityResponse, error)
+	UnpauseActivity(ctx context.Context, req *activitypb.UnpauseActivityRequest) (*activitypb.UnpauseActivityResponse, error)
+	ResetActivity(ctx context.Context, req *activitypb.ResetActivityRequest) (*activitypb.ResetActivityResponse, error)
+	UpdateActivityOptions(ctx context.Context, req *activitypb.UpdateActivityOptionsRequest) (*activitypb.UpdateActivityOptionsResponse, error)
 }
 
 // Router maps workers to shards and shards to connections; *history.Router implements it.
@@ -227,4 +232,36 @@ func (c *routedHistoryClient) ListActivities(ctx context.Context, req *activityp
 		return nil, err
 	}
 	return activitypb.NewActivityHistoryServiceClient(conn).ListActivities(ctx, req)
+}
+
+func (c *routedHistoryClient) PauseActivity(ctx context.Context, req *activitypb.PauseActivityRequest) (*activitypb.PauseActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.PauseActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) UnpauseActivity(ctx context.Context, req *activitypb.UnpauseActivityRequest) (*activitypb.UnpauseActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.UnpauseActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) ResetActivity(ctx context.Context, req *activitypb.ResetActivityRequest) (*activitypb.ResetActivityResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.ResetActivity(ctx, req)
+}
+
+func (c *routedHistoryClient) UpdateActivityOptions(ctx context.Context, req *activitypb.UpdateActivityOptionsRequest) (*activitypb.UpdateActivityOptionsResponse, error) {
+	client, err := c.activityClient(req.GetNamespaceId(), req.GetActivityId())
+	if err != nil {
+		return nil, err
+	}
+	return client.UpdateActivityOptions(ctx, req)
 }

@@ -133,6 +133,21 @@ func (mr *MockHistoryClientMockRecorder) ListWorkers(ctx, req any) *gomock.Call 
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ListWorkers", reflect.TypeOf((*MockHistoryClient)(nil).ListWorkers), ctx, req)
 }
 
+// PauseActivity mocks base method.
+func (m *MockHistoryClient) PauseActivity(ctx context.Context, req *activitypb.PauseActivityRequest) (*activitypb.PauseActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "PauseActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.PauseActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// PauseActivity indicates an expected call of PauseActivity.
+func (mr *MockHistoryClientMockRecorder) PauseActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "PauseActivity", reflect.TypeOf((*MockHistoryClient)(nil).PauseActivity), ctx, req)
+}
+
 // PollActivityExecution mocks base method.
 func (m *MockHistoryClient) PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error) {
 	m.ctrl.T.Helper()
@@ -206,6 +221,21 @@ func (m *MockHistoryClient) RequestCancelActivity(ctx context.Context, req *acti
 func (mr *MockHistoryClientMockRecorder) RequestCancelActivity(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RequestCancelActivity", reflect.TypeOf((*MockHistoryClient)(nil).RequestCancelActivity), ctx, req)
+}
+
+// ResetActivity mocks base method.
+func (m *MockHistoryClient) ResetActivity(ctx context.Context, req *activitypb.ResetActivityRequest) (*activitypb.ResetActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ResetActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.ResetActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ResetActivity indicates an expected call of ResetActivity.
+func (mr *MockHistoryClientMockRecorder) ResetActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResetActivity", reflect.TypeOf((*MockHistoryClient)(nil).ResetActivity), ctx, req)
 }
 
 // RespondActivityTaskCanceled mocks base method.
@@ -310,6 +340,36 @@ func (m *MockHistoryClient) TerminateActivity(ctx context.Context, req *activity
 func (mr *MockHistoryClientMockRecorder) TerminateActivity(ctx, req any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "TerminateActivity", reflect.TypeOf((*MockHistoryClient)(nil).TerminateActivity), ctx, req)
+}
+
+// UnpauseActivity mocks base method.
+func (m *MockHistoryClient) UnpauseActivity(ctx context.Context, req *activitypb.UnpauseActivityRequest) (*activitypb.UnpauseActivityResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "UnpauseActivity", ctx, req)
+	ret0, _ := ret[0].(*activitypb.UnpauseActivityResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// UnpauseActivity indicates an expected call of UnpauseActivity.
+func (mr *MockHistoryClientMockRecorder) UnpauseActivity(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "UnpauseActivity", reflect.TypeOf((*MockHistoryClient)(nil).UnpauseActivity), ctx, req)
+}
+
+// UpdateActivityOptions mocks base method.
+func (m *MockHistoryClient) UpdateActivityOptions(ctx context.Context, req *activitypb.UpdateActivityOptionsRequest) (*activitypb.UpdateActivityOptionsResponse, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "UpdateActivityOptions", ctx, req)
+	ret0, _ := ret[0].(*activitypb.UpdateActivityOptionsResponse)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// UpdateActivityOptions indicates an expected call of UpdateActivityOptions.
+func (mr *MockHistoryClientMockRecorder) UpdateActivityOptions(ctx, req any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "UpdateActivityOptions", reflect.TypeOf((*MockHistoryClient)(nil).UpdateActivityOptions), ctx, req)
 }
 
 // MockRouter is a mock of Router interface.

@@ -107,9 +107,15 @@ func (h *LivenessHandler) DescribeWorkerLiveness(ctx context.Context, req *liven
 	if err != nil {
 		return nil, err
 	}
-	return &livenesspb.DescribeWorkerLivenessResponse{
+	out := &livenesspb.DescribeWorkerLivenessResponse{
 		Worker: workerLiveness(resp.GetWorker()), ExpiryBrake: expiryBrake(resp.GetExpiryBrake()),
-	}, nil
+	}
+	if req.GetIncludeMovedActivities() {
+		if out.MovedActivities, err = movedActivities(ctx, h.deps.History, ns, req.GetWorkerInstanceKey()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // expiryBrake shows history's expiry brake in the liveness view.

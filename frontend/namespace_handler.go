@@ -3,13 +3,16 @@ package frontend
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	namespacepb "go.temporal.io/api/namespace/v1"
 	replicationpb "go.temporal.io/api/replication/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
@@ -34,7 +37,7 @@ func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowse
 			State:       enumspb.NAMESPACE_STATE_REGISTERED,
 			Description: ns.Description,
 			OwnerEmail:  ns.OwnerEmail,
-			Data:        map[string]string{},
+			Data:        dataOrEmpty(ns.Data),
 			Capabilities: &namespacepb.NamespaceInfo_Capabilities{
 				WorkerHeartbeats:             true,
 				WorkerCommands:               true,
@@ -43,11 +46,13 @@ func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowse
 			// Zero limits: vigil enforces no blob/memo size limits beyond gRPC's.
 			Limits: &namespacepb.NamespaceInfo_Limits{},
 		},
-		// No retention: vigil keeps no workflow histories. Archival is not supported.
+		// vigil keeps no workflow histories: the retention is recorded and shown, nothing more.
+		// Archival is not supported.
 		Config: &namespacepb.NamespaceConfig{
-			BadBinaries:             &namespacepb.BadBinaries{Binaries: map[string]*namespacepb.BadBinaryInfo{}},
-			HistoryArchivalState:    enumspb.ARCHIVAL_STATE_DISABLED,
-			VisibilityArchivalState: enumspb.ARCHIVAL_STATE_DISABLED,
+			WorkflowExecutionRetentionTtl: durationpb.New(ns.Retention),
+			BadBinaries:                   &namespacepb.BadBinaries{Binaries: map[string]*namespacepb.BadBinaryInfo{}},
+			HistoryArchivalState:          enumspb.ARCHIVAL_STATE_DISABLED,
+			VisibilityArchivalState:       enumspb.ARCHIVAL_STATE_DISABLED,
 		},
 		ReplicationConfig: &replicationpb.NamespaceReplicationConfig{
 			ActiveClusterName: ClusterName,
@@ -59,7 +64,14 @@ func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowse
 	}
 }
 
-// DescribeNamespace describes a configured namespace, with the capabilities that switch on the
+func dataOrEmpty(data map[string]string) map[string]string {
+	if data == nil {
+		return map[string]string{}
+	}
+	return data
+}
+
+// DescribeNamespace describes a namespace, with the capabilities that switch on the
 // SDK's worker heartbeats and worker commands.
 func (h *WorkflowHandler) DescribeNamespace(_ context.Context, req *workflowservice.DescribeNamespaceRequest) (*workflowservice.DescribeNamespaceResponse, error) {
 	var ns *namespace.Namespace
@@ -75,9 +87,9 @@ func (h *WorkflowHandler) DescribeNamespace(_ context.Context, req *workflowserv
 	return h.describeNamespace(ns), nil
 }
 
-// ListNamespaces lists the configured namespaces by name. The page token is the name of the
-// last namespace of the previous page: the list is sorted and static, so a page is what
-// follows it. Every vigil namespace is REGISTERED, so the include_deleted filter changes
+// ListNamespaces lists the namespaces by name. The page token is the name of the last
+// namespace of the previous page: the list is sorted, so a page is what follows it (a
+// namespace created meanwhile shows if it sorts after the token). Every vigil namespace is REGISTERED, so the include_deleted filter changes
 // nothing.
 func (h *WorkflowHandler) ListNamespaces(_ context.Context, req *workflowservice.ListNamespacesRequest) (*workflowservice.ListNamespacesResponse, error) {
 	size := int(req.GetPageSize())
@@ -107,29 +119,108 @@ func (h *WorkflowHandler) ListNamespaces(_ context.Context, req *workflowservice
 	return resp, nil
 }
 
-// RegisterNamespace answers what a Temporal server would for a namespace that exists
-// (NamespaceAlreadyExists, which scripts that "create if missing" accept), and for a new one
-// FailedPrecondition: vigil's namespaces are declared in the server's static configuration
-// (config `namespaces:`), on every host alike, and there is no namespace store to create
-// one in at run time.
-func (h *WorkflowHandler) RegisterNamespace(_ context.Context, req *workflowservice.RegisterNamespaceRequest) (*workflowservice.RegisterNamespaceResponse, error) {
+// RegisterNamespace creates a namespace, stored for every host of the cluster and usable at
+// once (on another host, as soon as it is first named there). An existing name is
+// NamespaceAlreadyExists. Description, owner email, retention and data are kept; a global
+// namespace, other clusters and archival are InvalidArgument (vigil is one local cluster).
+func (h *WorkflowHandler) RegisterNamespace(ctx context.Context, req *workflowservice.RegisterNamespaceRequest) (*workflowservice.RegisterNamespaceResponse, error) {
 	if req.GetNamespace() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace is required")
 	}
-	if _, err := h.deps.Namespaces.GetByName(req.GetNamespace()); err == nil {
-		return nil, serviceerror.NewNamespaceAlreadyExists(fmt.Sprintf("namespace %q already exists", req.GetNamespace()))
+	if err := namespace.ValidateName(req.GetNamespace()); err != nil {
+		return nil, serviceerror.NewInvalidArgument(err.Error())
 	}
-	return nil, serviceerror.NewFailedPrecondition(fmt.Sprintf(
-		"namespace %q cannot be created at run time: vigil's namespaces are declared in the server configuration (namespaces: in the config file, or vigil server start --namespace NAME), the same on every host; add it there and restart the servers",
-		req.GetNamespace()))
-}
-
-// UpdateNamespace is refused like RegisterNamespace: the configuration owns namespaces.
-func (h *WorkflowHandler) UpdateNamespace(_ context.Context, req *workflowservice.UpdateNamespaceRequest) (*workflowservice.UpdateNamespaceResponse, error) {
-	if _, err := h.deps.Namespaces.GetByName(req.GetNamespace()); err != nil {
+	if err := localNamespaceOnly(req.GetIsGlobalNamespace(), req.GetClusters(), req.GetActiveClusterName(),
+		req.GetHistoryArchivalState(), req.GetVisibilityArchivalState()); err != nil {
 		return nil, err
 	}
-	return nil, serviceerror.NewFailedPrecondition(fmt.Sprintf(
-		"namespace %q cannot be updated at run time: vigil's namespaces are declared in the server configuration (namespaces:); change it there and restart the servers",
-		req.GetNamespace()))
+	retention, err := retentionOf(req.GetWorkflowExecutionRetentionPeriod())
+	if err != nil {
+		return nil, err
+	}
+	_, err = h.deps.Namespaces.Register(ctx, namespace.Namespace{
+		Name: req.GetNamespace(), Description: req.GetDescription(), OwnerEmail: req.GetOwnerEmail(),
+		Retention: retention, Data: maps.Clone(req.GetData()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &workflowservice.RegisterNamespaceResponse{}, nil
+}
+
+// UpdateNamespace changes a namespace's description, owner email and data (merged key by key,
+// as Temporal does) and retention; what the request leaves empty is kept. Replication and
+// archival settings other than vigil's own are InvalidArgument. The answer is the namespace
+// as updated.
+func (h *WorkflowHandler) UpdateNamespace(ctx context.Context, req *workflowservice.UpdateNamespaceRequest) (*workflowservice.UpdateNamespaceResponse, error) {
+	if req.GetNamespace() == "" {
+		return nil, serviceerror.NewInvalidArgument("namespace is required")
+	}
+	repl := req.GetReplicationConfig()
+	cfg := req.GetConfig()
+	if err := localNamespaceOnly(req.GetPromoteNamespace(), repl.GetClusters(), repl.GetActiveClusterName(),
+		cfg.GetHistoryArchivalState(), cfg.GetVisibilityArchivalState()); err != nil {
+		return nil, err
+	}
+	var retention *time.Duration
+	if ttl := cfg.GetWorkflowExecutionRetentionTtl(); ttl != nil {
+		d, err := retentionOf(ttl)
+		if err != nil {
+			return nil, err
+		}
+		retention = &d
+	}
+	info := req.GetUpdateInfo()
+	ns, err := h.deps.Namespaces.Update(ctx, req.GetNamespace(), func(ns *namespace.Namespace) error {
+		if info.GetDescription() != "" {
+			ns.Description = info.GetDescription()
+		}
+		if info.GetOwnerEmail() != "" {
+			ns.OwnerEmail = info.GetOwnerEmail()
+		}
+		maps.Copy(ns.Data, info.GetData())
+		if retention != nil {
+			ns.Retention = *retention
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := h.describeNamespace(ns)
+	return &workflowservice.UpdateNamespaceResponse{
+		NamespaceInfo: d.NamespaceInfo, Config: d.Config, ReplicationConfig: d.ReplicationConfig,
+		IsGlobalNamespace: d.IsGlobalNamespace,
+	}, nil
+}
+
+// localNamespaceOnly refuses what a local namespace of a one-cluster server cannot be.
+func localNamespaceOnly(global bool, clusters []*replicationpb.ClusterReplicationConfig, activeCluster string, archival ...enumspb.ArchivalState) error {
+	if global {
+		return serviceerror.NewInvalidArgument("vigil has no global namespaces: it is one local cluster")
+	}
+	for _, c := range clusters {
+		if c.GetClusterName() != ClusterName {
+			return serviceerror.NewInvalidArgument(fmt.Sprintf("unknown cluster %q: vigil's only cluster is %q", c.GetClusterName(), ClusterName))
+		}
+	}
+	if activeCluster != "" && activeCluster != ClusterName {
+		return serviceerror.NewInvalidArgument(fmt.Sprintf("unknown cluster %q: vigil's only cluster is %q", activeCluster, ClusterName))
+	}
+	for _, a := range archival {
+		if a == enumspb.ARCHIVAL_STATE_ENABLED {
+			return serviceerror.NewInvalidArgument("archival is not supported")
+		}
+	}
+	return nil
+}
+
+func retentionOf(d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if d.CheckValid() != nil || d.AsDuration() < 0 {
+		return 0, serviceerror.NewInvalidArgument("workflow execution retention must be a valid, non-negative duration")
+	}
+	return d.AsDuration(), nil
 }

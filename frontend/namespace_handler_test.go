@@ -3,12 +3,15 @@ package frontend
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
@@ -72,7 +75,7 @@ func TestNamespaceAPI(t *testing.T) {
 		require.Empty(t, all.GetNextPageToken())
 	})
 
-	t.Run("RegisterIsRefusedWithTheReason", func(t *testing.T) {
+	t.Run("WithoutAStoreRegisterIsRefusedWithTheReason", func(t *testing.T) {
 		_, err := env.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: testNamespace})
 		require.Equal(t, codes.AlreadyExists, status.Code(err), "%v", err)
 
@@ -87,4 +90,62 @@ func TestNamespaceAPI(t *testing.T) {
 		_, err = env.workflow.UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{Namespace: "nope"})
 		require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
 	})
+}
+
+func TestNamespaceAPIWithAStore(t *testing.T) {
+	t.Parallel()
+	store := namespace.NewMemoryStore()
+	env := startServer(t, func(env *testEnv) {
+		r, err := namespace.NewStoredRegistry(nil, store, namespace.StoreOptions{})
+		require.NoError(t, err)
+		require.NoError(t, r.Start(context.Background()))
+		t.Cleanup(r.Stop)
+		env.deps.Namespaces = r
+		env.workflow = NewWorkflowHandler(env.deps)
+	})
+	ctx := context.Background()
+
+	_, err := env.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: "payments", Description: "money", OwnerEmail: "pay@example.com",
+		WorkflowExecutionRetentionPeriod: durationpb.New(72 * time.Hour), Data: map[string]string{"team": "pay"},
+	})
+	require.NoError(t, err)
+	_, err = env.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: "payments"})
+	require.Equal(t, codes.AlreadyExists, status.Code(err), "%v", err)
+	_, err = env.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: "global", IsGlobalNamespace: true})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	_, err = env.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: "bad/name"})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+
+	resp, err := env.workflow.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "payments"})
+	require.NoError(t, err)
+	require.Equal(t, namespace.DeriveID("payments"), resp.GetNamespaceInfo().GetId())
+	require.Equal(t, "money", resp.GetNamespaceInfo().GetDescription())
+	require.Equal(t, "pay@example.com", resp.GetNamespaceInfo().GetOwnerEmail())
+	require.Equal(t, map[string]string{"team": "pay"}, resp.GetNamespaceInfo().GetData())
+	require.Equal(t, 72*time.Hour, resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration())
+	require.NotNil(t, resp.GetReplicationConfig())
+
+	list, err := env.workflow.ListNamespaces(ctx, &workflowservice.ListNamespacesRequest{})
+	require.NoError(t, err)
+	var names []string
+	for _, ns := range list.GetNamespaces() {
+		names = append(names, ns.GetNamespaceInfo().GetName())
+	}
+	require.Equal(t, []string{"default", "payments"}, names)
+
+	updated, err := env.workflow.UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+		Namespace: "payments",
+		UpdateInfo: &namespacepb.UpdateNamespaceInfo{
+			Description: "money, moved", Data: map[string]string{"tier": "1"},
+		},
+		Config: &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(24 * time.Hour)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "money, moved", updated.GetNamespaceInfo().GetDescription())
+	require.Equal(t, "pay@example.com", updated.GetNamespaceInfo().GetOwnerEmail(), "what the update leaves empty is kept")
+	require.Equal(t, map[string]string{"team": "pay", "tier": "1"}, updated.GetNamespaceInfo().GetData(), "data merged")
+	require.Equal(t, 24*time.Hour, updated.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration())
+	_, err = env.workflow.UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{Namespace: "nope"})
+	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
 }

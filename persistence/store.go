@@ -19,6 +19,7 @@ type Store interface {
 	ExecutionStore
 	TaskStore
 	SecurityStore
+	NamespaceStore
 	// Close releases the backend's resources. No method may be called after Close.
 	Close() error
 }

@@ -45,7 +45,9 @@ type Config struct {
 	// SQLite, which is always a cluster of one).
 	Cluster     history.ClusterConfig `yaml:"cluster"`
 	Persistence persistencefx.Config  `yaml:"persistence"`
-	// Namespaces served besides "default", which always exists.
+	// Namespaces served besides "default", which always exists. Each is created in the store
+	// at start when missing; namespaces registered at run time (RegisterNamespace) are served
+	// too.
 	Namespaces []namespace.Config `yaml:"namespaces"`
 	Log        log.Config         `yaml:"log"`
 	// Auth turns authentication and authorization on (off by default); see README, Securing

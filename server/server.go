@@ -152,6 +152,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		tasks.Module,
 		history.Module,
 		worker.Module,
+		namespaceModule(namespaces),
 		activityModule,
 		fx.Supply(cfg.Auth),
 		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),

@@ -20,6 +20,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/fx"
 
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/tests/testcluster"
@@ -85,6 +86,28 @@ func TestActivityOfSIGKILLedWorkerRunsOnAnotherWorker(t *testing.T) {
 	t.Logf("the activity restarted on B %v after A was killed (StartToClose 10m)", bStarted.at.Sub(killed).Round(time.Millisecond))
 	require.Less(t, bStarted.at.Sub(killed), time.Minute, "far below StartToClose")
 	require.Equal(t, "done by B", result(t, handle))
+
+	// A's liveness record says what its death moved, and where it went.
+	liveness := dialLiveness(t, cluster.Address())
+	workers, err := liveness.ListWorkerLiveness(context.Background(), &livenesspb.ListWorkerLivenessRequest{Namespace: "default"})
+	require.NoError(t, err)
+	var keyOfA string
+	for _, w := range workers.GetWorkers() {
+		if w.GetLastHeartbeat().GetWorkerIdentity() == "A" {
+			keyOfA = w.GetWorkerInstanceKey()
+		}
+	}
+	require.NotEmpty(t, keyOfA)
+	described, err := liveness.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{
+		Namespace: "default", WorkerInstanceKey: keyOfA, IncludeMovedActivities: true,
+	})
+	require.NoError(t, err)
+	require.Len(t, described.GetMovedActivities(), 1)
+	moved := described.GetMovedActivities()[0]
+	require.Equal(t, "a-1", moved.GetActivityId())
+	require.Equal(t, "worker_inactive", moved.GetReason())
+	require.Equal(t, "Completed", moved.GetStatus(), "B completed it")
+	require.GreaterOrEqual(t, moved.GetAttempt(), int32(2))
 }
 
 // A worker that is only paused (a partition, a GC pause, SIGSTOP) past its lease loses the

@@ -28,6 +28,7 @@ const (
 	statusCanceled    = activitypb.ActivityStatus_ACTIVITY_STATUS_CANCELED
 	statusTimedOut    = activitypb.ActivityStatus_ACTIVITY_STATUS_TIMED_OUT
 	statusTerminated  = activitypb.ActivityStatus_ACTIVITY_STATUS_TERMINATED
+	statusPaused      = activitypb.ActivityStatus_ACTIVITY_STATUS_PAUSED
 )
 
 // Activity is the component: a view over ActivityState.
@@ -81,6 +82,8 @@ func StatusName(s activitypb.ActivityStatus) string {
 		return "TIMED_OUT"
 	case statusTerminated:
 		return "TERMINATED"
+	case statusPaused:
+		return "PAUSED"
 	}
 	return ""
 }

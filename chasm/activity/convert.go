@@ -79,11 +79,15 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		info.ExecutionDuration = durationpb.New(s.GetCloseTime().AsTime().Sub(s.GetScheduleTime().AsTime()))
 	}
 	switch s.GetStatus() {
-	case statusScheduled, statusStarted:
+	case statusScheduled, statusStarted, statusPaused:
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING
 		switch {
 		case s.GetCancelRequested():
 			info.RunState = enumspb.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+		case s.GetStatus() == statusPaused:
+			info.RunState = enumspb.PENDING_ACTIVITY_STATE_PAUSED
+		case s.GetStatus() == statusStarted && s.GetPause() != nil:
+			info.RunState = enumspb.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED
 		case s.GetStatus() == statusStarted:
 			info.RunState = enumspb.PENDING_ACTIVITY_STATE_STARTED
 		default:

@@ -23,3 +23,7 @@ func errInvalidToken(msg string) error {
 func invalidArgument(format string, args ...any) error {
 	return serviceerror.NewInvalidArgument(fmt.Sprintf(format, args...))
 }
+
+func failedPrecondition(format string, args ...any) error {
+	return serviceerror.NewFailedPrecondition(fmt.Sprintf(format, args...))
+}

@@ -346,14 +346,15 @@ func (h *Handler) RespondActivityTaskCanceled(ctx context.Context, req *activity
 // RecordActivityTaskHeartbeat keeps the details, pushes the heartbeat deadline out, and tells
 // the worker whether a cancel was requested.
 func (h *Handler) RecordActivityTaskHeartbeat(ctx context.Context, req *activitypb.RecordActivityTaskHeartbeatRequest) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
-	cancelRequested, err := updateAttempt(h, ctx, "RecordActivityTaskHeartbeat", req.GetNamespaceId(), req.GetTaskToken(),
-		func(mctx chasm.MutableContext, a *Activity) (bool, error) {
-			return a.CancelRequested, TransitionHeartbeatRecorded.Apply(a, mctx, EventHeartbeat{Details: req.GetDetails()})
+	return updateAttempt(h, ctx, "RecordActivityTaskHeartbeat", req.GetNamespaceId(), req.GetTaskToken(),
+		func(mctx chasm.MutableContext, a *Activity) (*activitypb.RecordActivityTaskHeartbeatResponse, error) {
+			// Paused or reset: the SDK stops the attempt, and reports it failed; the pause or
+			// reset then applies (pause.go).
+			resp := &activitypb.RecordActivityTaskHeartbeatResponse{
+				CancelRequested: a.CancelRequested, ActivityPaused: a.Pause != nil, ActivityReset: a.ResetRequested,
+			}
+			return resp, TransitionHeartbeatRecorded.Apply(a, mctx, EventHeartbeat{Details: req.GetDetails()})
 		})
-	if err != nil {
-		return nil, err
-	}
-	return &activitypb.RecordActivityTaskHeartbeatResponse{CancelRequested: cancelRequested}, nil
 }
 
 // updateAttempt runs fn on the attempt a task token names, if it is still the running one.
@@ -464,7 +465,7 @@ func (h *Handler) RequestCancelActivity(ctx context.Context, req *activitypb.Req
 	canceled := false
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
 		switch a.Status {
-		case statusScheduled:
+		case statusScheduled, statusPaused:
 			canceled = true
 			return struct{}{}, TransitionCanceled.Apply(a, mctx, EventCanceled{RequestID: req.GetRequestId(), Reason: req.GetReason()})
 		case statusStarted:
@@ -617,8 +618,11 @@ func (h *Handler) rescheduleOne(
 		var err error
 		// An orphan's attempt does not count against maximum_attempts: the server lost it (a
 		// poll response or a completion), the activity did not fail.
-		if lost, err = loseWorker(a, mctx, reason, orphan, detected, direct); err != nil {
+		if lost, err = loseWorker(a, mctx, kind, reason, orphan, detected, direct); err != nil {
 			return 0, err
+		}
+		if lost == lostPaused {
+			return workerpb.RescheduleOutcome_RESCHEDULE_OUTCOME_RESCHEDULED, nil // taken back, waits PAUSED
 		}
 		if lost == lostRescheduled {
 			if direct != nil {
@@ -758,7 +762,7 @@ func (h *Handler) TerminateActivity(ctx context.Context, req *activitypb.Termina
 	terminated := false
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, a *Activity) (struct{}, error) {
 		switch a.Status {
-		case statusScheduled, statusStarted:
+		case statusScheduled, statusStarted, statusPaused:
 			terminated = true
 			return struct{}{}, TransitionTerminated.Apply(a, mctx, EventTerminated{Reason: req.GetReason(), Identity: req.GetIdentity()})
 		case statusTerminated:

@@ -25,6 +25,10 @@ import (
 //	SCHEDULED, STARTED ─schedule-to-close; SCHEDULED ─schedule-to-start─► TIMED_OUT
 //	SCHEDULED ─cancel requested─► CANCELED;  STARTED ─cancel requested─► STARTED ─canceled─► CANCELED
 //	SCHEDULED, STARTED ─terminated─► TERMINATED (at once; the running attempt is fenced and unbound)
+//	SCHEDULED ─pause─► PAUSED ─unpause / reset─► SCHEDULED (new stamp); STARTED ─pause─► STARTED
+//	(paused: its heartbeats say so) ─attempt failed, retry allowed / worker lost─► PAUSED
+//	STARTED ─reset─► STARTED (reset requested) ─attempt failed / worker lost─► SCHEDULED, attempt 1
+//	(see pause.go)
 
 // Destinations of the outbound tasks that do not go to a history shard.
 const (
@@ -244,7 +248,7 @@ var (
 	// TransitionTimedOut closes the activity with a timeout failure: schedule-to-start or
 	// schedule-to-close at any time, start-to-close or heartbeat once no retry is allowed.
 	TransitionTimedOut = chasm.NewTransition(
-		[]activitypb.ActivityStatus{statusScheduled, statusStarted}, statusTimedOut,
+		[]activitypb.ActivityStatus{statusScheduled, statusStarted, statusPaused}, statusTimedOut,
 		func(a *Activity, ctx chasm.MutableContext, ev EventTimedOut) error {
 			if a.Status == statusStarted {
 				endAttempt(a, ctx)
@@ -269,7 +273,7 @@ var (
 	// TransitionCanceled closes the activity as CANCELED: at once while it waits for a worker,
 	// on the worker's acknowledgement once started.
 	TransitionCanceled = chasm.NewTransition(
-		[]activitypb.ActivityStatus{statusScheduled, statusStarted}, statusCanceled,
+		[]activitypb.ActivityStatus{statusScheduled, statusStarted, statusPaused}, statusCanceled,
 		func(a *Activity, ctx chasm.MutableContext, ev EventCanceled) error {
 			if a.Status == statusStarted {
 				endAttempt(a, ctx)
@@ -293,7 +297,7 @@ var (
 	// stop), and its late completion, failure or heartbeat is refused as stale (the activity is
 	// no longer STARTED). A queued task of a SCHEDULED activity is refused when polled.
 	TransitionTerminated = chasm.NewTransition(
-		[]activitypb.ActivityStatus{statusScheduled, statusStarted}, statusTerminated,
+		[]activitypb.ActivityStatus{statusScheduled, statusStarted, statusPaused}, statusTerminated,
 		func(a *Activity, ctx chasm.MutableContext, ev EventTerminated) error {
 			if a.Status == statusStarted {
 				sendCancelCommand(a, ctx)
@@ -374,6 +378,16 @@ func scheduleAttemptHandedOff(a *Activity, ctx chasm.MutableContext, redispatchA
 // newAttempt gives the current attempt a new stamp, dispatchable at `at`, and clears what
 // belonged to the previous one.
 func newAttempt(a *Activity, ctx chasm.MutableContext, at time.Time) {
+	clearAttempt(a, at)
+	if s2s := a.ScheduleToStartTimeout.AsDuration(); s2s > 0 {
+		ctx.AddTask(chasm.TaskAttributes{ScheduledTime: at.Add(s2s)}, &activitypb.ScheduleToStartTimeoutTask{Stamp: a.Stamp})
+	}
+}
+
+// clearAttempt gives the current attempt a new stamp, due at `at`, and clears what belonged
+// to the previous one; it sets no timer (a paused attempt waits for no deadline but
+// schedule-to-close).
+func clearAttempt(a *Activity, at time.Time) {
 	a.Stamp++
 	a.AttemptScheduledTime = timestamppb.New(at)
 	a.StartedTime = nil
@@ -386,9 +400,6 @@ func newAttempt(a *Activity, ctx chasm.MutableContext, at time.Time) {
 	a.TaskToken = nil
 	a.RedispatchTime = nil
 	a.DispatchCount = 0
-	if s2s := a.ScheduleToStartTimeout.AsDuration(); s2s > 0 {
-		ctx.AddTask(chasm.TaskAttributes{ScheduledTime: at.Add(s2s)}, &activitypb.ScheduleToStartTimeoutTask{Stamp: a.Stamp})
-	}
 }
 
 // recordDispatch records that the current attempt reached (or, in the same breath as this
@@ -470,6 +481,9 @@ func closeActivity(a *Activity, ctx chasm.MutableContext, outcome *activitypb.Ac
 // when the policy allows one, otherwise the activity closes (FAILED, or TIMED_OUT for a
 // timeout failure).
 func failAttempt(a *Activity, ctx chasm.MutableContext, failure *failurepb.Failure) error {
+	if handled, err := failPausedOrResetAttempt(a, ctx, failure); handled {
+		return err
+	}
 	if delay, ok := retryDelay(a, ctx.Now(), failure); ok {
 		return TransitionAttemptFailed.Apply(a, ctx, EventAttemptFailed{Failure: failure, Retry: delay})
 	}
@@ -491,15 +505,32 @@ const (
 	// lostCanceled: a cancel was requested; with nobody left to acknowledge it, the activity is
 	// CANCELED, as a SCHEDULED activity's cancel request is.
 	lostCanceled
+	// lostPaused: the activity was paused; its next attempt waits PAUSED, undispatched.
+	lostPaused
 )
 
-// loseWorker takes the current attempt from a lost worker. handOff is as in EventWorkerLost.
-func loseWorker(a *Activity, ctx chasm.MutableContext, reason string, neverRan bool, detected time.Time, handOff *HandOff) (lostAttempt, error) {
+// loseWorker takes the current attempt from a lost worker. kind says how the loss was learnt
+// ("worker_inactive", "orphaned", "bind_refused"); handOff is as in EventWorkerLost. The
+// worker, the time and the kind are kept (lost_worker_*) whatever becomes of the activity.
+func loseWorker(a *Activity, ctx chasm.MutableContext, kind, reason string, neverRan bool, detected time.Time, handOff *HandOff) (lostAttempt, error) {
+	a.LostWorkerInstanceKey = a.WorkerInstanceKey
+	a.LostWorkerTime = timestamppb.New(ctx.Now())
+	a.LostWorkerReason = kind
 	ev := EventWorkerLost{Reason: reason, NeverRan: neverRan, DetectedTime: detected, HandOff: handOff}
 	switch {
 	case a.CancelRequested:
 		sendCancelCommand(a, ctx) // queued already by the request; kept in case it was given up
 		return lostCanceled, TransitionCanceled.Apply(a, ctx, EventCanceled{})
+	case a.Pause != nil && (a.ResetRequested || neverRan || !attemptsExhausted(a)):
+		return lostPaused, TransitionWorkerLostWhilePaused.Apply(a, ctx, ev)
+	case a.ResetRequested:
+		// The reset applies now: the next attempt is attempt 1, whatever the policy's count.
+		ev.NeverRan = true
+		if err := TransitionRescheduled.Apply(a, ctx, ev); err != nil {
+			return 0, err
+		}
+		applyPendingReset(a)
+		return lostRescheduled, nil
 	case !neverRan && attemptsExhausted(a):
 		return lostFailed, TransitionWorkerLostExhausted.Apply(a, ctx, ev)
 	}
@@ -517,18 +548,10 @@ func attemptsExhausted(a *Activity) bool {
 // next_retry_delay if it has one, else initial × coefficient^(attempt-1), capped at the
 // maximum interval.
 func retryDelay(a *Activity, now time.Time, failure *failurepb.Failure) (time.Duration, bool) {
-	if a.CancelRequested || attemptsExhausted(a) {
+	if a.CancelRequested || attemptsExhausted(a) || nonRetryable(a, failure) {
 		return 0, false
 	}
 	policy := a.GetRetryPolicy()
-	if app := failure.GetApplicationFailureInfo(); app != nil {
-		if app.GetNonRetryable() || slices.Contains(policy.GetNonRetryableErrorTypes(), app.GetType()) {
-			return 0, false
-		}
-	}
-	if failure.GetServerFailureInfo().GetNonRetryable() {
-		return 0, false // the server's own verdict, e.g. a result over limit.blobSize.error
-	}
 	initial := policy.GetInitialInterval().AsDuration()
 	maxInterval := policy.GetMaximumInterval().AsDuration()
 	backoff := float64(initial) * math.Pow(policy.GetBackoffCoefficient(), float64(a.Attempt-1))
@@ -543,6 +566,17 @@ func retryDelay(a *Activity, now time.Time, failure *failurepb.Failure) (time.Du
 		return 0, false
 	}
 	return delay, true
+}
+
+// nonRetryable reports a failure that no retry policy retries: marked non-retryable, of a
+// type the policy lists, or the server's own verdict (e.g. a result over limit.blobSize.error).
+func nonRetryable(a *Activity, failure *failurepb.Failure) bool {
+	if app := failure.GetApplicationFailureInfo(); app != nil {
+		if app.GetNonRetryable() || slices.Contains(a.GetRetryPolicy().GetNonRetryableErrorTypes(), app.GetType()) {
+			return true
+		}
+	}
+	return failure.GetServerFailureInfo().GetNonRetryable()
 }
 
 // timeoutFailure is the failure of a timeout; cause is the last attempt's failure, if any.

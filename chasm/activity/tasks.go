@@ -111,9 +111,10 @@ type StartToCloseTimeoutTaskExecutor struct {
 	logger *zap.Logger
 }
 
-// Validate holds while the attempt it was set for is still running.
-func (e *StartToCloseTimeoutTaskExecutor) Validate(_ chasm.Context, a *Activity, _ chasm.TaskAttributes, t *activitypb.StartToCloseTimeoutTask) (bool, error) {
-	return a.Status == statusStarted && a.Stamp == t.Stamp, nil
+// Validate holds while the attempt it was set for is still running and its deadline is the
+// task's time (UpdateActivityExecutionOptions moves it).
+func (e *StartToCloseTimeoutTaskExecutor) Validate(_ chasm.Context, a *Activity, attrs chasm.TaskAttributes, t *activitypb.StartToCloseTimeoutTask) (bool, error) {
+	return a.Status == statusStarted && a.Stamp == t.Stamp && startToCloseDeadline(a).Equal(attrs.ScheduledTime), nil
 }
 
 // Execute fails the attempt with a StartToClose timeout.
@@ -221,7 +222,7 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 			a.BoundStamp = t.Stamp
 		case BindOutcomeWorkerNotActive:
 			var err error
-			if lost, err = loseWorker(a, mctx, "the worker was no longer active when the attempt was bound to it", true, time.Time{}, nil); err != nil {
+			if lost, err = loseWorker(a, mctx, "bind_refused", "the worker was no longer active when the attempt was bound to it", true, time.Time{}, nil); err != nil {
 				return struct{}{}, err
 			}
 		}
@@ -330,6 +331,8 @@ func (l lostAttempt) String() string {
 		return "FAILED"
 	case lostCanceled:
 		return "CANCELED"
+	case lostPaused:
+		return "PAUSED"
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +57,39 @@ func TestActivityCommands(t *testing.T) {
 	code, _, stderr = vigil("activity", "list", "--query", `Nope = "x"`)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `unknown column "Nope"`)
+
+	code, stdout, stderr = vigil("activity", "describe", "pay-2")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `Activity ID\s+pay-2`, stdout)
+	require.Regexp(t, `Type\s+Charge`, stdout)
+	require.Regexp(t, `Task queue\s+payments`, stdout)
+	require.Regexp(t, `Status\s+Running`, stdout)
+	require.Regexp(t, `Run state\s+Scheduled`, stdout)
+	require.Regexp(t, `Start-to-close\s+1m0s`, stdout)
+	code, stdout, stderr = vigil("activity", "describe", "pay-2", "--output", "json")
+	require.Equal(t, 0, code, stderr)
+	var described struct {
+		Info struct {
+			ActivityID string `json:"activityId"`
+			RunState   string `json:"runState"`
+		} `json:"info"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &described), stdout)
+	require.Equal(t, "pay-2", described.Info.ActivityID)
+	require.Equal(t, "PENDING_ACTIVITY_STATE_SCHEDULED", described.Info.RunState)
+
+	// Cancel: a waiting activity is canceled at once.
+	code, stdout, stderr = vigil("activity", "cancel", "pay-2", "--reason", "not needed")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "cancellation of activity pay-2 requested")
+	code, stdout, stderr = vigil("activity", "describe", "pay-2")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `Status\s+Canceled`, stdout)
+	require.Regexp(t, `Canceled reason\s+not needed`, stdout)
+
+	code, _, stderr = vigil("activity", "describe", "nope")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "not found")
+	code, _, _ = vigil("activity", "cancel")
+	require.Equal(t, 2, code)
 }

@@ -78,6 +78,8 @@ Usage:
   vigil worker list [flags]           list workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)
   vigil worker describe KEY [flags]   show one worker's liveness record
   vigil activity list [--query Q]     list standalone activities (ActivityId, TaskQueue, ExecutionStatus, ...)
+  vigil activity describe ID          show a standalone activity (state, attempt, worker, options)
+  vigil activity cancel ID            request a standalone activity's cancellation
   vigil activity terminate ID         terminate a standalone activity at once
   vigil cluster describe [flags]      list the cluster's vigil hosts, their addresses and shards
   vigil apikey create --namespace NS --role ROLE   mint an API key (admin); prints the key alone

@@ -80,11 +80,12 @@ func workerDescribe(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	bound := fs.Bool("bound-activities", false, "include the bound activities")
+	moved := fs.Bool("moved-activities", false, "also list the activities this worker's loss moved, and where they are now (scans the namespace's activities)")
 	if err := fs.Parse(reorder(args)); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: vigil worker describe WORKER_INSTANCE_KEY [--namespace NS] [--address HOST:PORT]")
+		fmt.Fprintln(stderr, "usage: vigil worker describe WORKER_INSTANCE_KEY [--bound-activities] [--moved-activities] [--namespace NS] [--address HOST:PORT]")
 		return 2
 	}
 	client, closeConn, err := cf.dial()
@@ -96,7 +97,7 @@ func workerDescribe(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := client.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
-		Namespace: *cf.namespace, WorkerInstanceKey: fs.Arg(0), IncludeBoundActivities: *bound,
+		Namespace: *cf.namespace, WorkerInstanceKey: fs.Arg(0), IncludeBoundActivities: *bound, IncludeMovedActivities: *moved,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "vigil:", err)
@@ -108,7 +109,33 @@ func workerDescribe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, string(out))
+	if *moved {
+		printMovedActivities(stdout, resp.GetMovedActivities())
+	}
 	return 0
+}
+
+// printMovedActivities prints, after the worker's record, the activities its loss moved.
+func printMovedActivities(w io.Writer, moved []*livenesspb.MovedActivity) {
+	fmt.Fprintf(w, "\nActivities this worker's loss moved: %d\n", len(moved))
+	if len(moved) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTIVITY ID\tRUN ID\tMOVED\tWHY\tSTATUS\tATTEMPT\tNOW ON")
+	for _, m := range moved {
+		status := m.GetStatus()
+		if m.GetRunState() != "" {
+			status += " (" + m.GetRunState() + ")"
+		}
+		now := "-"
+		if m.GetWorkerInstanceKey() != "" {
+			now = m.GetWorkerInstanceKey() + " " + m.GetWorkerIdentity()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.GetActivityId(), m.GetRunId(),
+			m.GetMovedTime().AsTime().Format(time.RFC3339), m.GetReason(), status, m.GetAttempt(), now)
+	}
+	_ = tw.Flush()
 }
 
 // reorder moves flags before the positional argument, so "describe KEY --namespace x" works.
@@ -145,4 +172,4 @@ func leaseColumn(w *livenesspb.WorkerLiveness, now time.Time) string {
 }
 
 // boolFlags take no value, so reorder must not take the next argument as theirs.
-var boolFlags = map[string]bool{"bound-activities": true, "tls": true, "all-namespaces": true}
+var boolFlags = map[string]bool{"bound-activities": true, "moved-activities": true, "tls": true, "all-namespaces": true}

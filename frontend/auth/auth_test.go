@@ -74,6 +74,7 @@ func TestDefaultAuthorizer(t *testing.T) {
 	worker := &Claims{Subject: "w", Namespaces: map[string]Role{"orders": RoleWorker}}
 	writer := &Claims{Subject: "c", Namespaces: map[string]Role{"orders": RoleWriter}}
 	nsAdmin := &Claims{Subject: "a", Namespaces: map[string]Role{"orders": RoleAdmin}}
+	clusterAdmin := &Claims{Subject: "root", System: RoleAdmin}
 	cases := []struct {
 		name   string
 		claims *Claims
@@ -95,6 +96,12 @@ func TestDefaultAuthorizer(t *testing.T) {
 		{"DescribeNamespaceNeedsARoleInIt", worker, workflowService + "DescribeNamespace", "billing", false},
 		{"NoCredentials", nil, workflowService + "GetSystemInfo", "", false},
 		{"HealthIsAnonymous", nil, healthService + "Check", "", true},
+		{"NamespaceAdminCannotCreateNamespaces", nsAdmin, workflowService + "RegisterNamespace", "orders", false},
+		{"NamespaceAdminCannotUpdateItsNamespace", nsAdmin, workflowService + "UpdateNamespace", "orders", false},
+		{"ClusterAdminCreatesNamespaces", clusterAdmin, workflowService + "RegisterNamespace", "fresh", true},
+		{"ClusterAdminUpdatesNamespaces", clusterAdmin, workflowService + "UpdateNamespace", "orders", true},
+		{"WriterPausesActivities", writer, workflowService + "PauseActivity", "orders", true},
+		{"WorkerCannotResetActivities", worker, workflowService + "ResetActivityExecution", "orders", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,6 +47,9 @@ type Access struct {
 	Role Role
 	// Anonymous methods need no credentials at all.
 	Anonymous bool
+	// System methods need Role in every namespace (a system role) whatever the request's
+	// namespace: creating or changing a namespace is the cluster's administrator's business.
+	System bool
 }
 
 // satisfiedBy reports whether held covers the needed role: admin covers everything, writer
@@ -87,7 +90,7 @@ func (a *defaultAuthorizer) Authorize(_ context.Context, claims *Claims, target 
 		return Result{Reason: "no credentials"}, nil
 	}
 	held := claims.System
-	if target.Namespace != "" {
+	if target.Namespace != "" && !access.System {
 		held = claims.RoleIn(target.Namespace)
 	}
 	if access.Role == RoleNone {
@@ -102,7 +105,7 @@ func (a *defaultAuthorizer) Authorize(_ context.Context, claims *Claims, target 
 		return Result{Decision: DecisionAllow}, nil
 	}
 	where := fmt.Sprintf("namespace %q", target.Namespace)
-	if target.Namespace == "" {
+	if target.Namespace == "" || access.System {
 		where = "every namespace"
 	}
 	return Result{Reason: fmt.Sprintf("%s needs role %s in %s (has %s)", claims.Subject, access.Role, where, held)}, nil
@@ -154,18 +157,27 @@ var MethodAccess = map[string]Access{
 	// Writers. The ById completions are async completion by a client (the SDK's workers never
 	// send them): they name any activity of the namespace, so a worker-only principal, bound to
 	// the tokens its own workers polled, may not use them.
-	workflowService + "StartActivityExecution":           {Role: RoleWriter},
-	workflowService + "RequestCancelActivityExecution":   {Role: RoleWriter},
-	workflowService + "TerminateActivityExecution":       {Role: RoleWriter},
-	workflowService + "DeleteActivityExecution":          {Role: RoleWriter},
+	workflowService + "StartActivityExecution":         {Role: RoleWriter},
+	workflowService + "RequestCancelActivityExecution": {Role: RoleWriter},
+	workflowService + "TerminateActivityExecution":     {Role: RoleWriter},
+	workflowService + "DeleteActivityExecution":        {Role: RoleWriter},
+	workflowService + "PauseActivityExecution":         {Role: RoleWriter},
+	workflowService + "UnpauseActivityExecution":       {Role: RoleWriter},
+	workflowService + "ResetActivityExecution":         {Role: RoleWriter},
+	workflowService + "UpdateActivityExecutionOptions": {Role: RoleWriter},
+	// The workflow-activity forms, which `temporal activity pause/...` sends.
+	workflowService + "PauseActivity":                    {Role: RoleWriter},
+	workflowService + "UnpauseActivity":                  {Role: RoleWriter},
+	workflowService + "ResetActivity":                    {Role: RoleWriter},
+	workflowService + "UpdateActivityOptions":            {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCompletedById": {Role: RoleWriter},
 	workflowService + "RespondActivityTaskFailedById":    {Role: RoleWriter},
 	workflowService + "RespondActivityTaskCanceledById":  {Role: RoleWriter},
 	workflowService + "RecordActivityTaskHeartbeatById":  {Role: RoleWriter},
 
-	// Admins. (Both are refused anyway: namespaces come from the static configuration.)
-	workflowService + "RegisterNamespace": {Role: RoleAdmin},
-	workflowService + "UpdateNamespace":   {Role: RoleAdmin},
+	// Admins. Creating and changing namespaces needs the cluster's admin role (every namespace).
+	workflowService + "RegisterNamespace": {Role: RoleAdmin, System: true},
+	workflowService + "UpdateNamespace":   {Role: RoleAdmin, System: true},
 	livenessService + "DrainWorker":       {Role: RoleAdmin},
 	adminService + "CreateAPIKey":         {Role: RoleAdmin},
 	adminService + "ListAPIKeys":          {Role: RoleAdmin},

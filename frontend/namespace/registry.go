@@ -1,14 +1,17 @@
 // Package namespace is the frontend's registry of namespaces.
 //
-// vigil's namespaces come from static configuration; there is no namespace store and no
-// RegisterNamespace RPC. A namespace has a name (what clients send and what dynamic config is
-// keyed by) and an ID (what history keys executions and shards by).
+// A namespace has a name (what clients send and what dynamic config is keyed by) and an ID
+// (what history keys executions and shards by). Namespaces come from the static configuration
+// and, with a Store (store.go), from RegisterNamespace at run time: the store holds them for
+// every host of a cluster, and each host's registry follows it.
 package namespace
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
@@ -38,12 +41,20 @@ type Config struct {
 	OwnerEmail string `yaml:"ownerEmail"`
 }
 
-// Namespace is a resolved namespace.
+// Namespace is a resolved namespace. It is never modified once published: an update
+// publishes a new value.
 type Namespace struct {
 	Name        string
 	ID          string
 	Description string
 	OwnerEmail  string
+	// Retention is the workflow execution retention Temporal tools set and show; vigil keeps
+	// no workflow histories, so it only records it.
+	Retention time.Duration
+	// Data is the namespace's free-form key/value data.
+	Data map[string]string
+	// Version counts the namespace's stored versions (0: not stored, static configuration only).
+	Version int64
 }
 
 // DeriveID returns the ID a namespace gets when its configuration names none: a UUIDv5 of the
@@ -54,44 +65,87 @@ func DeriveID(name string) string {
 	return uuid.NewSHA1(idSpace, []byte(name)).String()
 }
 
-// Registry resolves namespaces by name and by ID. It is immutable and safe for concurrent use.
+// Registry resolves namespaces by name and by ID. It is safe for concurrent use. Without a
+// store (NewRegistry) it holds the configured namespaces and never changes; with one
+// (NewStoredRegistry) it follows the store (store.go).
 type Registry struct {
+	current atomic.Pointer[snapshot]
+	configs []Config
+
+	// Set by NewStoredRegistry.
+	store *storeSync
+}
+
+// snapshot is an immutable view of every namespace.
+type snapshot struct {
 	byName map[string]*Namespace
 	byID   map[string]*Namespace
 	names  []string
 }
 
+// with returns a copy of s with ns added (or replacing the namespace of the same name).
+func (s *snapshot) with(ns *Namespace) *snapshot {
+	namespaces := make([]*Namespace, 0, len(s.byName)+1)
+	for _, n := range s.byName {
+		if n.Name != ns.Name {
+			namespaces = append(namespaces, n)
+		}
+	}
+	return newSnapshot(append(namespaces, ns))
+}
+
+func newSnapshot(namespaces []*Namespace) *snapshot {
+	s := &snapshot{byName: make(map[string]*Namespace, len(namespaces)), byID: make(map[string]*Namespace, len(namespaces))}
+	for _, ns := range namespaces {
+		s.byName[ns.Name] = ns
+		s.byID[ns.ID] = ns
+		s.names = append(s.names, ns.Name)
+	}
+	slices.Sort(s.names)
+	return s
+}
+
 // NewRegistry builds a registry from configuration. The default namespace is added unless
 // configured. Names must be unique and valid; IDs (given or derived) must be unique.
 func NewRegistry(configs []Config) (*Registry, error) {
-	r := &Registry{byName: make(map[string]*Namespace), byID: make(map[string]*Namespace)}
+	configured, configs, err := resolveConfigs(configs)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{configs: configs}
+	r.current.Store(newSnapshot(configured))
+	return r, nil
+}
+
+// resolveConfigs validates the configuration and resolves each namespace's ID.
+func resolveConfigs(configs []Config) ([]*Namespace, []Config, error) {
 	hasDefault := slices.ContainsFunc(configs, func(c Config) bool { return c.Name == DefaultName })
 	if !hasDefault {
 		configs = append([]Config{{Name: DefaultName, Description: "The default namespace."}}, configs...)
 	}
+	byName := make(map[string]bool)
+	byID := make(map[string]string)
+	var out []*Namespace
 	for i, c := range configs {
 		if err := validateName(c.Name); err != nil {
-			return nil, fmt.Errorf("namespace %d: %w", i, err)
+			return nil, nil, fmt.Errorf("namespace %d: %w", i, err)
 		}
-		if _, dup := r.byName[c.Name]; dup {
-			return nil, fmt.Errorf("namespace %q: declared twice", c.Name)
+		if byName[c.Name] {
+			return nil, nil, fmt.Errorf("namespace %q: declared twice", c.Name)
 		}
 		id := c.ID
 		if id == "" {
 			id = DeriveID(c.Name)
 		} else if _, err := uuid.Parse(id); err != nil {
-			return nil, fmt.Errorf("namespace %q: id %q is not a UUID: %w", c.Name, id, err)
+			return nil, nil, fmt.Errorf("namespace %q: id %q is not a UUID: %w", c.Name, id, err)
 		}
-		if other, dup := r.byID[id]; dup {
-			return nil, fmt.Errorf("namespace %q: id %s is already used by namespace %q", c.Name, id, other.Name)
+		if other, dup := byID[id]; dup {
+			return nil, nil, fmt.Errorf("namespace %q: id %s is already used by namespace %q", c.Name, id, other)
 		}
-		ns := &Namespace{Name: c.Name, ID: id, Description: c.Description, OwnerEmail: c.OwnerEmail}
-		r.byName[ns.Name] = ns
-		r.byID[ns.ID] = ns
-		r.names = append(r.names, ns.Name)
+		byName[c.Name], byID[id] = true, c.Name
+		out = append(out, &Namespace{Name: c.Name, ID: id, Description: c.Description, OwnerEmail: c.OwnerEmail, Data: map[string]string{}})
 	}
-	slices.Sort(r.names)
-	return r, nil
+	return out, configs, nil
 }
 
 // MustNewRegistry is NewRegistry for configuration known to be valid (tests, defaults).
@@ -103,24 +157,40 @@ func MustNewRegistry(configs ...Config) *Registry {
 	return r
 }
 
-// GetByName returns the namespace called name, or serviceerror.NamespaceNotFound.
+// GetByName returns the namespace called name, or serviceerror.NamespaceNotFound. With a
+// store, a name this host has not seen is looked up in the store before it is NotFound: it may
+// have been registered through another host a moment ago.
 func (r *Registry) GetByName(name string) (*Namespace, error) {
-	if ns, ok := r.byName[name]; ok {
+	if ns, ok := r.current.Load().byName[name]; ok {
 		return ns, nil
+	}
+	if r.store != nil {
+		if ns := r.store.lookUp(name); ns != nil {
+			return ns, nil
+		}
 	}
 	return nil, serviceerror.NewNamespaceNotFound(name)
 }
 
-// GetByID returns the namespace with the given ID, or serviceerror.NamespaceNotFound.
+// GetByID returns the namespace with the given ID, or serviceerror.NamespaceNotFound (after a
+// look in the store, as GetByName).
 func (r *Registry) GetByID(id string) (*Namespace, error) {
-	if ns, ok := r.byID[id]; ok {
+	if ns, ok := r.current.Load().byID[id]; ok {
 		return ns, nil
+	}
+	if r.store != nil && r.store.refreshOnMiss() {
+		if ns, ok := r.current.Load().byID[id]; ok {
+			return ns, nil
+		}
 	}
 	return nil, serviceerror.NewNamespaceNotFound(id)
 }
 
 // Names returns every namespace name, sorted.
-func (r *Registry) Names() []string { return slices.Clone(r.names) }
+func (r *Registry) Names() []string { return slices.Clone(r.current.Load().names) }
+
+// ValidateName checks a namespace name as RegisterNamespace does.
+func ValidateName(name string) error { return validateName(name) }
 
 func validateName(name string) error {
 	switch {

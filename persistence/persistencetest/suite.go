@@ -78,6 +78,8 @@ var suiteCases = []struct {
 	{"LargeBatchWithOneFailure", testLargeBatchWithOneFailure},
 	{"APIKeysStoredRevokedAndListed", testAPIKeysStoredRevokedAndListed},
 	{"ClusterKeysFirstWriterWins", testClusterKeysFirstWriterWins},
+	{"NamespacesCreatedUpdatedAndListed", testNamespacesCreatedUpdatedAndListed},
+	{"ConcurrentNamespaceUpdatesOneWins", testConcurrentNamespaceUpdatesOneWins},
 }
 
 const (

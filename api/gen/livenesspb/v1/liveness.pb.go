@@ -753,6 +753,8 @@ type DescribeWorkerLivenessRequest struct {
 	WorkerInstanceKey string                 `protobuf:"bytes,2,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
 	// Include the bound activities (can be large).
 	IncludeBoundActivities bool `protobuf:"varint,3,opt,name=include_bound_activities,json=includeBoundActivities,proto3" json:"include_bound_activities,omitempty"`
+	// Include the activities this worker's loss moved (a scan of the namespace's activities).
+	IncludeMovedActivities bool `protobuf:"varint,10,opt,name=include_moved_activities,json=includeMovedActivities,proto3" json:"include_moved_activities,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -808,13 +810,25 @@ func (x *DescribeWorkerLivenessRequest) GetIncludeBoundActivities() bool {
 	return false
 }
 
+func (x *DescribeWorkerLivenessRequest) GetIncludeMovedActivities() bool {
+	if x != nil {
+		return x.IncludeMovedActivities
+	}
+	return false
+}
+
 type DescribeWorkerLivenessResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Worker *WorkerLiveness        `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
 	// The expiry brake as it applies to the worker's namespace.
-	ExpiryBrake   *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiryBrake *ExpiryBrake `protobuf:"bytes,40,opt,name=expiry_brake,json=expiryBrake,proto3" json:"expiry_brake,omitempty"`
+	// Only when the request asked for them: the activities whose attempt was taken from this
+	// worker because it was lost (INACTIVE, or its attempt orphaned), latest first, with where
+	// each is now. An activity moved from this worker and then again from another shows under
+	// the other.
+	MovedActivities []*MovedActivity `protobuf:"bytes,50,rep,name=moved_activities,json=movedActivities,proto3" json:"moved_activities,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeWorkerLivenessResponse) Reset() {
@@ -861,6 +875,126 @@ func (x *DescribeWorkerLivenessResponse) GetExpiryBrake() *ExpiryBrake {
 	return nil
 }
 
+func (x *DescribeWorkerLivenessResponse) GetMovedActivities() []*MovedActivity {
+	if x != nil {
+		return x.MovedActivities
+	}
+	return nil
+}
+
+// MovedActivity is an activity whose attempt was taken from a lost worker, and where it is now.
+type MovedActivity struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ActivityId string                 `protobuf:"bytes,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId      string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	MovedTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=moved_time,json=movedTime,proto3" json:"moved_time,omitempty"`
+	// "worker_inactive" (its lease ran out or it shut down), "orphaned" (its heartbeats showed it
+	// no longer ran the attempt) or "bind_refused" (it was already inactive when bound).
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Now: the status (Running, Completed, ...), the run state of a running one (Scheduled,
+	// Started, Paused, ...), the attempt, and the worker running it, if one does.
+	Status            string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	RunState          string `protobuf:"bytes,6,opt,name=run_state,json=runState,proto3" json:"run_state,omitempty"`
+	Attempt           int32  `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	WorkerInstanceKey string `protobuf:"bytes,8,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
+	WorkerIdentity    string `protobuf:"bytes,9,opt,name=worker_identity,json=workerIdentity,proto3" json:"worker_identity,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MovedActivity) Reset() {
+	*x = MovedActivity{}
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovedActivity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovedActivity) ProtoMessage() {}
+
+func (x *MovedActivity) ProtoReflect() protoreflect.Message {
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovedActivity.ProtoReflect.Descriptor instead.
+func (*MovedActivity) Descriptor() ([]byte, []int) {
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MovedActivity) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetMovedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MovedTime
+	}
+	return nil
+}
+
+func (x *MovedActivity) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetRunState() string {
+	if x != nil {
+		return x.RunState
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *MovedActivity) GetWorkerInstanceKey() string {
+	if x != nil {
+		return x.WorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *MovedActivity) GetWorkerIdentity() string {
+	if x != nil {
+		return x.WorkerIdentity
+	}
+	return ""
+}
+
 // The expiry brake: while it is engaged, lease expiries are deferred, not executed, because
 // they are more likely the server's fault (it is behind) or the network's (a large share of
 // the namespace expiring at once) than the workers'. Expiries resume, oldest first, when it
@@ -880,7 +1014,7 @@ type ExpiryBrake struct {
 
 func (x *ExpiryBrake) Reset() {
 	*x = ExpiryBrake{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1026,7 @@ func (x *ExpiryBrake) String() string {
 func (*ExpiryBrake) ProtoMessage() {}
 
 func (x *ExpiryBrake) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[8]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1039,7 @@ func (x *ExpiryBrake) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryBrake.ProtoReflect.Descriptor instead.
 func (*ExpiryBrake) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{8}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExpiryBrake) GetEngaged() bool {
@@ -950,7 +1084,7 @@ type ListWorkerLivenessRequest struct {
 
 func (x *ListWorkerLivenessRequest) Reset() {
 	*x = ListWorkerLivenessRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1096,7 @@ func (x *ListWorkerLivenessRequest) String() string {
 func (*ListWorkerLivenessRequest) ProtoMessage() {}
 
 func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[9]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1109,7 @@ func (x *ListWorkerLivenessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{9}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListWorkerLivenessRequest) GetNamespace() string {
@@ -1020,7 +1154,7 @@ type ListWorkerLivenessResponse struct {
 
 func (x *ListWorkerLivenessResponse) Reset() {
 	*x = ListWorkerLivenessResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1166,7 @@ func (x *ListWorkerLivenessResponse) String() string {
 func (*ListWorkerLivenessResponse) ProtoMessage() {}
 
 func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[10]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1179,7 @@ func (x *ListWorkerLivenessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkerLivenessResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkerLivenessResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{10}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListWorkerLivenessResponse) GetWorkers() []*WorkerLiveness {
@@ -1081,7 +1215,7 @@ type DrainWorkerRequest struct {
 
 func (x *DrainWorkerRequest) Reset() {
 	*x = DrainWorkerRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1227,7 @@ func (x *DrainWorkerRequest) String() string {
 func (*DrainWorkerRequest) ProtoMessage() {}
 
 func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[11]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1240,7 @@ func (x *DrainWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerRequest.ProtoReflect.Descriptor instead.
 func (*DrainWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{11}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainWorkerRequest) GetNamespace() string {
@@ -1138,7 +1272,7 @@ type DrainWorkerResponse struct {
 
 func (x *DrainWorkerResponse) Reset() {
 	*x = DrainWorkerResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1284,7 @@ func (x *DrainWorkerResponse) String() string {
 func (*DrainWorkerResponse) ProtoMessage() {}
 
 func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[12]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1297,7 @@ func (x *DrainWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainWorkerResponse.ProtoReflect.Descriptor instead.
 func (*DrainWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{12}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
 }
 
 type ListHostsRequest struct {
@@ -1178,7 +1312,7 @@ type ListHostsRequest struct {
 
 func (x *ListHostsRequest) Reset() {
 	*x = ListHostsRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1324,7 @@ func (x *ListHostsRequest) String() string {
 func (*ListHostsRequest) ProtoMessage() {}
 
 func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[13]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1337,7 @@ func (x *ListHostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsRequest.ProtoReflect.Descriptor instead.
 func (*ListHostsRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{13}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListHostsRequest) GetNamespace() string {
@@ -1243,7 +1377,7 @@ type HostLiveness struct {
 
 func (x *HostLiveness) Reset() {
 	*x = HostLiveness{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1389,7 @@ func (x *HostLiveness) String() string {
 func (*HostLiveness) ProtoMessage() {}
 
 func (x *HostLiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[14]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1402,7 @@ func (x *HostLiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostLiveness.ProtoReflect.Descriptor instead.
 func (*HostLiveness) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{14}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HostLiveness) GetHostName() string {
@@ -1318,7 +1452,7 @@ type ListHostsResponse struct {
 
 func (x *ListHostsResponse) Reset() {
 	*x = ListHostsResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1464,7 @@ func (x *ListHostsResponse) String() string {
 func (*ListHostsResponse) ProtoMessage() {}
 
 func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[15]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1477,7 @@ func (x *ListHostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHostsResponse.ProtoReflect.Descriptor instead.
 func (*ListHostsResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{15}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListHostsResponse) GetHosts() []*HostLiveness {
@@ -1368,7 +1502,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1514,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[16]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1527,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{16}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
 }
 
 // ClusterHost is one live vigil server of the cluster.
@@ -1416,7 +1550,7 @@ type ClusterHost struct {
 
 func (x *ClusterHost) Reset() {
 	*x = ClusterHost{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1562,7 @@ func (x *ClusterHost) String() string {
 func (*ClusterHost) ProtoMessage() {}
 
 func (x *ClusterHost) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[17]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1575,7 @@ func (x *ClusterHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterHost.ProtoReflect.Descriptor instead.
 func (*ClusterHost) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{17}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClusterHost) GetHostId() string {
@@ -1508,7 +1642,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1654,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[18]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1667,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{18}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeClusterResponse) GetHosts() []*ClusterHost {
@@ -1581,7 +1715,7 @@ type WatchWorkersRequest struct {
 
 func (x *WatchWorkersRequest) Reset() {
 	*x = WatchWorkersRequest{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1727,7 @@ func (x *WatchWorkersRequest) String() string {
 func (*WatchWorkersRequest) ProtoMessage() {}
 
 func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[19]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1740,7 @@ func (x *WatchWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersRequest.ProtoReflect.Descriptor instead.
 func (*WatchWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{19}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchWorkersRequest) GetNamespace() string {
@@ -1646,7 +1780,7 @@ type WatchWorkersResponse struct {
 
 func (x *WatchWorkersResponse) Reset() {
 	*x = WatchWorkersResponse{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1792,7 @@ func (x *WatchWorkersResponse) String() string {
 func (*WatchWorkersResponse) ProtoMessage() {}
 
 func (x *WatchWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[20]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1805,7 @@ func (x *WatchWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchWorkersResponse.ProtoReflect.Descriptor instead.
 func (*WatchWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{20}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchWorkersResponse) GetEvent() *WorkerEvent {
@@ -1705,7 +1839,7 @@ type WorkerEvent struct {
 
 func (x *WorkerEvent) Reset() {
 	*x = WorkerEvent{}
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1851,7 @@ func (x *WorkerEvent) String() string {
 func (*WorkerEvent) ProtoMessage() {}
 
 func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_v1_liveness_proto_msgTypes[21]
+	mi := &file_api_proto_v1_liveness_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1864,7 @@ func (x *WorkerEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerEvent.ProtoReflect.Descriptor instead.
 func (*WorkerEvent) Descriptor() ([]byte, []int) {
-	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{21}
+	return file_api_proto_v1_liveness_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkerEvent) GetType() WorkerEventType {
@@ -1839,14 +1973,29 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x0fdrain_requested\x18\r \x01(\bR\x0edrainRequested\x120\n" +
 	"\x14bound_activity_count\x18\x0e \x01(\x03R\x12boundActivityCount\x12O\n" +
 	"\x10bound_activities\x18\x0f \x03(\v2$.vigil.api.liveness.v1.BoundActivityR\x0fboundActivities\x12B\n" +
-	"\x1dpending_reschedule_activities\x18\x10 \x01(\x03R\x1bpendingRescheduleActivities\"\xa7\x01\n" +
+	"\x1dpending_reschedule_activities\x18\x10 \x01(\x03R\x1bpendingRescheduleActivities\"\xe1\x01\n" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +
-	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\"\xa6\x01\n" +
+	"\x18include_bound_activities\x18\x03 \x01(\bR\x16includeBoundActivities\x128\n" +
+	"\x18include_moved_activities\x18\n" +
+	" \x01(\bR\x16includeMovedActivities\"\xf7\x01\n" +
 	"\x1eDescribeWorkerLivenessResponse\x12=\n" +
 	"\x06worker\x18\x01 \x01(\v2%.vigil.api.liveness.v1.WorkerLivenessR\x06worker\x12E\n" +
-	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\"\x98\x01\n" +
+	"\fexpiry_brake\x18( \x01(\v2\".vigil.api.liveness.v1.ExpiryBrakeR\vexpiryBrake\x12O\n" +
+	"\x10moved_activities\x182 \x03(\v2$.vigil.api.liveness.v1.MovedActivityR\x0fmovedActivities\"\xc2\x02\n" +
+	"\rMovedActivity\x12\x1f\n" +
+	"\vactivity_id\x18\x01 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x129\n" +
+	"\n" +
+	"moved_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tmovedTime\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1b\n" +
+	"\trun_state\x18\x06 \x01(\tR\brunState\x12\x18\n" +
+	"\aattempt\x18\a \x01(\x05R\aattempt\x12.\n" +
+	"\x13worker_instance_key\x18\b \x01(\tR\x11workerInstanceKey\x12'\n" +
+	"\x0fworker_identity\x18\t \x01(\tR\x0eworkerIdentity\"\x98\x01\n" +
 	"\vExpiryBrake\x12\x18\n" +
 	"\aengaged\x18\x01 \x01(\bR\aengaged\x12\x18\n" +
 	"\areasons\x18\x02 \x03(\tR\areasons\x120\n" +
@@ -1960,7 +2109,7 @@ func file_api_proto_v1_liveness_proto_rawDescGZIP() []byte {
 }
 
 var file_api_proto_v1_liveness_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_api_proto_v1_liveness_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(LivenessState)(0),                     // 0: vigil.api.liveness.v1.LivenessState
 	(InactiveReason)(0),                    // 1: vigil.api.liveness.v1.InactiveReason
@@ -1973,78 +2122,81 @@ var file_api_proto_v1_liveness_proto_goTypes = []any{
 	(*WorkerLiveness)(nil),                 // 8: vigil.api.liveness.v1.WorkerLiveness
 	(*DescribeWorkerLivenessRequest)(nil),  // 9: vigil.api.liveness.v1.DescribeWorkerLivenessRequest
 	(*DescribeWorkerLivenessResponse)(nil), // 10: vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	(*ExpiryBrake)(nil),                    // 11: vigil.api.liveness.v1.ExpiryBrake
-	(*ListWorkerLivenessRequest)(nil),      // 12: vigil.api.liveness.v1.ListWorkerLivenessRequest
-	(*ListWorkerLivenessResponse)(nil),     // 13: vigil.api.liveness.v1.ListWorkerLivenessResponse
-	(*DrainWorkerRequest)(nil),             // 14: vigil.api.liveness.v1.DrainWorkerRequest
-	(*DrainWorkerResponse)(nil),            // 15: vigil.api.liveness.v1.DrainWorkerResponse
-	(*ListHostsRequest)(nil),               // 16: vigil.api.liveness.v1.ListHostsRequest
-	(*HostLiveness)(nil),                   // 17: vigil.api.liveness.v1.HostLiveness
-	(*ListHostsResponse)(nil),              // 18: vigil.api.liveness.v1.ListHostsResponse
-	(*DescribeClusterRequest)(nil),         // 19: vigil.api.liveness.v1.DescribeClusterRequest
-	(*ClusterHost)(nil),                    // 20: vigil.api.liveness.v1.ClusterHost
-	(*DescribeClusterResponse)(nil),        // 21: vigil.api.liveness.v1.DescribeClusterResponse
-	(*WatchWorkersRequest)(nil),            // 22: vigil.api.liveness.v1.WatchWorkersRequest
-	(*WatchWorkersResponse)(nil),           // 23: vigil.api.liveness.v1.WatchWorkersResponse
-	(*WorkerEvent)(nil),                    // 24: vigil.api.liveness.v1.WorkerEvent
-	(*v1.WorkerHeartbeat)(nil),             // 25: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),            // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 27: google.protobuf.Timestamp
+	(*MovedActivity)(nil),                  // 11: vigil.api.liveness.v1.MovedActivity
+	(*ExpiryBrake)(nil),                    // 12: vigil.api.liveness.v1.ExpiryBrake
+	(*ListWorkerLivenessRequest)(nil),      // 13: vigil.api.liveness.v1.ListWorkerLivenessRequest
+	(*ListWorkerLivenessResponse)(nil),     // 14: vigil.api.liveness.v1.ListWorkerLivenessResponse
+	(*DrainWorkerRequest)(nil),             // 15: vigil.api.liveness.v1.DrainWorkerRequest
+	(*DrainWorkerResponse)(nil),            // 16: vigil.api.liveness.v1.DrainWorkerResponse
+	(*ListHostsRequest)(nil),               // 17: vigil.api.liveness.v1.ListHostsRequest
+	(*HostLiveness)(nil),                   // 18: vigil.api.liveness.v1.HostLiveness
+	(*ListHostsResponse)(nil),              // 19: vigil.api.liveness.v1.ListHostsResponse
+	(*DescribeClusterRequest)(nil),         // 20: vigil.api.liveness.v1.DescribeClusterRequest
+	(*ClusterHost)(nil),                    // 21: vigil.api.liveness.v1.ClusterHost
+	(*DescribeClusterResponse)(nil),        // 22: vigil.api.liveness.v1.DescribeClusterResponse
+	(*WatchWorkersRequest)(nil),            // 23: vigil.api.liveness.v1.WatchWorkersRequest
+	(*WatchWorkersResponse)(nil),           // 24: vigil.api.liveness.v1.WatchWorkersResponse
+	(*WorkerEvent)(nil),                    // 25: vigil.api.liveness.v1.WorkerEvent
+	(*v1.WorkerHeartbeat)(nil),             // 26: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),            // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
 }
 var file_api_proto_v1_liveness_proto_depIdxs = []int32{
-	25, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	26, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
+	26, // 0: vigil.api.liveness.v1.RecordHeartbeatRequest.worker_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	27, // 1: vigil.api.liveness.v1.RecordHeartbeatRequest.lease_duration:type_name -> google.protobuf.Duration
 	3,  // 2: vigil.api.liveness.v1.RecordHeartbeatRequest.bound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
 	3,  // 3: vigil.api.liveness.v1.RecordHeartbeatRequest.unbound_activities:type_name -> vigil.api.liveness.v1.ActivityBinding
-	27, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
-	27, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	28, // 4: vigil.api.liveness.v1.RecordHeartbeatResponse.lease_deadline:type_name -> google.protobuf.Timestamp
+	28, // 5: vigil.api.liveness.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	0,  // 6: vigil.api.liveness.v1.WorkerLiveness.state:type_name -> vigil.api.liveness.v1.LivenessState
-	25, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	27, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
-	26, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
-	27, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	27, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	26, // 7: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	28, // 8: vigil.api.liveness.v1.WorkerLiveness.lease_deadline:type_name -> google.protobuf.Timestamp
+	27, // 9: vigil.api.liveness.v1.WorkerLiveness.lease_duration:type_name -> google.protobuf.Duration
+	28, // 10: vigil.api.liveness.v1.WorkerLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	28, // 11: vigil.api.liveness.v1.WorkerLiveness.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 12: vigil.api.liveness.v1.WorkerLiveness.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	27, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
-	27, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
+	28, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
+	28, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
 	7,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
 	8,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	11, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
-	27, // 18: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
-	0,  // 19: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
-	8,  // 20: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	11, // 21: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
-	27, // 22: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	17, // 23: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	27, // 24: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
-	27, // 25: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
-	27, // 26: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
-	20, // 27: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
-	26, // 28: vigil.api.liveness.v1.WatchWorkersRequest.heartbeat_every:type_name -> google.protobuf.Duration
-	24, // 29: vigil.api.liveness.v1.WatchWorkersResponse.event:type_name -> vigil.api.liveness.v1.WorkerEvent
-	2,  // 30: vigil.api.liveness.v1.WorkerEvent.type:type_name -> vigil.api.liveness.v1.WorkerEventType
-	27, // 31: vigil.api.liveness.v1.WorkerEvent.time:type_name -> google.protobuf.Timestamp
-	8,  // 32: vigil.api.liveness.v1.WorkerEvent.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	1,  // 33: vigil.api.liveness.v1.WorkerEvent.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	4,  // 34: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	9,  // 35: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	12, // 36: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	14, // 37: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	16, // 38: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	19, // 39: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
-	22, // 40: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:input_type -> vigil.api.liveness.v1.WatchWorkersRequest
-	5,  // 41: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	10, // 42: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	13, // 43: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	15, // 44: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	18, // 45: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	21, // 46: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
-	23, // 47: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:output_type -> vigil.api.liveness.v1.WatchWorkersResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	12, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	11, // 18: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.moved_activities:type_name -> vigil.api.liveness.v1.MovedActivity
+	28, // 19: vigil.api.liveness.v1.MovedActivity.moved_time:type_name -> google.protobuf.Timestamp
+	28, // 20: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
+	0,  // 21: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
+	8,  // 22: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	12, // 23: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	28, // 24: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	18, // 25: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
+	28, // 26: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
+	28, // 27: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
+	28, // 28: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
+	21, // 29: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
+	27, // 30: vigil.api.liveness.v1.WatchWorkersRequest.heartbeat_every:type_name -> google.protobuf.Duration
+	25, // 31: vigil.api.liveness.v1.WatchWorkersResponse.event:type_name -> vigil.api.liveness.v1.WorkerEvent
+	2,  // 32: vigil.api.liveness.v1.WorkerEvent.type:type_name -> vigil.api.liveness.v1.WorkerEventType
+	28, // 33: vigil.api.liveness.v1.WorkerEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 34: vigil.api.liveness.v1.WorkerEvent.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	1,  // 35: vigil.api.liveness.v1.WorkerEvent.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
+	4,  // 36: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	9,  // 37: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	13, // 38: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	15, // 39: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	17, // 40: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	20, // 41: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
+	23, // 42: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:input_type -> vigil.api.liveness.v1.WatchWorkersRequest
+	5,  // 43: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	10, // 44: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	14, // 45: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	16, // 46: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	19, // 47: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	22, // 48: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
+	24, // 49: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:output_type -> vigil.api.liveness.v1.WatchWorkersResponse
+	43, // [43:50] is the sub-list for method output_type
+	36, // [36:43] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }
@@ -2059,7 +2211,7 @@ func file_api_proto_v1_liveness_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_v1_liveness_proto_rawDesc), len(file_api_proto_v1_liveness_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,12 +7,14 @@
 package activitypb
 
 import (
+	v13 "go.temporal.io/api/activity/v1"
 	v1 "go.temporal.io/api/common/v1"
 	v11 "go.temporal.io/api/enums/v1"
 	v12 "go.temporal.io/api/failure/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -930,8 +932,12 @@ func (x *RecordActivityTaskHeartbeatRequest) GetIdentity() string {
 type RecordActivityTaskHeartbeatResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	CancelRequested bool                   `protobuf:"varint,1,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The activity was paused: the worker should stop the attempt.
+	ActivityPaused bool `protobuf:"varint,2,opt,name=activity_paused,json=activityPaused,proto3" json:"activity_paused,omitempty"`
+	// The activity was reset: the worker should stop the attempt; the next one is attempt 1.
+	ActivityReset bool `protobuf:"varint,3,opt,name=activity_reset,json=activityReset,proto3" json:"activity_reset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordActivityTaskHeartbeatResponse) Reset() {
@@ -967,6 +973,20 @@ func (*RecordActivityTaskHeartbeatResponse) Descriptor() ([]byte, []int) {
 func (x *RecordActivityTaskHeartbeatResponse) GetCancelRequested() bool {
 	if x != nil {
 		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *RecordActivityTaskHeartbeatResponse) GetActivityPaused() bool {
+	if x != nil {
+		return x.ActivityPaused
+	}
+	return false
+}
+
+func (x *RecordActivityTaskHeartbeatResponse) GetActivityReset() bool {
+	if x != nil {
+		return x.ActivityReset
 	}
 	return false
 }
@@ -1708,11 +1728,572 @@ func (*DeleteActivityResponse) Descriptor() ([]byte, []int) {
 	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
+type PauseActivityRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	// Empty: the current run.
+	RunId    string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Identity string `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	Reason   string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A retry with the same ID is a no-op; another pause of a paused activity is FailedPrecondition.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseActivityRequest) Reset() {
+	*x = PauseActivityRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseActivityRequest) ProtoMessage() {}
+
+func (x *PauseActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseActivityRequest.ProtoReflect.Descriptor instead.
+func (*PauseActivityRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PauseActivityRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *PauseActivityRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *PauseActivityRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PauseActivityRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *PauseActivityRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PauseActivityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PauseActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseActivityResponse) Reset() {
+	*x = PauseActivityResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseActivityResponse) ProtoMessage() {}
+
+func (x *PauseActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseActivityResponse.ProtoReflect.Descriptor instead.
+func (*PauseActivityResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+type UnpauseActivityRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId       string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Identity    string                 `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	// The next attempt is attempt 1 (and waits for no retry backoff).
+	ResetAttempts bool `protobuf:"varint,5,opt,name=reset_attempts,json=resetAttempts,proto3" json:"reset_attempts,omitempty"`
+	// Drop the heartbeat details.
+	ResetHeartbeat bool `protobuf:"varint,6,opt,name=reset_heartbeat,json=resetHeartbeat,proto3" json:"reset_heartbeat,omitempty"`
+	// The next attempt is dispatched this much later: the request's random jitter, drawn in
+	// [0, jitter) by the frontend (component code draws no random numbers).
+	JitterDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=jitter_delay,json=jitterDelay,proto3" json:"jitter_delay,omitempty"`
+	// A retry of the unpause last applied (same ID) is a no-op.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpauseActivityRequest) Reset() {
+	*x = UnpauseActivityRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpauseActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpauseActivityRequest) ProtoMessage() {}
+
+func (x *UnpauseActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpauseActivityRequest.ProtoReflect.Descriptor instead.
+func (*UnpauseActivityRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UnpauseActivityRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *UnpauseActivityRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *UnpauseActivityRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *UnpauseActivityRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *UnpauseActivityRequest) GetResetAttempts() bool {
+	if x != nil {
+		return x.ResetAttempts
+	}
+	return false
+}
+
+func (x *UnpauseActivityRequest) GetResetHeartbeat() bool {
+	if x != nil {
+		return x.ResetHeartbeat
+	}
+	return false
+}
+
+func (x *UnpauseActivityRequest) GetJitterDelay() *durationpb.Duration {
+	if x != nil {
+		return x.JitterDelay
+	}
+	return nil
+}
+
+func (x *UnpauseActivityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type UnpauseActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpauseActivityResponse) Reset() {
+	*x = UnpauseActivityResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpauseActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpauseActivityResponse) ProtoMessage() {}
+
+func (x *UnpauseActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpauseActivityResponse.ProtoReflect.Descriptor instead.
+func (*UnpauseActivityResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+type ResetActivityRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId       string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Identity    string                 `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	// A paused activity stays paused (its attempt count is reset all the same).
+	KeepPaused     bool `protobuf:"varint,5,opt,name=keep_paused,json=keepPaused,proto3" json:"keep_paused,omitempty"`
+	ResetHeartbeat bool `protobuf:"varint,6,opt,name=reset_heartbeat,json=resetHeartbeat,proto3" json:"reset_heartbeat,omitempty"`
+	// As in UnpauseActivityRequest.
+	JitterDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=jitter_delay,json=jitterDelay,proto3" json:"jitter_delay,omitempty"`
+	// Bring back the options the activity was started with (see UpdateActivityOptions).
+	RestoreOriginalOptions bool `protobuf:"varint,8,opt,name=restore_original_options,json=restoreOriginalOptions,proto3" json:"restore_original_options,omitempty"`
+	// A retry of the reset last applied (same ID) is a no-op.
+	RequestId     string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetActivityRequest) Reset() {
+	*x = ResetActivityRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetActivityRequest) ProtoMessage() {}
+
+func (x *ResetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetActivityRequest.ProtoReflect.Descriptor instead.
+func (*ResetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetActivityRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *ResetActivityRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *ResetActivityRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ResetActivityRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *ResetActivityRequest) GetKeepPaused() bool {
+	if x != nil {
+		return x.KeepPaused
+	}
+	return false
+}
+
+func (x *ResetActivityRequest) GetResetHeartbeat() bool {
+	if x != nil {
+		return x.ResetHeartbeat
+	}
+	return false
+}
+
+func (x *ResetActivityRequest) GetJitterDelay() *durationpb.Duration {
+	if x != nil {
+		return x.JitterDelay
+	}
+	return nil
+}
+
+func (x *ResetActivityRequest) GetRestoreOriginalOptions() bool {
+	if x != nil {
+		return x.RestoreOriginalOptions
+	}
+	return false
+}
+
+func (x *ResetActivityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ResetActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetActivityResponse) Reset() {
+	*x = ResetActivityResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetActivityResponse) ProtoMessage() {}
+
+func (x *ResetActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetActivityResponse.ProtoReflect.Descriptor instead.
+func (*ResetActivityResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+type UpdateActivityOptionsRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
+	RunId       string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Identity    string                 `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	Options     *v13.ActivityOptions   `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
+	// Paths of options to apply, snake_case or camelCase: task_queue.name (or task_queue_name),
+	// schedule_to_close_timeout, schedule_to_start_timeout, start_to_close_timeout,
+	// heartbeat_timeout, retry_policy and its fields, priority.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,6,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Bring back the options the activity was started with; no mask then.
+	RestoreOriginal bool `protobuf:"varint,7,opt,name=restore_original,json=restoreOriginal,proto3" json:"restore_original,omitempty"`
+	// A retry of the update last applied (same ID) answers the options in force, applying nothing.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateActivityOptionsRequest) Reset() {
+	*x = UpdateActivityOptionsRequest{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateActivityOptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateActivityOptionsRequest) ProtoMessage() {}
+
+func (x *UpdateActivityOptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateActivityOptionsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateActivityOptionsRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UpdateActivityOptionsRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *UpdateActivityOptionsRequest) GetActivityId() string {
+	if x != nil {
+		return x.ActivityId
+	}
+	return ""
+}
+
+func (x *UpdateActivityOptionsRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *UpdateActivityOptionsRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *UpdateActivityOptionsRequest) GetOptions() *v13.ActivityOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *UpdateActivityOptionsRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *UpdateActivityOptionsRequest) GetRestoreOriginal() bool {
+	if x != nil {
+		return x.RestoreOriginal
+	}
+	return false
+}
+
+func (x *UpdateActivityOptionsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type UpdateActivityOptionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The options in force after the update.
+	Options       *v13.ActivityOptions `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateActivityOptionsResponse) Reset() {
+	*x = UpdateActivityOptionsResponse{}
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateActivityOptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateActivityOptionsResponse) ProtoMessage() {}
+
+func (x *UpdateActivityOptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateActivityOptionsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateActivityOptionsResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateActivityOptionsResponse) GetOptions() *v13.ActivityOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
 var File_chasm_activity_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"%chasm/activity/proto/v1/service.proto\x12\x11vigil.activity.v1\x1a#chasm/activity/proto/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a$temporal/api/enums/v1/activity.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\b\n" +
+	"%chasm/activity/proto/v1/service.proto\x12\x11vigil.activity.v1\x1a#chasm/activity/proto/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&temporal/api/activity/v1/message.proto\x1a$temporal/api/common/v1/message.proto\x1a$temporal/api/enums/v1/activity.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\b\n" +
 	"\x14StartActivityRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1f\n" +
@@ -1798,9 +2379,11 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"task_token\x18\x02 \x01(\fR\ttaskToken\x12:\n" +
 	"\adetails\x18\x03 \x01(\v2 .temporal.api.common.v1.PayloadsR\adetails\x12\x1a\n" +
-	"\bidentity\x18\x04 \x01(\tR\bidentity\"P\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\"\xa0\x01\n" +
 	"#RecordActivityTaskHeartbeatResponse\x12)\n" +
-	"\x10cancel_requested\x18\x01 \x01(\bR\x0fcancelRequested\"y\n" +
+	"\x10cancel_requested\x18\x01 \x01(\bR\x0fcancelRequested\x12'\n" +
+	"\x0factivity_paused\x18\x02 \x01(\bR\x0eactivityPaused\x12%\n" +
+	"\x0eactivity_reset\x18\x03 \x01(\bR\ractivityReset\"y\n" +
 	"\x1cPollActivityExecutionRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -1855,7 +2438,57 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
 	"activityId\x12\x15\n" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\"\x18\n" +
-	"\x16DeleteActivityResponse2\xe1\v\n" +
+	"\x16DeleteActivityResponse\"\xc4\x01\n" +
+	"\x14PauseActivityRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\x17\n" +
+	"\x15PauseActivityResponse\"\xbc\x02\n" +
+	"\x16UnpauseActivityRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12%\n" +
+	"\x0ereset_attempts\x18\x05 \x01(\bR\rresetAttempts\x12'\n" +
+	"\x0freset_heartbeat\x18\x06 \x01(\bR\x0eresetHeartbeat\x12<\n" +
+	"\fjitter_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\vjitterDelay\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\x19\n" +
+	"\x17UnpauseActivityResponse\"\xee\x02\n" +
+	"\x14ResetActivityRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12\x1f\n" +
+	"\vkeep_paused\x18\x05 \x01(\bR\n" +
+	"keepPaused\x12'\n" +
+	"\x0freset_heartbeat\x18\x06 \x01(\bR\x0eresetHeartbeat\x12<\n" +
+	"\fjitter_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\vjitterDelay\x128\n" +
+	"\x18restore_original_options\x18\b \x01(\bR\x16restoreOriginalOptions\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\t \x01(\tR\trequestId\"\x17\n" +
+	"\x15ResetActivityResponse\"\xe1\x02\n" +
+	"\x1cUpdateActivityOptionsRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
+	"\vactivity_id\x18\x02 \x01(\tR\n" +
+	"activityId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12C\n" +
+	"\aoptions\x18\x05 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\aoptions\x12;\n" +
+	"\vupdate_mask\x18\x06 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12)\n" +
+	"\x10restore_original\x18\a \x01(\bR\x0frestoreOriginal\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"d\n" +
+	"\x1dUpdateActivityOptionsResponse\x12C\n" +
+	"\aoptions\x18\x01 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\aoptions2\x8f\x0f\n" +
 	"\x16ActivityHistoryService\x12b\n" +
 	"\rStartActivity\x12'.vigil.activity.v1.StartActivityRequest\x1a(.vigil.activity.v1.StartActivityResponse\x12\x86\x01\n" +
 	"\x19RecordActivityTaskStarted\x123.vigil.activity.v1.RecordActivityTaskStartedRequest\x1a4.vigil.activity.v1.RecordActivityTaskStartedResponse\x12\x8f\x01\n" +
@@ -1868,7 +2501,11 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\x15RequestCancelActivity\x12/.vigil.activity.v1.RequestCancelActivityRequest\x1a0.vigil.activity.v1.RequestCancelActivityResponse\x12e\n" +
 	"\x0eListActivities\x12(.vigil.activity.v1.ListActivitiesRequest\x1a).vigil.activity.v1.ListActivitiesResponse\x12n\n" +
 	"\x11TerminateActivity\x12+.vigil.activity.v1.TerminateActivityRequest\x1a,.vigil.activity.v1.TerminateActivityResponse\x12e\n" +
-	"\x0eDeleteActivity\x12(.vigil.activity.v1.DeleteActivityRequest\x1a).vigil.activity.v1.DeleteActivityResponseBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
+	"\x0eDeleteActivity\x12(.vigil.activity.v1.DeleteActivityRequest\x1a).vigil.activity.v1.DeleteActivityResponse\x12b\n" +
+	"\rPauseActivity\x12'.vigil.activity.v1.PauseActivityRequest\x1a(.vigil.activity.v1.PauseActivityResponse\x12h\n" +
+	"\x0fUnpauseActivity\x12).vigil.activity.v1.UnpauseActivityRequest\x1a*.vigil.activity.v1.UnpauseActivityResponse\x12b\n" +
+	"\rResetActivity\x12'.vigil.activity.v1.ResetActivityRequest\x1a(.vigil.activity.v1.ResetActivityResponse\x12z\n" +
+	"\x15UpdateActivityOptions\x12/.vigil.activity.v1.UpdateActivityOptionsRequest\x1a0.vigil.activity.v1.UpdateActivityOptionsResponseBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
 
 var (
 	file_chasm_activity_proto_v1_service_proto_rawDescOnce sync.Once
@@ -1882,7 +2519,7 @@ func file_chasm_activity_proto_v1_service_proto_rawDescGZIP() []byte {
 	return file_chasm_activity_proto_v1_service_proto_rawDescData
 }
 
-var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*StartActivityRequest)(nil),                 // 0: vigil.activity.v1.StartActivityRequest
 	(*StartActivityResponse)(nil),                // 1: vigil.activity.v1.StartActivityResponse
@@ -1909,84 +2546,107 @@ var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*TerminateActivityResponse)(nil),            // 22: vigil.activity.v1.TerminateActivityResponse
 	(*DeleteActivityRequest)(nil),                // 23: vigil.activity.v1.DeleteActivityRequest
 	(*DeleteActivityResponse)(nil),               // 24: vigil.activity.v1.DeleteActivityResponse
-	(*v1.ActivityType)(nil),                      // 25: temporal.api.common.v1.ActivityType
-	(*durationpb.Duration)(nil),                  // 26: google.protobuf.Duration
-	(*v1.RetryPolicy)(nil),                       // 27: temporal.api.common.v1.RetryPolicy
-	(*v1.Payloads)(nil),                          // 28: temporal.api.common.v1.Payloads
-	(*v1.Header)(nil),                            // 29: temporal.api.common.v1.Header
-	(v11.ActivityIdReusePolicy)(0),               // 30: temporal.api.enums.v1.ActivityIdReusePolicy
-	(v11.ActivityIdConflictPolicy)(0),            // 31: temporal.api.enums.v1.ActivityIdConflictPolicy
-	(*v1.Priority)(nil),                          // 32: temporal.api.common.v1.Priority
-	(*timestamppb.Timestamp)(nil),                // 33: google.protobuf.Timestamp
-	(*v12.Failure)(nil),                          // 34: temporal.api.failure.v1.Failure
-	(*ActivityOutcome)(nil),                      // 35: vigil.activity.v1.ActivityOutcome
-	(*ActivityState)(nil),                        // 36: vigil.activity.v1.ActivityState
-	(ActivityStatus)(0),                          // 37: vigil.activity.v1.ActivityStatus
+	(*PauseActivityRequest)(nil),                 // 25: vigil.activity.v1.PauseActivityRequest
+	(*PauseActivityResponse)(nil),                // 26: vigil.activity.v1.PauseActivityResponse
+	(*UnpauseActivityRequest)(nil),               // 27: vigil.activity.v1.UnpauseActivityRequest
+	(*UnpauseActivityResponse)(nil),              // 28: vigil.activity.v1.UnpauseActivityResponse
+	(*ResetActivityRequest)(nil),                 // 29: vigil.activity.v1.ResetActivityRequest
+	(*ResetActivityResponse)(nil),                // 30: vigil.activity.v1.ResetActivityResponse
+	(*UpdateActivityOptionsRequest)(nil),         // 31: vigil.activity.v1.UpdateActivityOptionsRequest
+	(*UpdateActivityOptionsResponse)(nil),        // 32: vigil.activity.v1.UpdateActivityOptionsResponse
+	(*v1.ActivityType)(nil),                      // 33: temporal.api.common.v1.ActivityType
+	(*durationpb.Duration)(nil),                  // 34: google.protobuf.Duration
+	(*v1.RetryPolicy)(nil),                       // 35: temporal.api.common.v1.RetryPolicy
+	(*v1.Payloads)(nil),                          // 36: temporal.api.common.v1.Payloads
+	(*v1.Header)(nil),                            // 37: temporal.api.common.v1.Header
+	(v11.ActivityIdReusePolicy)(0),               // 38: temporal.api.enums.v1.ActivityIdReusePolicy
+	(v11.ActivityIdConflictPolicy)(0),            // 39: temporal.api.enums.v1.ActivityIdConflictPolicy
+	(*v1.Priority)(nil),                          // 40: temporal.api.common.v1.Priority
+	(*timestamppb.Timestamp)(nil),                // 41: google.protobuf.Timestamp
+	(*v12.Failure)(nil),                          // 42: temporal.api.failure.v1.Failure
+	(*ActivityOutcome)(nil),                      // 43: vigil.activity.v1.ActivityOutcome
+	(*ActivityState)(nil),                        // 44: vigil.activity.v1.ActivityState
+	(ActivityStatus)(0),                          // 45: vigil.activity.v1.ActivityStatus
+	(*v13.ActivityOptions)(nil),                  // 46: temporal.api.activity.v1.ActivityOptions
+	(*fieldmaskpb.FieldMask)(nil),                // 47: google.protobuf.FieldMask
 }
 var file_chasm_activity_proto_v1_service_proto_depIdxs = []int32{
-	25, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	26, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	26, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	26, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
-	26, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	26, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
-	27, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	28, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
-	29, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
-	30, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
-	31, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
-	32, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
-	25, // 12: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	28, // 13: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
-	29, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
-	33, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	33, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	33, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
-	26, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	26, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
-	26, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	28, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	27, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	32, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
-	28, // 24: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
-	34, // 25: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
-	28, // 26: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	28, // 27: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
-	28, // 28: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
-	35, // 29: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	36, // 30: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
-	37, // 31: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
-	36, // 32: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
+	33, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	34, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	34, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	34, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
+	35, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	36, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
+	37, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
+	38, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
+	39, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
+	40, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
+	33, // 12: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	36, // 13: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
+	37, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
+	41, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	41, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	41, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
+	34, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	36, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	35, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	40, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
+	36, // 24: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
+	42, // 25: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
+	36, // 26: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	36, // 27: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
+	36, // 28: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
+	43, // 29: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	44, // 30: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
+	45, // 31: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
+	44, // 32: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
 	19, // 33: vigil.activity.v1.ListActivitiesResponse.activities:type_name -> vigil.activity.v1.ListedActivity
-	0,  // 34: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
-	2,  // 35: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
-	4,  // 36: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
-	6,  // 37: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
-	8,  // 38: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
-	10, // 39: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
-	12, // 40: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
-	14, // 41: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
-	16, // 42: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
-	18, // 43: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
-	21, // 44: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
-	23, // 45: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
-	1,  // 46: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
-	3,  // 47: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
-	5,  // 48: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
-	7,  // 49: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
-	9,  // 50: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
-	11, // 51: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
-	13, // 52: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
-	15, // 53: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
-	17, // 54: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
-	20, // 55: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
-	22, // 56: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
-	24, // 57: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	34, // 34: vigil.activity.v1.UnpauseActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	34, // 35: vigil.activity.v1.ResetActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	46, // 36: vigil.activity.v1.UpdateActivityOptionsRequest.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	47, // 37: vigil.activity.v1.UpdateActivityOptionsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	46, // 38: vigil.activity.v1.UpdateActivityOptionsResponse.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	0,  // 39: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
+	2,  // 40: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
+	4,  // 41: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
+	6,  // 42: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
+	8,  // 43: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
+	10, // 44: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
+	12, // 45: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
+	14, // 46: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
+	16, // 47: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
+	18, // 48: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
+	21, // 49: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
+	23, // 50: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
+	25, // 51: vigil.activity.v1.ActivityHistoryService.PauseActivity:input_type -> vigil.activity.v1.PauseActivityRequest
+	27, // 52: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:input_type -> vigil.activity.v1.UnpauseActivityRequest
+	29, // 53: vigil.activity.v1.ActivityHistoryService.ResetActivity:input_type -> vigil.activity.v1.ResetActivityRequest
+	31, // 54: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:input_type -> vigil.activity.v1.UpdateActivityOptionsRequest
+	1,  // 55: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
+	3,  // 56: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
+	5,  // 57: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
+	7,  // 58: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
+	9,  // 59: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
+	11, // 60: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
+	13, // 61: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
+	15, // 62: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
+	17, // 63: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
+	20, // 64: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
+	22, // 65: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
+	24, // 66: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
+	26, // 67: vigil.activity.v1.ActivityHistoryService.PauseActivity:output_type -> vigil.activity.v1.PauseActivityResponse
+	28, // 68: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:output_type -> vigil.activity.v1.UnpauseActivityResponse
+	30, // 69: vigil.activity.v1.ActivityHistoryService.ResetActivity:output_type -> vigil.activity.v1.ResetActivityResponse
+	32, // 70: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:output_type -> vigil.activity.v1.UpdateActivityOptionsResponse
+	55, // [55:71] is the sub-list for method output_type
+	39, // [39:55] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_service_proto_init() }
@@ -2001,7 +2661,7 @@ func file_chasm_activity_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_activity_proto_v1_service_proto_rawDesc), len(file_chasm_activity_proto_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,10 @@ const (
 	ActivityHistoryService_ListActivities_FullMethodName               = "/vigil.activity.v1.ActivityHistoryService/ListActivities"
 	ActivityHistoryService_TerminateActivity_FullMethodName            = "/vigil.activity.v1.ActivityHistoryService/TerminateActivity"
 	ActivityHistoryService_DeleteActivity_FullMethodName               = "/vigil.activity.v1.ActivityHistoryService/DeleteActivity"
+	ActivityHistoryService_PauseActivity_FullMethodName                = "/vigil.activity.v1.ActivityHistoryService/PauseActivity"
+	ActivityHistoryService_UnpauseActivity_FullMethodName              = "/vigil.activity.v1.ActivityHistoryService/UnpauseActivity"
+	ActivityHistoryService_ResetActivity_FullMethodName                = "/vigil.activity.v1.ActivityHistoryService/ResetActivity"
+	ActivityHistoryService_UpdateActivityOptions_FullMethodName        = "/vigil.activity.v1.ActivityHistoryService/UpdateActivityOptions"
 )
 
 // ActivityHistoryServiceClient is the client API for ActivityHistoryService service.
@@ -62,6 +66,12 @@ type ActivityHistoryServiceClient interface {
 	ListActivities(ctx context.Context, in *ListActivitiesRequest, opts ...grpc.CallOption) (*ListActivitiesResponse, error)
 	TerminateActivity(ctx context.Context, in *TerminateActivityRequest, opts ...grpc.CallOption) (*TerminateActivityResponse, error)
 	DeleteActivity(ctx context.Context, in *DeleteActivityRequest, opts ...grpc.CallOption) (*DeleteActivityResponse, error)
+	// Operator commands (PauseActivityExecution and friends; README.md, "Pause, unpause,
+	// reset, update options"). FailedPrecondition for a closed activity.
+	PauseActivity(ctx context.Context, in *PauseActivityRequest, opts ...grpc.CallOption) (*PauseActivityResponse, error)
+	UnpauseActivity(ctx context.Context, in *UnpauseActivityRequest, opts ...grpc.CallOption) (*UnpauseActivityResponse, error)
+	ResetActivity(ctx context.Context, in *ResetActivityRequest, opts ...grpc.CallOption) (*ResetActivityResponse, error)
+	UpdateActivityOptions(ctx context.Context, in *UpdateActivityOptionsRequest, opts ...grpc.CallOption) (*UpdateActivityOptionsResponse, error)
 }
 
 type activityHistoryServiceClient struct {
@@ -192,6 +202,46 @@ func (c *activityHistoryServiceClient) DeleteActivity(ctx context.Context, in *D
 	return out, nil
 }
 
+func (c *activityHistoryServiceClient) PauseActivity(ctx context.Context, in *PauseActivityRequest, opts ...grpc.CallOption) (*PauseActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseActivityResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_PauseActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityHistoryServiceClient) UnpauseActivity(ctx context.Context, in *UnpauseActivityRequest, opts ...grpc.CallOption) (*UnpauseActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnpauseActivityResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_UnpauseActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityHistoryServiceClient) ResetActivity(ctx context.Context, in *ResetActivityRequest, opts ...grpc.CallOption) (*ResetActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetActivityResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_ResetActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *activityHistoryServiceClient) UpdateActivityOptions(ctx context.Context, in *UpdateActivityOptionsRequest, opts ...grpc.CallOption) (*UpdateActivityOptionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateActivityOptionsResponse)
+	err := c.cc.Invoke(ctx, ActivityHistoryService_UpdateActivityOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActivityHistoryServiceServer is the server API for ActivityHistoryService service.
 // All implementations must embed UnimplementedActivityHistoryServiceServer
 // for forward compatibility.
@@ -221,6 +271,12 @@ type ActivityHistoryServiceServer interface {
 	ListActivities(context.Context, *ListActivitiesRequest) (*ListActivitiesResponse, error)
 	TerminateActivity(context.Context, *TerminateActivityRequest) (*TerminateActivityResponse, error)
 	DeleteActivity(context.Context, *DeleteActivityRequest) (*DeleteActivityResponse, error)
+	// Operator commands (PauseActivityExecution and friends; README.md, "Pause, unpause,
+	// reset, update options"). FailedPrecondition for a closed activity.
+	PauseActivity(context.Context, *PauseActivityRequest) (*PauseActivityResponse, error)
+	UnpauseActivity(context.Context, *UnpauseActivityRequest) (*UnpauseActivityResponse, error)
+	ResetActivity(context.Context, *ResetActivityRequest) (*ResetActivityResponse, error)
+	UpdateActivityOptions(context.Context, *UpdateActivityOptionsRequest) (*UpdateActivityOptionsResponse, error)
 	mustEmbedUnimplementedActivityHistoryServiceServer()
 }
 
@@ -266,6 +322,18 @@ func (UnimplementedActivityHistoryServiceServer) TerminateActivity(context.Conte
 }
 func (UnimplementedActivityHistoryServiceServer) DeleteActivity(context.Context, *DeleteActivityRequest) (*DeleteActivityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) PauseActivity(context.Context, *PauseActivityRequest) (*PauseActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) UnpauseActivity(context.Context, *UnpauseActivityRequest) (*UnpauseActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnpauseActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) ResetActivity(context.Context, *ResetActivityRequest) (*ResetActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetActivity not implemented")
+}
+func (UnimplementedActivityHistoryServiceServer) UpdateActivityOptions(context.Context, *UpdateActivityOptionsRequest) (*UpdateActivityOptionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateActivityOptions not implemented")
 }
 func (UnimplementedActivityHistoryServiceServer) mustEmbedUnimplementedActivityHistoryServiceServer() {
 }
@@ -505,6 +573,78 @@ func _ActivityHistoryService_DeleteActivity_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActivityHistoryService_PauseActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).PauseActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_PauseActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).PauseActivity(ctx, req.(*PauseActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActivityHistoryService_UnpauseActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnpauseActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).UnpauseActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_UnpauseActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).UnpauseActivity(ctx, req.(*UnpauseActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActivityHistoryService_ResetActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).ResetActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_ResetActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).ResetActivity(ctx, req.(*ResetActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ActivityHistoryService_UpdateActivityOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateActivityOptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActivityHistoryServiceServer).UpdateActivityOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActivityHistoryService_UpdateActivityOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActivityHistoryServiceServer).UpdateActivityOptions(ctx, req.(*UpdateActivityOptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActivityHistoryService_ServiceDesc is the grpc.ServiceDesc for ActivityHistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -559,6 +699,22 @@ var ActivityHistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteActivity",
 			Handler:    _ActivityHistoryService_DeleteActivity_Handler,
+		},
+		{
+			MethodName: "PauseActivity",
+			Handler:    _ActivityHistoryService_PauseActivity_Handler,
+		},
+		{
+			MethodName: "UnpauseActivity",
+			Handler:    _ActivityHistoryService_UnpauseActivity_Handler,
+		},
+		{
+			MethodName: "ResetActivity",
+			Handler:    _ActivityHistoryService_ResetActivity_Handler,
+		},
+		{
+			MethodName: "UpdateActivityOptions",
+			Handler:    _ActivityHistoryService_UpdateActivityOptions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -7,6 +7,7 @@
 package activitypb
 
 import (
+	v12 "go.temporal.io/api/activity/v1"
 	v1 "go.temporal.io/api/common/v1"
 	v11 "go.temporal.io/api/failure/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -41,6 +42,10 @@ const (
 	ActivityStatus_ACTIVITY_STATUS_TIMED_OUT ActivityStatus = 6
 	// Closed by TerminateActivityExecution (the toolchain range, 70-79).
 	ActivityStatus_ACTIVITY_STATUS_TERMINATED ActivityStatus = 70
+	// Paused (PauseActivityExecution) while no attempt runs: open, but not dispatched until
+	// unpaused or reset. A running attempt that is paused stays STARTED (with pause set) and
+	// lands here when it ends without closing the activity.
+	ActivityStatus_ACTIVITY_STATUS_PAUSED ActivityStatus = 71
 )
 
 // Enum value maps for ActivityStatus.
@@ -54,6 +59,7 @@ var (
 		5:  "ACTIVITY_STATUS_CANCELED",
 		6:  "ACTIVITY_STATUS_TIMED_OUT",
 		70: "ACTIVITY_STATUS_TERMINATED",
+		71: "ACTIVITY_STATUS_PAUSED",
 	}
 	ActivityStatus_value = map[string]int32{
 		"ACTIVITY_STATUS_UNSPECIFIED": 0,
@@ -64,6 +70,7 @@ var (
 		"ACTIVITY_STATUS_CANCELED":    5,
 		"ACTIVITY_STATUS_TIMED_OUT":   6,
 		"ACTIVITY_STATUS_TERMINATED":  70,
+		"ACTIVITY_STATUS_PAUSED":      71,
 	}
 )
 
@@ -165,6 +172,28 @@ type ActivityState struct {
 	CancelRequested bool                   `protobuf:"varint,50,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	CancelRequestId string                 `protobuf:"bytes,51,opt,name=cancel_request_id,json=cancelRequestId,proto3" json:"cancel_request_id,omitempty"`
 	CancelReason    string                 `protobuf:"bytes,52,opt,name=cancel_reason,json=cancelReason,proto3" json:"cancel_reason,omitempty"`
+	// Set while a pause is in force: always with PAUSED; with STARTED it asks the running attempt
+	// to stop (its heartbeats answer activity_paused), and its next attempt waits PAUSED.
+	Pause *ActivityPauseInfo `protobuf:"bytes,53,opt,name=pause,proto3" json:"pause,omitempty"`
+	// ResetActivityExecution of a running attempt: its heartbeats answer activity_reset, and when
+	// it ends without closing the activity the next attempt is attempt 1, dispatched at once.
+	ResetRequested bool `protobuf:"varint,54,opt,name=reset_requested,json=resetRequested,proto3" json:"reset_requested,omitempty"`
+	// With reset_requested: the reset also drops the heartbeat details.
+	ResetHeartbeat bool `protobuf:"varint,55,opt,name=reset_heartbeat,json=resetHeartbeat,proto3" json:"reset_heartbeat,omitempty"`
+	// The options the activity had before its first UpdateActivityExecutionOptions, so that
+	// restore_original can bring them back. Absent while never updated.
+	OriginalOptions *v12.ActivityOptions `protobuf:"bytes,56,opt,name=original_options,json=originalOptions,proto3" json:"original_options,omitempty"`
+	// The worker whose loss last took this activity's attempt (a reschedule, a refused bind, an
+	// orphan), when, and why ("worker_inactive", "bind_refused", "orphaned"): the worker
+	// liveness view lists the activities a dead worker's death moved.
+	LostWorkerInstanceKey string                 `protobuf:"bytes,57,opt,name=lost_worker_instance_key,json=lostWorkerInstanceKey,proto3" json:"lost_worker_instance_key,omitempty"`
+	LostWorkerTime        *timestamppb.Timestamp `protobuf:"bytes,58,opt,name=lost_worker_time,json=lostWorkerTime,proto3" json:"lost_worker_time,omitempty"`
+	LostWorkerReason      string                 `protobuf:"bytes,59,opt,name=lost_worker_reason,json=lostWorkerReason,proto3" json:"lost_worker_reason,omitempty"`
+	// Request IDs of the last unpause, reset and options update applied: a retry of the same
+	// request is answered without applying it again.
+	LastUnpauseRequestId       string `protobuf:"bytes,65,opt,name=last_unpause_request_id,json=lastUnpauseRequestId,proto3" json:"last_unpause_request_id,omitempty"`
+	LastResetRequestId         string `protobuf:"bytes,66,opt,name=last_reset_request_id,json=lastResetRequestId,proto3" json:"last_reset_request_id,omitempty"`
+	LastUpdateOptionsRequestId string `protobuf:"bytes,67,opt,name=last_update_options_request_id,json=lastUpdateOptionsRequestId,proto3" json:"last_update_options_request_id,omitempty"`
 	// Set once closed.
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
@@ -483,6 +512,76 @@ func (x *ActivityState) GetCancelReason() string {
 	return ""
 }
 
+func (x *ActivityState) GetPause() *ActivityPauseInfo {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
+}
+
+func (x *ActivityState) GetResetRequested() bool {
+	if x != nil {
+		return x.ResetRequested
+	}
+	return false
+}
+
+func (x *ActivityState) GetResetHeartbeat() bool {
+	if x != nil {
+		return x.ResetHeartbeat
+	}
+	return false
+}
+
+func (x *ActivityState) GetOriginalOptions() *v12.ActivityOptions {
+	if x != nil {
+		return x.OriginalOptions
+	}
+	return nil
+}
+
+func (x *ActivityState) GetLostWorkerInstanceKey() string {
+	if x != nil {
+		return x.LostWorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLostWorkerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LostWorkerTime
+	}
+	return nil
+}
+
+func (x *ActivityState) GetLostWorkerReason() string {
+	if x != nil {
+		return x.LostWorkerReason
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastUnpauseRequestId() string {
+	if x != nil {
+		return x.LastUnpauseRequestId
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastResetRequestId() string {
+	if x != nil {
+		return x.LastResetRequestId
+	}
+	return ""
+}
+
+func (x *ActivityState) GetLastUpdateOptionsRequestId() string {
+	if x != nil {
+		return x.LastUpdateOptionsRequestId
+	}
+	return ""
+}
+
 func (x *ActivityState) GetOutcome() *ActivityOutcome {
 	if x != nil {
 		return x.Outcome
@@ -504,6 +603,76 @@ func (x *ActivityState) GetTotalHeartbeatCount() int64 {
 	return 0
 }
 
+// ActivityPauseInfo says who paused an activity, when and why.
+type ActivityPauseInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PauseTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=pause_time,json=pauseTime,proto3" json:"pause_time,omitempty"`
+	Identity  string                 `protobuf:"bytes,2,opt,name=identity,proto3" json:"identity,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The pause request's ID: a retry of the same request is a no-op.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityPauseInfo) Reset() {
+	*x = ActivityPauseInfo{}
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityPauseInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityPauseInfo) ProtoMessage() {}
+
+func (x *ActivityPauseInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityPauseInfo.ProtoReflect.Descriptor instead.
+func (*ActivityPauseInfo) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ActivityPauseInfo) GetPauseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PauseTime
+	}
+	return nil
+}
+
+func (x *ActivityPauseInfo) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *ActivityPauseInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ActivityPauseInfo) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // ActivityOutcome is how a closed activity ended: its result, or a failure (the worker's
 // failure for FAILED, a CanceledFailureInfo for CANCELED, a TimeoutFailureInfo for TIMED_OUT).
 type ActivityOutcome struct {
@@ -519,7 +688,7 @@ type ActivityOutcome struct {
 
 func (x *ActivityOutcome) Reset() {
 	*x = ActivityOutcome{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[1]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +700,7 @@ func (x *ActivityOutcome) String() string {
 func (*ActivityOutcome) ProtoMessage() {}
 
 func (x *ActivityOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[1]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +713,7 @@ func (x *ActivityOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivityOutcome.ProtoReflect.Descriptor instead.
 func (*ActivityOutcome) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{1}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ActivityOutcome) GetValue() isActivityOutcome_Value {
@@ -599,7 +768,7 @@ type PendingUnbind struct {
 
 func (x *PendingUnbind) Reset() {
 	*x = PendingUnbind{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[2]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +780,7 @@ func (x *PendingUnbind) String() string {
 func (*PendingUnbind) ProtoMessage() {}
 
 func (x *PendingUnbind) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[2]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +793,7 @@ func (x *PendingUnbind) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingUnbind.ProtoReflect.Descriptor instead.
 func (*PendingUnbind) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PendingUnbind) GetWorkerInstanceKey() string {
@@ -655,7 +824,7 @@ type PendingCancelCommand struct {
 
 func (x *PendingCancelCommand) Reset() {
 	*x = PendingCancelCommand{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[3]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +836,7 @@ func (x *PendingCancelCommand) String() string {
 func (*PendingCancelCommand) ProtoMessage() {}
 
 func (x *PendingCancelCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[3]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +849,7 @@ func (x *PendingCancelCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingCancelCommand.ProtoReflect.Descriptor instead.
 func (*PendingCancelCommand) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PendingCancelCommand) GetStamp() int64 {
@@ -725,7 +894,7 @@ type TaskToken struct {
 
 func (x *TaskToken) Reset() {
 	*x = TaskToken{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[4]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +906,7 @@ func (x *TaskToken) String() string {
 func (*TaskToken) ProtoMessage() {}
 
 func (x *TaskToken) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[4]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +919,7 @@ func (x *TaskToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskToken.ProtoReflect.Descriptor instead.
 func (*TaskToken) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TaskToken) GetNamespaceId() string {
@@ -800,7 +969,7 @@ type DispatchTask struct {
 
 func (x *DispatchTask) Reset() {
 	*x = DispatchTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[5]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +981,7 @@ func (x *DispatchTask) String() string {
 func (*DispatchTask) ProtoMessage() {}
 
 func (x *DispatchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[5]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +994,7 @@ func (x *DispatchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchTask.ProtoReflect.Descriptor instead.
 func (*DispatchTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DispatchTask) GetStamp() int64 {
@@ -847,7 +1016,7 @@ type RedispatchTask struct {
 
 func (x *RedispatchTask) Reset() {
 	*x = RedispatchTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[6]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1028,7 @@ func (x *RedispatchTask) String() string {
 func (*RedispatchTask) ProtoMessage() {}
 
 func (x *RedispatchTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[6]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1041,7 @@ func (x *RedispatchTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedispatchTask.ProtoReflect.Descriptor instead.
 func (*RedispatchTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RedispatchTask) GetStamp() int64 {
@@ -893,7 +1062,7 @@ type ScheduleToStartTimeoutTask struct {
 
 func (x *ScheduleToStartTimeoutTask) Reset() {
 	*x = ScheduleToStartTimeoutTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[7]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1074,7 @@ func (x *ScheduleToStartTimeoutTask) String() string {
 func (*ScheduleToStartTimeoutTask) ProtoMessage() {}
 
 func (x *ScheduleToStartTimeoutTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[7]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1087,7 @@ func (x *ScheduleToStartTimeoutTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleToStartTimeoutTask.ProtoReflect.Descriptor instead.
 func (*ScheduleToStartTimeoutTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScheduleToStartTimeoutTask) GetStamp() int64 {
@@ -939,7 +1108,7 @@ type StartToCloseTimeoutTask struct {
 
 func (x *StartToCloseTimeoutTask) Reset() {
 	*x = StartToCloseTimeoutTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[8]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1120,7 @@ func (x *StartToCloseTimeoutTask) String() string {
 func (*StartToCloseTimeoutTask) ProtoMessage() {}
 
 func (x *StartToCloseTimeoutTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[8]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1133,7 @@ func (x *StartToCloseTimeoutTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartToCloseTimeoutTask.ProtoReflect.Descriptor instead.
 func (*StartToCloseTimeoutTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StartToCloseTimeoutTask) GetStamp() int64 {
@@ -986,7 +1155,7 @@ type HeartbeatTimeoutTask struct {
 
 func (x *HeartbeatTimeoutTask) Reset() {
 	*x = HeartbeatTimeoutTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[9]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1167,7 @@ func (x *HeartbeatTimeoutTask) String() string {
 func (*HeartbeatTimeoutTask) ProtoMessage() {}
 
 func (x *HeartbeatTimeoutTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[9]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1180,7 @@ func (x *HeartbeatTimeoutTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatTimeoutTask.ProtoReflect.Descriptor instead.
 func (*HeartbeatTimeoutTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatTimeoutTask) GetStamp() int64 {
@@ -1031,7 +1200,7 @@ type ScheduleToCloseTimeoutTask struct {
 
 func (x *ScheduleToCloseTimeoutTask) Reset() {
 	*x = ScheduleToCloseTimeoutTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[10]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1212,7 @@ func (x *ScheduleToCloseTimeoutTask) String() string {
 func (*ScheduleToCloseTimeoutTask) ProtoMessage() {}
 
 func (x *ScheduleToCloseTimeoutTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[10]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1225,7 @@ func (x *ScheduleToCloseTimeoutTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleToCloseTimeoutTask.ProtoReflect.Descriptor instead.
 func (*ScheduleToCloseTimeoutTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 // BindTask binds the started attempt to the worker that took it. Side effect. Valid while
@@ -1071,7 +1240,7 @@ type BindTask struct {
 
 func (x *BindTask) Reset() {
 	*x = BindTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[11]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1252,7 @@ func (x *BindTask) String() string {
 func (*BindTask) ProtoMessage() {}
 
 func (x *BindTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[11]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1265,7 @@ func (x *BindTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindTask.ProtoReflect.Descriptor instead.
 func (*BindTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BindTask) GetStamp() int64 {
@@ -1125,7 +1294,7 @@ type UnbindTask struct {
 
 func (x *UnbindTask) Reset() {
 	*x = UnbindTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[12]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1306,7 @@ func (x *UnbindTask) String() string {
 func (*UnbindTask) ProtoMessage() {}
 
 func (x *UnbindTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[12]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1319,7 @@ func (x *UnbindTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindTask.ProtoReflect.Descriptor instead.
 func (*UnbindTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UnbindTask) GetWorkerInstanceKey() string {
@@ -1180,7 +1349,7 @@ type CancelCommandTask struct {
 
 func (x *CancelCommandTask) Reset() {
 	*x = CancelCommandTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1361,7 @@ func (x *CancelCommandTask) String() string {
 func (*CancelCommandTask) ProtoMessage() {}
 
 func (x *CancelCommandTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1374,7 @@ func (x *CancelCommandTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCommandTask.ProtoReflect.Descriptor instead.
 func (*CancelCommandTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelCommandTask) GetStamp() int64 {
@@ -1233,7 +1402,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x89\x13\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\x17\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1279,11 +1448,28 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x0edispatch_count\x18. \x01(\x05R\rdispatchCount\x12)\n" +
 	"\x10cancel_requested\x182 \x01(\bR\x0fcancelRequested\x12*\n" +
 	"\x11cancel_request_id\x183 \x01(\tR\x0fcancelRequestId\x12#\n" +
-	"\rcancel_reason\x184 \x01(\tR\fcancelReason\x12<\n" +
+	"\rcancel_reason\x184 \x01(\tR\fcancelReason\x12:\n" +
+	"\x05pause\x185 \x01(\v2$.vigil.activity.v1.ActivityPauseInfoR\x05pause\x12'\n" +
+	"\x0freset_requested\x186 \x01(\bR\x0eresetRequested\x12'\n" +
+	"\x0freset_heartbeat\x187 \x01(\bR\x0eresetHeartbeat\x12T\n" +
+	"\x10original_options\x188 \x01(\v2).temporal.api.activity.v1.ActivityOptionsR\x0foriginalOptions\x127\n" +
+	"\x18lost_worker_instance_key\x189 \x01(\tR\x15lostWorkerInstanceKey\x12D\n" +
+	"\x10lost_worker_time\x18: \x01(\v2\x1a.google.protobuf.TimestampR\x0elostWorkerTime\x12,\n" +
+	"\x12lost_worker_reason\x18; \x01(\tR\x10lostWorkerReason\x125\n" +
+	"\x17last_unpause_request_id\x18A \x01(\tR\x14lastUnpauseRequestId\x121\n" +
+	"\x15last_reset_request_id\x18B \x01(\tR\x12lastResetRequestId\x12B\n" +
+	"\x1elast_update_options_request_id\x18C \x01(\tR\x1alastUpdateOptionsRequestId\x12<\n" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
-	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\"\x94\x01\n" +
+	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\"\xa1\x01\n" +
+	"\x11ActivityPauseInfo\x129\n" +
+	"\n" +
+	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x94\x01\n" +
 	"\x0fActivityOutcome\x12:\n" +
 	"\x06result\x18\x01 \x01(\v2 .temporal.api.common.v1.PayloadsH\x00R\x06result\x12<\n" +
 	"\afailure\x18\x02 \x01(\v2 .temporal.api.failure.v1.FailureH\x00R\afailureB\a\n" +
@@ -1326,7 +1512,7 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x05stamp\x18\x01 \x01(\x03R\x05stamp\x12#\n" +
 	"\rcontrol_queue\x18\x02 \x01(\tR\fcontrolQueue\x12\x1d\n" +
 	"\n" +
-	"task_token\x18\x03 \x01(\fR\ttaskToken*\x85\x02\n" +
+	"task_token\x18\x03 \x01(\fR\ttaskToken*\xa1\x02\n" +
 	"\x0eActivityStatus\x12\x1f\n" +
 	"\x1bACTIVITY_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ACTIVITY_STATUS_SCHEDULED\x10\x01\x12\x1b\n" +
@@ -1335,7 +1521,8 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x16ACTIVITY_STATUS_FAILED\x10\x04\x12\x1c\n" +
 	"\x18ACTIVITY_STATUS_CANCELED\x10\x05\x12\x1d\n" +
 	"\x19ACTIVITY_STATUS_TIMED_OUT\x10\x06\x12\x1e\n" +
-	"\x1aACTIVITY_STATUS_TERMINATED\x10FBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
+	"\x1aACTIVITY_STATUS_TERMINATED\x10F\x12\x1a\n" +
+	"\x16ACTIVITY_STATUS_PAUSED\x10GBFZDgithub.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1;activitypbb\x06proto3"
 
 var (
 	file_chasm_activity_proto_v1_state_proto_rawDescOnce sync.Once
@@ -1350,63 +1537,69 @@ func file_chasm_activity_proto_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_activity_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_chasm_activity_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_chasm_activity_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_chasm_activity_proto_v1_state_proto_goTypes = []any{
 	(ActivityStatus)(0),                // 0: vigil.activity.v1.ActivityStatus
 	(*ActivityState)(nil),              // 1: vigil.activity.v1.ActivityState
-	(*ActivityOutcome)(nil),            // 2: vigil.activity.v1.ActivityOutcome
-	(*PendingUnbind)(nil),              // 3: vigil.activity.v1.PendingUnbind
-	(*PendingCancelCommand)(nil),       // 4: vigil.activity.v1.PendingCancelCommand
-	(*TaskToken)(nil),                  // 5: vigil.activity.v1.TaskToken
-	(*DispatchTask)(nil),               // 6: vigil.activity.v1.DispatchTask
-	(*RedispatchTask)(nil),             // 7: vigil.activity.v1.RedispatchTask
-	(*ScheduleToStartTimeoutTask)(nil), // 8: vigil.activity.v1.ScheduleToStartTimeoutTask
-	(*StartToCloseTimeoutTask)(nil),    // 9: vigil.activity.v1.StartToCloseTimeoutTask
-	(*HeartbeatTimeoutTask)(nil),       // 10: vigil.activity.v1.HeartbeatTimeoutTask
-	(*ScheduleToCloseTimeoutTask)(nil), // 11: vigil.activity.v1.ScheduleToCloseTimeoutTask
-	(*BindTask)(nil),                   // 12: vigil.activity.v1.BindTask
-	(*UnbindTask)(nil),                 // 13: vigil.activity.v1.UnbindTask
-	(*CancelCommandTask)(nil),          // 14: vigil.activity.v1.CancelCommandTask
-	(*v1.ActivityType)(nil),            // 15: temporal.api.common.v1.ActivityType
-	(*v1.Payloads)(nil),                // 16: temporal.api.common.v1.Payloads
-	(*v1.Header)(nil),                  // 17: temporal.api.common.v1.Header
-	(*durationpb.Duration)(nil),        // 18: google.protobuf.Duration
-	(*v1.RetryPolicy)(nil),             // 19: temporal.api.common.v1.RetryPolicy
-	(*timestamppb.Timestamp)(nil),      // 20: google.protobuf.Timestamp
-	(*v1.Priority)(nil),                // 21: temporal.api.common.v1.Priority
-	(*v11.Failure)(nil),                // 22: temporal.api.failure.v1.Failure
+	(*ActivityPauseInfo)(nil),          // 2: vigil.activity.v1.ActivityPauseInfo
+	(*ActivityOutcome)(nil),            // 3: vigil.activity.v1.ActivityOutcome
+	(*PendingUnbind)(nil),              // 4: vigil.activity.v1.PendingUnbind
+	(*PendingCancelCommand)(nil),       // 5: vigil.activity.v1.PendingCancelCommand
+	(*TaskToken)(nil),                  // 6: vigil.activity.v1.TaskToken
+	(*DispatchTask)(nil),               // 7: vigil.activity.v1.DispatchTask
+	(*RedispatchTask)(nil),             // 8: vigil.activity.v1.RedispatchTask
+	(*ScheduleToStartTimeoutTask)(nil), // 9: vigil.activity.v1.ScheduleToStartTimeoutTask
+	(*StartToCloseTimeoutTask)(nil),    // 10: vigil.activity.v1.StartToCloseTimeoutTask
+	(*HeartbeatTimeoutTask)(nil),       // 11: vigil.activity.v1.HeartbeatTimeoutTask
+	(*ScheduleToCloseTimeoutTask)(nil), // 12: vigil.activity.v1.ScheduleToCloseTimeoutTask
+	(*BindTask)(nil),                   // 13: vigil.activity.v1.BindTask
+	(*UnbindTask)(nil),                 // 14: vigil.activity.v1.UnbindTask
+	(*CancelCommandTask)(nil),          // 15: vigil.activity.v1.CancelCommandTask
+	(*v1.ActivityType)(nil),            // 16: temporal.api.common.v1.ActivityType
+	(*v1.Payloads)(nil),                // 17: temporal.api.common.v1.Payloads
+	(*v1.Header)(nil),                  // 18: temporal.api.common.v1.Header
+	(*durationpb.Duration)(nil),        // 19: google.protobuf.Duration
+	(*v1.RetryPolicy)(nil),             // 20: temporal.api.common.v1.RetryPolicy
+	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
+	(*v1.Priority)(nil),                // 22: temporal.api.common.v1.Priority
+	(*v11.Failure)(nil),                // 23: temporal.api.failure.v1.Failure
+	(*v12.ActivityOptions)(nil),        // 24: temporal.api.activity.v1.ActivityOptions
 }
 var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.activity.v1.ActivityState.status:type_name -> vigil.activity.v1.ActivityStatus
-	15, // 1: vigil.activity.v1.ActivityState.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	16, // 2: vigil.activity.v1.ActivityState.input:type_name -> temporal.api.common.v1.Payloads
-	17, // 3: vigil.activity.v1.ActivityState.header:type_name -> temporal.api.common.v1.Header
-	18, // 4: vigil.activity.v1.ActivityState.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	18, // 5: vigil.activity.v1.ActivityState.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	18, // 6: vigil.activity.v1.ActivityState.start_to_close_timeout:type_name -> google.protobuf.Duration
-	18, // 7: vigil.activity.v1.ActivityState.heartbeat_timeout:type_name -> google.protobuf.Duration
-	19, // 8: vigil.activity.v1.ActivityState.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	20, // 9: vigil.activity.v1.ActivityState.schedule_time:type_name -> google.protobuf.Timestamp
-	21, // 10: vigil.activity.v1.ActivityState.priority:type_name -> temporal.api.common.v1.Priority
-	20, // 11: vigil.activity.v1.ActivityState.expiration_time:type_name -> google.protobuf.Timestamp
-	20, // 12: vigil.activity.v1.ActivityState.attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	20, // 13: vigil.activity.v1.ActivityState.started_time:type_name -> google.protobuf.Timestamp
-	20, // 14: vigil.activity.v1.ActivityState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	16, // 15: vigil.activity.v1.ActivityState.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	22, // 16: vigil.activity.v1.ActivityState.last_failure:type_name -> temporal.api.failure.v1.Failure
-	20, // 17: vigil.activity.v1.ActivityState.rescheduled_time:type_name -> google.protobuf.Timestamp
-	3,  // 18: vigil.activity.v1.ActivityState.pending_unbinds:type_name -> vigil.activity.v1.PendingUnbind
-	4,  // 19: vigil.activity.v1.ActivityState.pending_cancel_commands:type_name -> vigil.activity.v1.PendingCancelCommand
-	20, // 20: vigil.activity.v1.ActivityState.redispatch_time:type_name -> google.protobuf.Timestamp
-	2,  // 21: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	20, // 22: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	16, // 23: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	22, // 24: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	16, // 1: vigil.activity.v1.ActivityState.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	17, // 2: vigil.activity.v1.ActivityState.input:type_name -> temporal.api.common.v1.Payloads
+	18, // 3: vigil.activity.v1.ActivityState.header:type_name -> temporal.api.common.v1.Header
+	19, // 4: vigil.activity.v1.ActivityState.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	19, // 5: vigil.activity.v1.ActivityState.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	19, // 6: vigil.activity.v1.ActivityState.start_to_close_timeout:type_name -> google.protobuf.Duration
+	19, // 7: vigil.activity.v1.ActivityState.heartbeat_timeout:type_name -> google.protobuf.Duration
+	20, // 8: vigil.activity.v1.ActivityState.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	21, // 9: vigil.activity.v1.ActivityState.schedule_time:type_name -> google.protobuf.Timestamp
+	22, // 10: vigil.activity.v1.ActivityState.priority:type_name -> temporal.api.common.v1.Priority
+	21, // 11: vigil.activity.v1.ActivityState.expiration_time:type_name -> google.protobuf.Timestamp
+	21, // 12: vigil.activity.v1.ActivityState.attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	21, // 13: vigil.activity.v1.ActivityState.started_time:type_name -> google.protobuf.Timestamp
+	21, // 14: vigil.activity.v1.ActivityState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	17, // 15: vigil.activity.v1.ActivityState.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	23, // 16: vigil.activity.v1.ActivityState.last_failure:type_name -> temporal.api.failure.v1.Failure
+	21, // 17: vigil.activity.v1.ActivityState.rescheduled_time:type_name -> google.protobuf.Timestamp
+	4,  // 18: vigil.activity.v1.ActivityState.pending_unbinds:type_name -> vigil.activity.v1.PendingUnbind
+	5,  // 19: vigil.activity.v1.ActivityState.pending_cancel_commands:type_name -> vigil.activity.v1.PendingCancelCommand
+	21, // 20: vigil.activity.v1.ActivityState.redispatch_time:type_name -> google.protobuf.Timestamp
+	2,  // 21: vigil.activity.v1.ActivityState.pause:type_name -> vigil.activity.v1.ActivityPauseInfo
+	24, // 22: vigil.activity.v1.ActivityState.original_options:type_name -> temporal.api.activity.v1.ActivityOptions
+	21, // 23: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
+	3,  // 24: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	21, // 25: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
+	21, // 26: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	17, // 27: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	23, // 28: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
@@ -1414,7 +1607,7 @@ func file_chasm_activity_proto_v1_state_proto_init() {
 	if File_chasm_activity_proto_v1_state_proto != nil {
 		return
 	}
-	file_chasm_activity_proto_v1_state_proto_msgTypes[1].OneofWrappers = []any{
+	file_chasm_activity_proto_v1_state_proto_msgTypes[2].OneofWrappers = []any{
 		(*ActivityOutcome_Result)(nil),
 		(*ActivityOutcome_Failure)(nil),
 	}
@@ -1424,7 +1617,7 @@ func file_chasm_activity_proto_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_activity_proto_v1_state_proto_rawDesc), len(file_chasm_activity_proto_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
