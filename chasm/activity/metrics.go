@@ -17,7 +17,8 @@ var (
 				WithValues(metrics.TagState, "COMPLETED", "FAILED", "CANCELED", "TIMED_OUT", "TERMINATED")
 	// ActivitiesTimedOut counts timeouts by kind (StartToClose, Heartbeat, ScheduleToStart,
 	// ScheduleToClose), whether they closed the activity or were retried.
-	ActivitiesTimedOut = metrics.NewCounterDef("activity_timeouts", "Activity timeouts by kind (StartToClose, Heartbeat, ScheduleToStart, ScheduleToClose), whether they closed the activity or were retried.", metrics.TagKind)
+	ActivitiesTimedOut = metrics.NewCounterDef("activity_timeouts", "Activity timeouts by kind (StartToClose, Heartbeat, ScheduleToStart, ScheduleToClose), whether they closed the activity or were retried.", metrics.TagKind).
+				WithValues(metrics.TagKind, "StartToClose", "Heartbeat", "ScheduleToStart", "ScheduleToClose")
 	// ActivityRetries counts attempts scheduled after a failed one.
 	ActivityRetries = metrics.NewCounterDef("activity_retries", "Activity attempts scheduled after a failed one.")
 	// ActivityReschedules counts attempts taken from a lost worker, by how the loss was learnt
