@@ -109,6 +109,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Metrics.OTLP.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkAddressesFree(cfg); err != nil {
+		return nil, err
+	}
 	namespaces, err := namespace.NewRegistry(cfg.Namespaces)
 	if err != nil {
 		return nil, err

@@ -69,3 +69,20 @@ func samePort(a, b string) bool {
 	_, pb, errB := net.SplitHostPort(b)
 	return errA == nil && errB == nil && pa == pb && pa != "0"
 }
+
+// checkAddressesFree tries the fixed listen addresses before anything else starts, so that a
+// port in use stops the start before the database is opened or migrated. The listeners bind
+// again when the server is built (which reports the same error if the port is taken in between).
+func checkAddressesFree(cfg Config) error {
+	for _, address := range []string{cfg.Frontend.Address, cfg.Frontend.HTTPAddress, cfg.HistoryServer.Address} {
+		if _, port, err := net.SplitHostPort(address); err != nil || port == "0" || port == "" {
+			continue
+		}
+		lis, err := net.Listen("tcp", address)
+		if err != nil {
+			return startupError(err, cfg)
+		}
+		_ = lis.Close()
+	}
+	return nil
+}
