@@ -7,26 +7,40 @@ BIN_DIR       ?= bin
 TEST_TIMEOUT  ?= 20m
 # -race doubles build time and slows tests ~5x; CI keeps it on (it fits the budget).
 RACE          ?= -race
+# gotestsum runs go test and prints a line per package as it finishes, the failures again at
+# the end, and the counts; pinned, fetched through the module proxy. Its exit status is go
+# test's.
+GOTESTSUM     ?= $(GO) run gotest.tools/gotestsum@v1.13.0
+TEST_FORMAT   ?= pkgname-and-test-fails
 
-.PHONY: all build run test test-short proto proto-check mocks mocks-check lint fmt tidy clean
+.PHONY: all build run test test-short metrics-doc proto proto-check mocks mocks-check lint fmt tidy clean
 
 all: build
 
 build:
+	@echo "== building $(BIN_DIR)/vigil (go build ./cmd/vigil; the first build compiles every dependency, a minute or two)"
 	$(GO) build -o $(BIN_DIR)/vigil ./cmd/vigil
 
 # Runs the server with its defaults (127.0.0.1:7233, data under ~/.local/share/vigil).
 run: build
+	@echo "== starting $(BIN_DIR)/vigil server start $(ARGS) (Ctrl-C stops it)"
 	./$(BIN_DIR)/vigil server start $(ARGS)
 
 test:
-	$(GO) test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== go test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./... through gotestsum: one line per package as it finishes, counts at the end"
+	$(GOTESTSUM) --format $(TEST_FORMAT) --format-hide-empty-pkg -- $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-short:
-	$(GO) test -short -count=1 ./...
+	@echo "== go test -short -count=1 ./... through gotestsum"
+	$(GOTESTSUM) --format $(TEST_FORMAT) --format-hide-empty-pkg -- -short -count=1 ./...
+
+# Rewrites README.md's metrics table from the declarations (a test fails when it is stale).
+metrics-doc:
+	$(GO) run ./common/metrics/cmd/metricsdoc README.md
 
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.
 proto:
+	@echo "== generating protobuf code (pinned buf, via go run)"
 	./scripts/genproto.sh
 
 # Fails if the committed generated code differs from what `make proto` produces.
@@ -38,9 +52,11 @@ proto-check: proto
 		 echo "untracked generated files: run 'make proto' and commit" >&2; exit 1)
 
 mocks:
+	@echo "== generating mocks (go generate -run mockgen)"
 	$(GO) generate -run mockgen ./...
 
 lint:
+	@echo "== gofmt, go vet, staticcheck"
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -15,12 +15,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
-// backlogMetric ends the name of the server's gauge of outbound tasks not yet delivered
-// (vigil_history_outbound_task_backlog); after a kill those are the reschedule batches of the
+// backlogMetric is the server's gauge of outbound tasks not yet delivered, one series per
+// shard (vigil_outbound_task_backlog); after a kill those are the reschedule batches of the
 // dead workers' activities.
-const backlogMetric = "outbound_task_backlog"
+var backlogMetric = metrics.OutboundTaskBacklog.ExportedName()
 
 // victim is a killed worker as the watcher sees it. Times are on this machine's clock, which
 // is the server's (the generator only loads loopback addresses).
@@ -273,7 +275,7 @@ func outboundBacklog(ctx context.Context, url string) (float64, error) {
 		}
 		name, _, _ := strings.Cut(line, "{")
 		name, _, _ = strings.Cut(name, " ")
-		if !strings.HasSuffix(name, "_"+backlogMetric) {
+		if name != backlogMetric {
 			continue
 		}
 		fields := strings.Fields(line)

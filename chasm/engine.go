@@ -76,16 +76,22 @@ type ExecutionAlreadyStartedError struct {
 }
 
 func (e *ExecutionAlreadyStartedError) Error() string {
-	return fmt.Sprintf("execution %s already started (run %s)", e.Ref, e.CurrentRunID)
+	return fmt.Sprintf("%s %q already started (run %s)", e.Ref.Noun(), e.Ref.Key.BusinessID, e.CurrentRunID)
 }
 
 func (e *ExecutionAlreadyStartedError) Unwrap() error {
 	return serviceerror.NewAlreadyExists(e.Error())
 }
 
-// NewExecutionNotFoundError is what engines return for a missing execution.
+// NewExecutionNotFoundError is what engines return for a missing execution. Its message is
+// public: it names the component the way the API does (worker "KEY", activity "ID"), not the
+// internal archetype, namespace ID and key.
 func NewExecutionNotFoundError(ref ComponentRef) error {
-	return serviceerror.NewNotFound(fmt.Sprintf("execution %s not found", ref))
+	msg := fmt.Sprintf("%s %q not found", ref.Noun(), ref.Key.BusinessID)
+	if ref.Key.RunID != "" {
+		msg = fmt.Sprintf("%s %q (run %s) not found", ref.Noun(), ref.Key.BusinessID, ref.Key.RunID)
+	}
+	return serviceerror.NewNotFound(msg)
 }
 
 // Typed helpers. They resolve the archetype from C and assert types once, here.

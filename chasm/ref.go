@@ -1,6 +1,9 @@
 package chasm
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // ExecutionKey identifies an execution within an archetype. BusinessID is chosen by the
 // library (a worker's WorkerInstanceKey, an activity's ID); RunID distinguishes reuses of a
@@ -29,4 +32,16 @@ func NewComponentRef(archetype string, key ExecutionKey) ComponentRef {
 
 func (r ComponentRef) String() string {
 	return r.Archetype + ":" + r.Key.String()
+}
+
+// Noun names the component in messages to API callers: the archetype's component name
+// ("worker" for worker.worker, "activity" for activity.activity).
+func (r ComponentRef) Noun() string {
+	if i := strings.LastIndexByte(r.Archetype, '.'); i >= 0 {
+		return r.Archetype[i+1:]
+	}
+	if r.Archetype == "" {
+		return "execution"
+	}
+	return r.Archetype
 }

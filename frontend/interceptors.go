@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
@@ -29,7 +31,8 @@ const logKeyMethod = "rpc-method"
 // grpc.ChainUnaryInterceptor:
 //
 //  1. metrics: rpc_requests, rpc_errors (by code), rpc_latency, tagged by operation; sees the
-//     final status of every call;
+//     final status of every call; long polls' waits and ordinary ends go to long_poll_latency
+//     and long_poll_ends instead of rpc_latency and rpc_errors;
 //  2. errors: every error leaves as serviceerror.ToStatus(err).Err(); context errors become
 //     DeadlineExceeded/Canceled; anything else unexpected becomes Internal and is logged;
 //  3. malformed requests: a request the codec could not decode for the client's fault (a string
@@ -81,27 +84,57 @@ func operation(fullMethod string) string {
 // longPolls are held open until there is something to answer; they are neither rate limited
 // (a worker keeps a few open at all times, and limiting them would only make it spin) nor
 // validated (see validator).
-var longPolls = map[string]bool{
-	"PollWorkflowTaskQueue": true,
-	"PollActivityTaskQueue": true,
-	"PollNexusTaskQueue":    true,
-	"PollActivityExecution": true,
-}
+var longPolls = func() map[string]bool {
+	m := map[string]bool{}
+	for _, op := range metrics.LongPollOperations {
+		m[op] = true
+	}
+	return m
+}()
 
 func isLongPoll(fullMethod string) bool { return longPolls[operation(fullMethod)] }
 
+// metricsInterceptor counts and times every RPC. A long poll is held open until there is
+// something to answer, so its time goes to long_poll_latency, not rpc_latency, and its ordinary
+// ends (an empty answer; cancelled by the client or its deadline) to long_poll_ends, not
+// rpc_errors: neither is a fault of the server.
 func metricsInterceptor(scope tally.Scope, timeSource clock.TimeSource) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		op := metrics.OperationTag(operation(info.FullMethod))
 		start := timeSource.Now()
 		metrics.RPCRequests.With(scope, op).Inc(1)
 		resp, err := handler(ctx, req)
-		metrics.RPCLatency.With(scope, op).Record(timeSource.Now().Sub(start))
-		if err != nil {
-			metrics.RPCErrors.With(scope, op, metrics.CodeTag(status.Code(err).String())).Inc(1)
+		elapsed := timeSource.Now().Sub(start)
+		if !isLongPoll(info.FullMethod) {
+			metrics.RPCLatency.With(scope, op).Record(elapsed)
+			if err != nil {
+				metrics.RPCErrors.With(scope, op, metrics.CodeTag(status.Code(err).String())).Inc(1)
+			}
+			return resp, err
+		}
+		metrics.LongPollLatency.With(scope, op).Record(elapsed)
+		switch code := status.Code(err); {
+		case err == nil && emptyPollResponse(resp):
+			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollEmpty)).Inc(1)
+		case err == nil:
+			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollAnswered)).Inc(1)
+		case code == codes.Canceled || code == codes.DeadlineExceeded:
+			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollCanceled)).Inc(1)
+		default:
+			metrics.RPCErrors.With(scope, op, metrics.CodeTag(code.String())).Inc(1)
 		}
 		return resp, err
 	}
+}
+
+// emptyPollResponse reports whether a long poll answered without a task: no task token, or (a
+// response without one) nothing at all.
+func emptyPollResponse(resp any) bool {
+	if t, ok := resp.(interface{ GetTaskToken() []byte }); ok {
+		return len(t.GetTaskToken()) == 0
+	}
+	m, ok := resp.(proto.Message)
+	return !ok || proto.Size(m) == 0
 }
 
 func errorInterceptor(logger *zap.Logger) grpc.UnaryServerInterceptor {

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vigilhq/vigil/common/log"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/history"
@@ -50,6 +51,9 @@ type Config struct {
 	// too.
 	Namespaces []namespace.Config `yaml:"namespaces"`
 	Log        log.Config         `yaml:"log"`
+	// Metrics are always served in the Prometheus format on the HTTP port's /metrics;
+	// Metrics.OTLP also pushes them to an OpenTelemetry collector.
+	Metrics metrics.Config `yaml:"metrics"`
 	// Auth turns authentication and authorization on (off by default); see README, Securing
 	// vigil.
 	Auth auth.Config `yaml:"auth"`

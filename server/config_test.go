@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -41,4 +42,24 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:7233", cfg.Frontend.Address)
 	require.Equal(t, "127.0.0.1:7243", cfg.Frontend.HTTPAddress)
 	require.Equal(t, "/data/vigil/vigil.db", cfg.Persistence.SQLite.Path)
+}
+
+func TestConfigMetricsAndLogFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vigil.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+log: {format: pretty}
+metrics:
+  otlp: {endpoint: "127.0.0.1:4317", protocol: http, insecure: true, interval: 15s, headers: {api-key: k}}
+`), 0o600))
+	cfg, err := LoadConfig(path)
+	require.NoError(t, err)
+	require.Equal(t, "pretty", cfg.Log.Format)
+	require.NoError(t, cfg.Log.Validate())
+	require.Equal(t, metrics.OTLPConfig{Endpoint: "127.0.0.1:4317", Protocol: "http", Insecure: true,
+		Interval: 15 * time.Second, Headers: map[string]string{"api-key": "k"}}, cfg.Metrics.OTLP)
+
+	cfg.Metrics.OTLP.Protocol = "smoke-signals"
+	cfg.Persistence.SQLite.Path = filepath.Join(t.TempDir(), "vigil.db")
+	_, err = New(cfg)
+	require.ErrorContains(t, err, `metrics.otlp.protocol "smoke-signals"`)
 }

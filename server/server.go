@@ -41,6 +41,9 @@ type Server struct {
 	dcFile   *dynamicconfig.FileClient
 	engine   *history.Engine
 	stopMode *history.StopMode
+	cfg      Config
+	// dbLock is held from New to Stop on a SQLite database.
+	dbLock *dbLock
 
 	authEnabled bool
 	// historyUnauthenticated is the history address when it is reachable beyond loopback
@@ -103,17 +106,31 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 		o.logger = l
 	}
-	if cfg.Persistence.Driver == "" || cfg.Persistence.Driver == "sqlite" {
-		if err := os.MkdirAll(filepath.Dir(cfg.Persistence.SQLite.Path), 0o750); err != nil {
-			return nil, fmt.Errorf("create data directory: %w", err)
-		}
+	if err := cfg.Metrics.OTLP.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkAddressesFree(cfg); err != nil {
+		return nil, err
 	}
 	namespaces, err := namespace.NewRegistry(cfg.Namespaces)
 	if err != nil {
 		return nil, err
 	}
-
-	s := &Server{logger: o.logger, authEnabled: cfg.Auth.Enabled}
+	s := &Server{logger: o.logger, authEnabled: cfg.Auth.Enabled, cfg: cfg}
+	if cfg.Persistence.Driver == "" || cfg.Persistence.Driver == "sqlite" {
+		if err := os.MkdirAll(filepath.Dir(cfg.Persistence.SQLite.Path), 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		if s.dbLock, err = lockDatabase(cfg.Persistence.SQLite.Path); err != nil {
+			return nil, err
+		}
+	}
+	built := false
+	defer func() {
+		if !built {
+			s.dbLock.release()
+		}
+	}()
 	if a := cfg.HistoryServer.Address; a != "" && !isLoopback(a) && cfg.HistoryServer.ClusterSecretFile == "" && cfg.HistoryServer.ClusterSecretValue == "" {
 		s.historyUnauthenticated = a
 	}
@@ -123,12 +140,15 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	scope, metricsHandler, metricsCloser := metrics.NewPrometheusScope("vigil", metrics.WithLogger(o.logger))
+	scope, metricsHandler, metricsCloser, err := metrics.NewScope(metrics.Prefix, cfg.Metrics, metrics.WithLogger(o.logger))
+	if err != nil {
+		return nil, err
+	}
 
 	s.app = fx.New(
-		fx.WithLogger(func() fxevent.Logger {
-			return &fxevent.ZapLogger{Logger: o.logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
-		}),
+		// fx reports a failed constructor or hook in the error New, Start and Stop return
+		// (startupError keeps its cause); logging it as well would bury that one line.
+		fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger }),
 		// First of all start hooks: serve the port (bound when the frontend is built) with an
 		// Unavailable to every call until the frontend's own hook, which runs after everything
 		// it depends on has started. A bound port that does not serve would hold clients'
@@ -256,8 +276,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Populate(&s.frontend, &s.http, &s.engine, &s.stopMode),
 	)
 	if err := s.app.Err(); err != nil {
-		return nil, err
+		_ = metricsCloser.Close()
+		return nil, startupError(err, cfg)
 	}
+	built = true
 	return s, nil
 }
 
@@ -279,7 +301,8 @@ func newDynamicConfigClient(cfg Config, logger *zap.Logger, ts clock.TimeSource)
 // Start starts every component and the listeners.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.app.Start(ctx); err != nil {
-		return err
+		s.dbLock.release()
+		return startupError(err, s.cfg)
 	}
 	if s.dcFile != nil {
 		s.dcFile.Start()
@@ -303,6 +326,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err != nil {
 		s.logger.Warn("stop", tag.Error(err))
 	}
+	s.dbLock.release()
 	_ = s.logger.Sync()
 	return err
 }

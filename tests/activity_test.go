@@ -21,6 +21,7 @@ import (
 	"go.uber.org/fx"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	activitylib "github.com/vigilhq/vigil/chasm/activity"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/server"
 	"github.com/vigilhq/vigil/tests/testcluster"
@@ -138,7 +139,7 @@ func TestLateCompletionOfPausedWorkerIsRefused(t *testing.T) {
 		return hasEvent(events, "A finished a-1") || hasEvent(events, "A cancelled a-1")
 	}, time.Minute, 20*time.Millisecond, "A never resumed its copy of the activity")
 	require.Eventually(t, func() bool {
-		return metricAtLeast(t, cluster, "vigil_activity_activity_stale_responses_refused", 1)
+		return metricAtLeast(t, cluster, activitylib.ActivityStaleResponsesRefused.ExportedName(), 1)
 	}, 30*time.Second, 100*time.Millisecond, "A's late completion was refused")
 	require.Equal(t, "done by B", result(t, handle), "the caller still sees B's result")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/common/shard"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/server"
@@ -114,7 +115,7 @@ func waitForCluster(t *testing.T, address string, hostIDs ...string) time.Durati
 	return time.Since(start)
 }
 
-var shardLossesMetric = regexp.MustCompile(`(?m)^vigil_history_shard_losses (\d+)`)
+var shardLossesMetric = regexp.MustCompile(`(?m)^` + metrics.ShardLosses.ExportedName() + ` (\d+)`)
 
 func shardLosses(t *testing.T, httpAddress string) int {
 	t.Helper()

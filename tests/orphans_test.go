@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	activitylib "github.com/vigilhq/vigil/chasm/activity"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
 
@@ -130,7 +132,7 @@ func TestOrphanOfLostPollResponseRunsAgain(t *testing.T) {
 	require.NotNil(t, network.lostToken(), "a poll response was lost")
 	require.Equal(t, 1, countEvents(events, "A started a-1"), "the worker ran it once: the lost attempt never ran")
 	require.Eventually(t, func() bool {
-		return metricAtLeast(t, cluster, "vigil_worker_worker_orphans_found", 1)
+		return metricAtLeast(t, cluster, metrics.WorkerOrphansFound.ExportedName(), 1)
 	}, 30*time.Second, 100*time.Millisecond, "the orphan was counted")
 
 	// The lost attempt, should it surface, is fenced off by its stamp.
@@ -162,7 +164,7 @@ func TestOrphanOfLostCompletionRunsAgain(t *testing.T) {
 	require.Greater(t, refusals, 1, "the SDK retried the completion before it gave up")
 	require.Equal(t, 2, countEvents(events, "A started a-1"), "ran again after its completion was lost")
 	require.Eventually(t, func() bool {
-		return metricAtLeast(t, cluster, "vigil_activity_activity_orphans_rescheduled", 1)
+		return metricAtLeast(t, cluster, activitylib.ActivityOrphansRescheduled.ExportedName(), 1)
 	}, 30*time.Second, 100*time.Millisecond, "the orphan was counted")
 
 	requireNotFoundCode(t, completeWithToken(t, cluster.Address(), token))
@@ -186,9 +188,9 @@ func TestLongActivityWithoutHeartbeatsIsNeverOrphaned(t *testing.T) {
 	// Metrics are exported periodically: once the heartbeats of the whole run show, so would
 	// an orphan found during it.
 	require.Eventually(t, func() bool {
-		return metricAtLeast(t, cluster, "vigil_worker_worker_heartbeats", 20)
+		return metricAtLeast(t, cluster, metrics.WorkerHeartbeats.ExportedName(), 20)
 	}, 30*time.Second, 100*time.Millisecond)
-	v, _ := scrapeMetric(t, cluster.HTTPAddress(), "vigil_worker_worker_orphans_found")
+	v, _ := scrapeMetric(t, cluster.HTTPAddress(), metrics.WorkerOrphansFound.ExportedName())
 	require.Zero(t, v, "no false orphan")
 }
 

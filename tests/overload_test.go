@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -285,7 +286,7 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	flood.Wait()
 	slow.Set(0)
 	require.Eventually(t, func() bool {
-		queued, ok := metricLine(cluster.HTTPAddress(), "vigil_history_admission_queued ")
+		queued, ok := metricLine(cluster.HTTPAddress(), metrics.AdmissionQueued.ExportedName()+" ")
 		return ok && queued == 0
 	}, time.Minute, 50*time.Millisecond, "admission queue does not drain")
 	after := workers.minBeats(live)
@@ -318,24 +319,24 @@ func TestExpiryBrakeHoldsAMassStop(t *testing.T) {
 	require.Eventually(t, func() bool { return workers.minBeats(keys) >= 3 }, time.Minute, 50*time.Millisecond)
 	// The brake's base, the namespace's ACTIVE count, is recounted every 200ms in tests.
 	require.Eventually(t, func() bool {
-		n, ok := metricLine(cluster.HTTPAddress(), `vigil_worker_workers_by_state{state="ACTIVE"}`)
+		n, ok := metricLine(cluster.HTTPAddress(), metrics.WorkersByState.ExportedName()+`{state="ACTIVE"}`)
 		return ok && n == 20
 	}, time.Minute, 50*time.Millisecond)
 
 	// Half of the fleet falls silent at once: the brake engages, and holds their expiries.
 	workers.stop(silent...)
 	// (Prometheus label values read mass_expiry.)
-	engaged := `vigil_worker_worker_expiry_brake_engaged{kind="mass_expiry",namespace="default"}`
+	engaged := metrics.ExpiryBrakeEngaged.ExportedName() + `{kind="mass_expiry",namespace="default"}`
 	require.Eventually(t, func() bool {
 		on, ok := metricLine(cluster.HTTPAddress(), engaged)
 		return ok && on == 1
-	}, time.Minute, 50*time.Millisecond, "the brake does not engage: %s", metricsMatching(cluster.HTTPAddress(), "vigil_worker_", "admission"))
+	}, time.Minute, 50*time.Millisecond, "the brake does not engage: %s", metricsMatching(cluster.HTTPAddress(), "vigil_worker_", "vigil_admission"))
 	brake := describeBrake(t, client, live[0])
 	require.True(t, brake.GetEngaged())
 	require.Contains(t, brake.GetReasons(), "mass-expiry")
 	// Held through several rechecks, well past every silent lease: none expires.
 	require.Eventually(t, func() bool {
-		deferred, _ := scrapeMetric(t, cluster.HTTPAddress(), "vigil_worker_worker_lease_expiries_deferred")
+		deferred, _ := scrapeMetric(t, cluster.HTTPAddress(), metrics.LeaseExpiriesDeferred.ExportedName())
 		return deferred >= 50
 	}, time.Minute, 50*time.Millisecond)
 	require.Zero(t, countInState(t, client, silent, livenesspb.LivenessState_LIVENESS_STATE_INACTIVE),

@@ -18,6 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -58,8 +59,8 @@ func TestSDKWorkerAppearsRunningThenShutdown(t *testing.T) {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		return strings.Contains(string(body), "vigil_worker_worker_heartbeats ") &&
-			strings.Contains(string(body), `vigil_worker_workers_by_state{state="ACTIVE"} 1`)
+		return strings.Contains(string(body), metrics.WorkerHeartbeats.ExportedName()+" ") &&
+			strings.Contains(string(body), metrics.WorkersByState.ExportedName()+`{state="ACTIVE"} 1`)
 	}, 30*time.Second, 200*time.Millisecond, "worker metrics are exported")
 
 	w.Stop()

@@ -30,6 +30,10 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 		dbFilename = fs.String("db-filename", "", "SQLite database file (default "+server.DefaultDataDir()+"/"+server.DefaultDBFile+")")
 		dcFile     = fs.String("dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
 		logLevel   = fs.String("log-level", "", "debug, info, warn or error (default info)")
+		logFormat  = fs.String("log-format", "", "json or pretty (default: pretty when stderr, where logs go, is a terminal, else json)")
+		otlpAddr   = fs.String("otlp-endpoint", "", "also push metrics over OTLP to this collector host:port (e.g. 127.0.0.1:4317)")
+		otlpProto  = fs.String("otlp-protocol", "", "OTLP protocol: grpc (default) or http")
+		otlpInsec  = fs.Bool("otlp-insecure", false, "push OTLP without TLS")
 		pprofOn    = fs.Bool("pprof", false, "also serve Go runtime profiles under /debug/pprof/ on the HTTP port")
 		pgDSN      = fs.String("postgres-dsn", "", "PostgreSQL connection string: hosts started on one database form a cluster")
 		histPort   = fs.Int("history-port", 0, "port of the history RPCs other hosts of the cluster call (default: a free port)")
@@ -46,6 +50,10 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&dcValues, "dynamic-config-value", "dynamic config override KEY=JSON, e.g. matching.InactiveWorkerCleanupDelay='\"5m\"' (repeatable)")
 	fs.Var(&namespaces, "namespace", "an extra namespace to serve besides default (repeatable)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "vigil server start: unexpected argument %q (flags start with --)\n", fs.Arg(0))
 		return 2
 	}
 	set := map[string]bool{}
@@ -84,6 +92,18 @@ func serverStart(args []string, stdout, stderr io.Writer) int {
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	if *otlpAddr != "" {
+		cfg.Metrics.OTLP.Endpoint = *otlpAddr
+	}
+	if *otlpProto != "" {
+		cfg.Metrics.OTLP.Protocol = *otlpProto
+	}
+	if *otlpInsec {
+		cfg.Metrics.OTLP.Insecure = true
 	}
 	if *tlsCert != "" {
 		cfg.TLS.CertFile = *tlsCert

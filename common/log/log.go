@@ -6,6 +6,7 @@ package log
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,31 +17,35 @@ import (
 
 // Output formats accepted by Config.Format.
 const (
-	FormatJSON    = "json"
+	// FormatJSON is one JSON object per line, for log collectors.
+	FormatJSON = "json"
+	// FormatPretty is zap's console encoder: time, level, message, then the fields as JSON;
+	// levels are coloured on a terminal.
+	FormatPretty = "pretty"
+	// FormatConsole is another name of FormatPretty.
 	FormatConsole = "console"
 )
 
-// Defaults used when a Config field is empty.
-const (
-	LevelDefault  = "info"
-	FormatDefault = FormatJSON
-)
+// LevelDefault is the level when Config.Level is empty. The format, when Config.Format is
+// empty, is pretty when stderr is a terminal and JSON otherwise.
+const LevelDefault = "info"
 
-// Config is the static logging configuration. The zero value logs at info level as JSON.
+// Config is the static logging configuration. The zero value logs at info level, pretty on a
+// terminal and JSON otherwise.
 type Config struct {
 	// Level is one of debug, info, warn, error, dpanic, panic, fatal (case-insensitive).
 	Level string `yaml:"level"`
-	// Format is "json" or "console".
+	// Format is "json" or "pretty" ("console" is accepted for pretty).
 	Format string `yaml:"format"`
 }
 
 // Validate reports whether the configuration names a known level and format.
 func (c Config) Validate() error {
-	_, _, err := c.resolve()
+	_, _, err := c.resolve(false)
 	return err
 }
 
-func (c Config) resolve() (zapcore.Level, string, error) {
+func (c Config) resolve(terminal bool) (zapcore.Level, string, error) {
 	levelName := strings.ToLower(strings.TrimSpace(c.Level))
 	if levelName == "" {
 		levelName = LevelDefault
@@ -50,33 +55,55 @@ func (c Config) resolve() (zapcore.Level, string, error) {
 		return 0, "", fmt.Errorf("log: invalid level %q: %w", c.Level, err)
 	}
 	format := strings.ToLower(strings.TrimSpace(c.Format))
-	if format == "" {
-		format = FormatDefault
-	}
-	if format != FormatJSON && format != FormatConsole {
-		return 0, "", fmt.Errorf("log: invalid format %q: want %q or %q", c.Format, FormatJSON, FormatConsole)
+	switch format {
+	case "":
+		format = FormatJSON
+		if terminal {
+			format = FormatPretty
+		}
+	case FormatJSON:
+	case FormatPretty, FormatConsole:
+		format = FormatPretty
+	default:
+		return 0, "", fmt.Errorf("log: invalid format %q: want %q or %q", c.Format, FormatJSON, FormatPretty)
 	}
 	return level, format, nil
 }
 
+// isTerminal reports whether f is a character device (a terminal), not a file or a pipe.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
 // NewLogger returns a logger writing to stderr at the configured level and format.
 func NewLogger(cfg Config) (*zap.Logger, error) {
-	level, format, err := cfg.resolve()
+	return newLogger(cfg, zapcore.Lock(os.Stderr), isTerminal(os.Stderr))
+}
+
+func newLogger(cfg Config, out zapcore.WriteSyncer, terminal bool) (*zap.Logger, error) {
+	level, format, err := cfg.resolve(terminal)
 	if err != nil {
 		return nil, err
 	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = zap.NewAtomicLevelAt(level)
-	zcfg.Encoding = format
-	zcfg.EncoderConfig.TimeKey = "ts"
-	zcfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	// Sampling drops repeated lines under load; vigil's hot paths log sparingly instead, and a
-	// dropped lease-expiry line is worse than a noisy one.
-	zcfg.Sampling = nil
-	if format == FormatConsole {
-		zcfg.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	encoder := zapcore.NewJSONEncoder(enc)
+	// Stacks on errors, as zap's production config; sampling off: vigil's hot paths log
+	// sparingly instead, and a dropped lease-expiry line is worse than a noisy one.
+	stackLevel := zapcore.ErrorLevel
+	if format == FormatPretty {
+		enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		if terminal {
+			enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		encoder = zapcore.NewConsoleEncoder(enc)
+		stackLevel = zapcore.DPanicLevel // a stack under every error buries the message on a terminal
 	}
-	return zcfg.Build()
+	core := zapcore.NewCore(encoder, out, zap.NewAtomicLevelAt(level))
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(stackLevel), zap.ErrorOutput(zapcore.Lock(os.Stderr))), nil
 }
 
 // NewTestLogger returns a debug-level logger that writes through t.Log, so output shows up only
