@@ -74,7 +74,7 @@ func startClusterProcessAt(t *testing.T, pg *testcluster.Postgres, h *hostProces
 		"VIGIL_TEST_CLUSTER_HTTP="+h.http, "VIGIL_TEST_CLUSTER_DSN="+pg.DSN, "VIGIL_TEST_CLUSTER_SCHEMA="+pg.Schema)
 	h.cmd.Stdout, h.cmd.Stderr = io.Discard, os.Stderr
 	if dir := os.Getenv("VIGIL_TEST_CLUSTER_LOGS"); dir != "" { // to debug: every host's log in a file
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", t.Name(), filepath.Base(pg.Schema), id)))
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", t.Name(), filepath.Base(pg.Schema), id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restarted host appends
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		h.cmd.Stderr = f
