@@ -50,9 +50,9 @@ func (l *heartbeatLog) answeredSince(from time.Time) int {
 	return n
 }
 
-// window describes the heartbeats sent in [from, to): how many, the longest, how many needed
-// retries, and the failures.
-func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration, retried int, failed []error) {
+// window describes the heartbeats sent in [from, to): how many, the longest and when it was
+// sent, how many needed retries, and the failures.
+func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration, longestSent time.Time, retried int, failed []error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range l.samples {
@@ -60,7 +60,9 @@ func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration,
 			continue
 		}
 		n++
-		longest = max(longest, s.took)
+		if s.took > longest {
+			longest, longestSent = s.took, s.sent
+		}
 		if s.retries > 0 {
 			retried++
 		}
@@ -68,7 +70,7 @@ func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration,
 			failed = append(failed, s.err)
 		}
 	}
-	return n, longest, retried, failed
+	return n, longest, longestSent, retried, failed
 }
 
 // TestClusterProcessRollingRestartUnderBench: three `vigil server` processes on one fresh
@@ -138,11 +140,12 @@ func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 		// Every worker heartbeat once more after the host took its shards back.
 		require.Eventually(t, func() bool { return hbs.answeredSince(rejoined) >= workers }, 2*time.Minute, 50*time.Millisecond,
 			"heartbeats stopped being answered after %s rejoined", h.id)
-		n, longest, retried, failed := hbs.window(phaseStart, time.Now())
+		n, longest, longestSent, retried, failed := hbs.window(phaseStart, time.Now())
 		t.Logf("%s: stop took %v, its shards owned by the others %v after it exited, back and serving %v after it exited; "+
-			"%d heartbeats sent meanwhile, longest %v, %d answered after a retried Unavailable",
+			"%d heartbeats sent meanwhile, longest %v (sent %v after the SIGTERM), %d answered after a retried Unavailable",
 			h.id, stopped.Sub(phaseStart).Round(time.Millisecond), handedOff.Round(time.Millisecond),
-			rejoined.Sub(stopped).Round(time.Millisecond), n, longest.Round(time.Millisecond), retried)
+			rejoined.Sub(stopped).Round(time.Millisecond), n, longest.Round(time.Millisecond),
+			longestSent.Sub(phaseStart).Round(time.Millisecond), retried)
 		require.Empty(t, failed, "heartbeats not answered around %s's restart", h.id)
 	}
 
@@ -178,10 +181,10 @@ func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 	s := res.s
 	t.Logf("bench: %d heartbeats sent, %d ok, %d answered after %d retried Unavailable; p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 		s.HeartbeatsSent, s.HeartbeatsOK, s.RPCsRetried, s.RetriesUnavailable, s.P50Ms, s.P99Ms, s.MaxMs)
-	n, longest, _, failed := hbs.window(loadStart, stopLoad.Add(-bench.RPCTimeoutDefault))
+	n, longest, _, _, failed := hbs.window(loadStart, stopLoad.Add(-bench.RPCTimeoutDefault))
 	require.Empty(t, failed, "every heartbeat is answered")
 	t.Logf("%d heartbeats sent before the last %v of the load, all answered, the longest after %v", n, bench.RPCTimeoutDefault, longest.Round(time.Millisecond))
-	_, _, _, failed = hbs.window(loadStart, stopLoad)
+	_, _, _, _, failed = hbs.window(loadStart, stopLoad)
 	for _, err := range failed {
 		require.Equal(t, codes.Canceled, status.Code(err), "only heartbeats cut short by the end of the load may fail")
 	}
