@@ -21,7 +21,9 @@ func TestMembership(t *testing.T) {
 		b, err := s.RenewMember(ctx, persistence.ClusterMember{HostID: "b", HistoryAddress: "h-b", FrontendAddress: "f-b", StartTime: start}, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, time.Minute, b.Expiry.Sub(b.LastRenewal))
-		_, err = s.RenewMember(ctx, persistence.ClusterMember{HostID: "a", HistoryAddress: "h-a", StartTime: start}, 50*time.Millisecond)
+		// Long enough to be listed once on a loaded machine (50 ms was not), short enough to
+		// see it expire.
+		_, err = s.RenewMember(ctx, persistence.ClusterMember{HostID: "a", HistoryAddress: "h-a", StartTime: start}, 2*time.Second)
 		require.NoError(t, err)
 
 		members, err := s.ListMembers(ctx)
