@@ -13,7 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
@@ -143,10 +146,28 @@ wait:
 }
 
 func (r *runner) dial(ctx context.Context) error {
+	addresses := r.cfg.Addresses()
 	for range r.cfg.Connections {
 		// Each ClientConn is its own HTTP/2 connection, so the load is spread over several
 		// server-side transports as a fleet of processes would spread it.
-		conn, err := grpc.NewClient(r.cfg.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		target, opts := addresses[0], []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if len(addresses) > 1 {
+			// Several hosts: round robin over the ones that are up, as a load balancer in
+			// front of a cluster does; a host that went away is tried again within a second.
+			res := manual.NewBuilderWithScheme("vigil-bench")
+			state := resolver.State{}
+			for _, a := range addresses {
+				state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+			}
+			res.InitialState(state)
+			target = res.Scheme() + ":///cluster"
+			backoffCfg := backoff.DefaultConfig
+			backoffCfg.MaxDelay = time.Second
+			opts = append(opts, grpc.WithResolvers(res),
+				grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+				grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoffCfg, MinConnectTimeout: time.Second}))
+		}
+		conn, err := grpc.NewClient(target, opts...)
 		if err != nil {
 			return fmt.Errorf("dial %s: %w", r.cfg.Address, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,10 +111,68 @@ func TestRun(t *testing.T) {
 		require.Zero(t, s.BindCount, "the first heartbeats, which bind, fell in the warm-up")
 	})
 
+	t.Run("SeveralAddressesRideOutAHostThatStops", func(t *testing.T) {
+		t.Parallel()
+		a := testcluster.New(t, testcluster.Options{})
+		b := testcluster.New(t, testcluster.Options{})
+		var mu sync.Mutex
+		var answered []time.Time // send times of the heartbeats answered OK
+		var failed []error
+		observe := func(sent time.Time, _ time.Duration, _ int, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, err)
+				return
+			}
+			answered = append(answered, sent)
+		}
+		answeredSince := func(from time.Time) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, at := range answered {
+				if !at.Before(from) {
+					n++
+				}
+			}
+			return n
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := bench.Run(ctx, bench.Config{
+				Address:          a.Address() + "," + b.Address(),
+				API:              bench.APIPublic,
+				Workers:          20,
+				Interval:         200 * time.Millisecond,
+				Duration:         time.Hour, // until cancelled
+				Connections:      2,
+				RetryUnavailable: true,
+				Observe:          observe,
+				Seed:             4,
+			}, nil)
+			done <- err
+		}()
+		require.Eventually(t, func() bool { return answeredSince(time.Time{}) >= 40 }, time.Minute, 10*time.Millisecond)
+		b.Stop() // graceful: the calls it holds are answered, the next ones go to a alone
+		stopped := time.Now()
+		require.Eventually(t, func() bool { return answeredSince(stopped) >= 40 }, time.Minute, 10*time.Millisecond,
+			"heartbeats stopped being answered when one of the two hosts went away")
+		mu.Lock()
+		require.Empty(t, failed, "a heartbeat failed: the stopped host was not left out, or its Unavailable not retried")
+		mu.Unlock()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+
 	t.Run("RefusesAddressesOffThisMachine", func(t *testing.T) {
 		t.Parallel()
 		_, err := bench.Run(context.Background(), bench.Config{Address: "10.1.2.3:7233"}, nil)
 		require.ErrorContains(t, err, "only loopback addresses")
+		err = bench.Config{Address: "127.0.0.1:7233,10.1.2.3:7233"}.Validate()
+		require.ErrorContains(t, err, "only loopback addresses", "every address of a list is checked")
 	})
 
 	t.Run("ActivitiesNeedTheLivenessAPI", func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,6 +20,11 @@ import (
 
 // What the simulated workers say about themselves, close to what the Go SDK reports.
 const (
+	// retryBackoffMin and retryBackoffMax bound the waits between retries of an Unavailable
+	// heartbeat (Config.RetryUnavailable).
+	retryBackoffMin = 10 * time.Millisecond
+	retryBackoffMax = 200 * time.Millisecond
+
 	sdkName    = "temporal-go"
 	sdkVersion = "1.50.0"
 	// slotsPerWorker is the activity slot count reported; bound activities use some of them.
@@ -162,6 +169,55 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	}
 	var err error
 	binding := false
+	retries := 0
+	for {
+		binding, err = c.send(ctx, now)
+		if err == nil || !c.r.cfg.RetryUnavailable || status.Code(err) != codes.Unavailable {
+			break
+		}
+		// The SDK retries Unavailable (a host stopping, a shard in motion) with backoff
+		// until the call's deadline: the heartbeat is answered late, not lost.
+		t := time.NewTimer(min(retryBackoffMax, retryBackoffMin<<min(retries, 8)))
+		retries++
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	took := time.Since(now)
+	for _, w := range c.workers {
+		w.lastSent = now
+		w.lastFailed = err != nil
+	}
+	if c.r.cfg.Observe != nil {
+		c.r.cfg.Observe(now, took, retries, err)
+	}
+	if !measured {
+		return
+	}
+	if retries > 0 {
+		c.r.cnt.retried.Add(1)
+		c.r.cnt.retries.Add(int64(retries))
+	}
+	c.r.lat.record(took)
+	if binding {
+		c.r.bindLat.record(took)
+	}
+	if err != nil {
+		c.r.cnt.failed.Add(g)
+		c.r.cnt.rpcErrors.Add(1)
+		c.r.cnt.countError(err)
+		return
+	}
+	c.r.cnt.ok.Add(g)
+}
+
+// send is one attempt of a heartbeat sent at now; binding says it carried activity bindings.
+func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err error) {
 	switch c.r.cfg.API {
 	case APIPublic:
 		req := &workflowservice.RecordWorkerHeartbeatRequest{
@@ -194,25 +250,7 @@ func (c *simClient) heartbeat(ctx context.Context) {
 			w.leaseDeadline = resp.GetLeaseDeadline().AsTime()
 		}
 	}
-	took := time.Since(now)
-	for _, w := range c.workers {
-		w.lastSent = now
-		w.lastFailed = err != nil
-	}
-	if !measured {
-		return
-	}
-	c.r.lat.record(took)
-	if binding {
-		c.r.bindLat.record(took)
-	}
-	if err != nil {
-		c.r.cnt.failed.Add(g)
-		c.r.cnt.rpcErrors.Add(1)
-		c.r.cnt.countError(err)
-		return
-	}
-	c.r.cnt.ok.Add(g)
+	return binding, err
 }
 
 func (c *simClient) identity() string {

@@ -8,6 +8,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/frontend"
@@ -51,7 +52,9 @@ const (
 
 // Config describes one run. Zero values take the defaults above.
 type Config struct {
-	// Address of the vigil frontend; only loopback addresses are accepted.
+	// Address of the vigil frontend; only loopback addresses are accepted. Several
+	// comma-separated addresses (the hosts of a cluster) are used round robin, a host that
+	// does not answer being left out until it is back, as behind a load balancer.
 	Address   string
 	Namespace string
 	// Workers is the number of simulated workers alive at any time.
@@ -93,6 +96,14 @@ type Config struct {
 	// hand-back; zero means 2 minutes plus three leases.
 	RecoveryTimeout time.Duration
 	RPCTimeout      time.Duration
+	// RetryUnavailable retries a heartbeat that failed with Unavailable (backoff 10 ms to
+	// 200 ms, within RPCTimeout), as the SDK does; its latency then runs from the first
+	// attempt to the answer. Off: an Unavailable is counted as an error at once.
+	RetryUnavailable bool
+	// Observe, when set, is called after every heartbeat RPC (warm-up included) with when it
+	// was sent, how long it took to its answer (retries included), how many retries it
+	// needed and its final error. It runs on the client's goroutine: keep it short.
+	Observe func(sent time.Time, took time.Duration, retries int, err error)
 	// ShutdownAtEnd sends ShutdownWorker for every live worker when the load ends, as an SDK
 	// fleet stopping cleanly does; otherwise the workers are left to expire.
 	ShutdownAtEnd bool
@@ -187,6 +198,8 @@ func (c Config) Validate() error {
 		return errors.New("kill must be a multiple of workers-per-client (a client dies with all its workers)")
 	case c.Connections < 1:
 		return errors.New("connections must be at least 1")
+	case len(c.Addresses()) == 0:
+		return errors.New("address: want host:port, or several separated by commas")
 	case c.ServerPID < 0:
 		return errors.New("server-pid must not be negative")
 	}
@@ -195,5 +208,21 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return checkLoopback(c.Address)
+	for _, address := range c.Addresses() {
+		if err := checkLoopback(address); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Addresses are the comma-separated addresses of Address.
+func (c Config) Addresses() []string {
+	var out []string
+	for a := range strings.SplitSeq(c.Address, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -70,6 +70,8 @@ type counters struct {
 	failed    atomic.Int64
 	rpcs      atomic.Int64
 	rpcErrors atomic.Int64
+	retried   atomic.Int64 // RPCs answered after at least one retried Unavailable
+	retries   atomic.Int64 // the retries themselves
 
 	churned        atomic.Int64 // clients restarted with fresh keys
 	shutdowns      atomic.Int64 // ShutdownWorker calls

@@ -59,11 +59,15 @@ type Summary struct {
 	BindMaxMs *float64 `json:"bind_max_ms,omitempty"`
 
 	// Errors counts failed heartbeat RPCs; ErrorsByCode splits them by gRPC code.
-	Errors         int64            `json:"errors"`
-	ErrorsByCode   map[string]int64 `json:"errors_by_code"`
-	Churned        int64            `json:"churned_clients"`
-	Shutdowns      int64            `json:"shutdowns"`
-	ShutdownErrors int64            `json:"shutdown_errors"`
+	Errors       int64            `json:"errors"`
+	ErrorsByCode map[string]int64 `json:"errors_by_code"`
+	// RPCsRetried were answered after RetriesUnavailable retried Unavailable answers
+	// (--retry-unavailable); their latency includes the retries.
+	RPCsRetried        int64 `json:"rpcs_retried,omitempty"`
+	RetriesUnavailable int64 `json:"retries_unavailable,omitempty"`
+	Churned            int64 `json:"churned_clients"`
+	Shutdowns          int64 `json:"shutdowns"`
+	ShutdownErrors     int64 `json:"shutdown_errors"`
 
 	Kill *KillSummary `json:"kill,omitempty"`
 	// Top-level copies of the kill figures; absent without --kill or when not every killed
@@ -109,38 +113,40 @@ func (r *runner) summary(start, end time.Time, k *killWatch) Summary {
 	elapsed := end.Sub(start).Seconds()
 	lat := r.lat.snapshot()
 	s := Summary{
-		API:               string(cfg.API),
-		Address:           cfg.Address,
-		Namespace:         cfg.Namespace,
-		Workers:           cfg.Workers,
-		WorkersPerClient:  cfg.WorkersPerClient,
-		Activities:        cfg.Activities,
-		IntervalS:         cfg.Interval.Seconds(),
-		DurationS:         cfg.Duration.Seconds(),
-		WarmupS:           cfg.Warmup.Seconds(),
-		ChurnPct:          cfg.Churn,
-		ChurnPeriodS:      cfg.ChurnPeriod.Seconds(),
-		LeaseS:            cfg.Lease.Seconds(),
-		Connections:       cfg.Connections,
-		ElapsedS:          elapsed,
-		HeartbeatsOffered: r.cnt.offered.Load(),
-		HeartbeatsSent:    r.cnt.sent.Load(),
-		HeartbeatsOK:      r.cnt.ok.Load(),
-		HeartbeatsFailed:  r.cnt.failed.Load(),
-		HeartbeatsMissed:  r.cnt.missed.Load(),
-		RPCs:              r.cnt.rpcs.Load(),
-		P50Ms:             lat.p50,
-		P90Ms:             lat.p90,
-		P95Ms:             lat.p95,
-		P99Ms:             lat.p99,
-		P999Ms:            lat.p999,
-		MaxMs:             lat.max,
-		MeanMs:            lat.mean,
-		Errors:            r.cnt.rpcErrors.Load(),
-		ErrorsByCode:      r.cnt.errorsByCode(),
-		Churned:           r.cnt.churned.Load(),
-		Shutdowns:         r.cnt.shutdowns.Load(),
-		ShutdownErrors:    r.cnt.shutdownErrors.Load(),
+		API:                string(cfg.API),
+		Address:            cfg.Address,
+		Namespace:          cfg.Namespace,
+		Workers:            cfg.Workers,
+		WorkersPerClient:   cfg.WorkersPerClient,
+		Activities:         cfg.Activities,
+		IntervalS:          cfg.Interval.Seconds(),
+		DurationS:          cfg.Duration.Seconds(),
+		WarmupS:            cfg.Warmup.Seconds(),
+		ChurnPct:           cfg.Churn,
+		ChurnPeriodS:       cfg.ChurnPeriod.Seconds(),
+		LeaseS:             cfg.Lease.Seconds(),
+		Connections:        cfg.Connections,
+		ElapsedS:           elapsed,
+		HeartbeatsOffered:  r.cnt.offered.Load(),
+		HeartbeatsSent:     r.cnt.sent.Load(),
+		HeartbeatsOK:       r.cnt.ok.Load(),
+		HeartbeatsFailed:   r.cnt.failed.Load(),
+		HeartbeatsMissed:   r.cnt.missed.Load(),
+		RPCs:               r.cnt.rpcs.Load(),
+		P50Ms:              lat.p50,
+		P90Ms:              lat.p90,
+		P95Ms:              lat.p95,
+		P99Ms:              lat.p99,
+		P999Ms:             lat.p999,
+		MaxMs:              lat.max,
+		MeanMs:             lat.mean,
+		Errors:             r.cnt.rpcErrors.Load(),
+		ErrorsByCode:       r.cnt.errorsByCode(),
+		RPCsRetried:        r.cnt.retried.Load(),
+		RetriesUnavailable: r.cnt.retries.Load(),
+		Churned:            r.cnt.churned.Load(),
+		Shutdowns:          r.cnt.shutdowns.Load(),
+		ShutdownErrors:     r.cnt.shutdownErrors.Load(),
 	}
 	if s.ErrorsByCode == nil {
 		s.ErrorsByCode = map[string]int64{}
@@ -257,6 +263,9 @@ func (s Summary) WriteText(w io.Writer) error {
 			s.BindCount, s.Activities, *s.BindP50Ms, *s.BindP99Ms, *s.BindMaxMs)
 	}
 	row("errors", "%d RPCs%s", s.Errors, codesText(s.ErrorsByCode))
+	if s.RPCsRetried > 0 {
+		row("retried", "%d RPCs answered after %d retried Unavailable", s.RPCsRetried, s.RetriesUnavailable)
+	}
 	if s.Shutdowns > 0 {
 		row("churn", "%d client restarts, %d ShutdownWorker calls (%d failed)", s.Churned, s.Shutdowns, s.ShutdownErrors)
 	}

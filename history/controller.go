@@ -275,13 +275,15 @@ func (c *shardController) release(ctx context.Context, shards []*Shard, graceful
 			if !graceful || c.releaser == nil || s.lost.Load() {
 				return
 			}
-			if grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(c.engine.dc)(); s.takenOver && time.Since(s.acquiredAt) < grace {
-				// Its grace still runs: the next owner must apply one too.
-				return
-			}
+			// While the grace of its own takeover still runs, the shard's leases may not all
+			// have been renewable yet: the next owner must apply a grace too. The release then
+			// leaves the shard ownerless rather than released, so the next owner still takes
+			// it at once instead of waiting for a release that will not come.
+			grace := dynamicconfig.LeaseExpiryGraceAfterRestart.Get(c.engine.dc)()
+			needGrace := s.takenOver && time.Since(s.acquiredAt) < grace
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if err := c.releaser.ReleaseShard(rctx, s.id, s.rangeID); err != nil {
+			if err := c.releaser.ReleaseShard(rctx, s.id, s.rangeID, needGrace); err != nil {
 				var lost *persistence.ShardOwnershipLostError
 				if errors.As(err, &lost) {
 					metrics.ShardLosses.With(c.engine.scope).Inc(1) // another host took it first

@@ -46,16 +46,34 @@ type GroupCommitOptions struct {
 	// MaxWait is how long after a write arrives its batch may wait for more writes. Nil means
 	// GroupCommitMaxWaitDefault; zero or negative means never wait.
 	MaxWait func() time.Duration
+	// MaxInFlight is how many batches may be committing at once (read at Start). Nil or
+	// below 1 means one: each batch starts once the previous one returned. A store whose
+	// batches are independent transactions on their own connections (ConcurrentBatchWriter)
+	// can take more, so that a batch's round trips and fsync overlap the next one's.
+	MaxInFlight func() int
+}
+
+// ConcurrentBatchWriter is a Store that can run several WriteBatch calls at once, each its own
+// transaction, and says how many.
+//
+// Concurrent batches are safe for the callers of GroupCommitter.Write: an execution has one
+// write in flight at a time (its caller holds the execution's lock until Write returns), and
+// a write abandoned by its caller's ctx while its batch commits is re-read before it is
+// written again, whose conditional update (db_version) then waits for the first batch's row
+// lock and sees its outcome. Fencing is per batch: each checks the shard's range_id.
+type ConcurrentBatchWriter interface {
+	MaxConcurrentBatches() int
 }
 
 // GroupCommitter funnels concurrent ExecutionWrites into shared WriteBatch calls, so that N
 // concurrent heartbeats cost one transaction and one fsync instead of N.
 //
-// One goroutine commits batches one at a time. It takes the oldest waiting write and gathers
-// more until the batch is full or MaxWait has passed since that write arrived. Writes that
-// arrive while a batch is committing wait for the next one: under load the next batch is
-// already large (and its MaxWait already spent) when the commit returns, so batching comes from
-// the commit time itself and adds no latency; an idle system adds at most MaxWait.
+// One goroutine gathers batches and starts their commits, at most MaxInFlight at a time (one by
+// default). It takes the oldest waiting write and gathers more until the batch is full or
+// MaxWait has passed since that write arrived. Writes that arrive while every slot is
+// committing wait for the next batch: under load the next batch is already large (and its
+// MaxWait already spent) when a commit returns, so batching comes from the commit time itself
+// and adds no latency; an idle system adds at most MaxWait.
 type GroupCommitter struct {
 	store  Store
 	opts   GroupCommitOptions
@@ -71,6 +89,8 @@ type GroupCommitter struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// slots holds one token per batch committing; its capacity is MaxInFlight.
+	slots chan struct{}
 
 	mu      sync.Mutex
 	state   committerState
@@ -130,6 +150,11 @@ func (g *GroupCommitter) Start() {
 			return
 		}
 		g.state = committerStarted
+		n := 1
+		if g.opts.MaxInFlight != nil {
+			n = max(1, g.opts.MaxInFlight())
+		}
+		g.slots = make(chan struct{}, n)
 		go g.loop()
 	})
 }
@@ -230,7 +255,11 @@ func (g *GroupCommitter) maxWait() time.Duration {
 }
 
 func (g *GroupCommitter) loop() {
-	defer close(g.done)
+	var committing sync.WaitGroup
+	defer func() {
+		committing.Wait() // Stop returns once every batch in flight delivered its results
+		close(g.done)
+	}()
 	for {
 		select {
 		case <-g.stop:
@@ -239,8 +268,15 @@ func (g *GroupCommitter) loop() {
 		}
 		// Drain: keep committing while writes are waiting, without another wake signal.
 		for {
+			// A free slot first: the writes arriving meanwhile join the batch gathered next.
+			select {
+			case <-g.stop:
+				return
+			case g.slots <- struct{}{}:
+			}
 			batch, ok := g.gather()
 			if !ok {
+				<-g.slots
 				// Stopped while gathering: the taken writes were never sent.
 				for _, p := range batch {
 					p.result <- ErrGroupCommitterStopped
@@ -248,9 +284,13 @@ func (g *GroupCommitter) loop() {
 				return
 			}
 			if len(batch) == 0 {
+				<-g.slots
 				break
 			}
-			g.commit(batch)
+			committing.Go(func() {
+				defer func() { <-g.slots }()
+				g.commit(batch)
+			})
 		}
 	}
 }

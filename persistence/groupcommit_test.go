@@ -288,6 +288,59 @@ func TestGroupCommitter(t *testing.T) {
 		require.True(t, store.wasApplied("w-taken"), "once in a batch, the batch decides")
 	})
 
+	t.Run("MaxInFlightBatchesCommitAtOnce", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{MaxInFlight: func() int { return 2 }}, 100)
+
+		out := make(chan writeOutcome, 3)
+		goWrite(ctx, g, "w-1", out)
+		waitSignal(t, g.testSignals.committing, "first batch")
+		goWrite(ctx, g, "w-2", out)
+		waitSignal(t, g.testSignals.committing, "second batch, while the first is still committing")
+		goWrite(ctx, g, "w-3", out)
+		waitSignal(t, g.testSignals.queued, "w-1 queued")
+		waitSignal(t, g.testSignals.queued, "w-2 queued")
+		waitSignal(t, g.testSignals.queued, "w-3 queued")
+		select {
+		case <-g.testSignals.committing:
+			t.Fatal("a third batch started with two in flight")
+		case <-time.After(50 * time.Millisecond):
+		}
+		store.gate <- struct{}{} // one of the two returns: w-3's batch may start
+		waitSignal(t, g.testSignals.committing, "third batch, once a slot is free")
+		close(store.gate)
+		for range 3 {
+			require.NoError(t, (<-out).err)
+		}
+		require.Equal(t, []int{1, 1, 1}, store.batchSizes())
+	})
+
+	t.Run("OneBatchAtATimeByDefault", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{}, 100)
+
+		out := make(chan writeOutcome, 3)
+		goWrite(ctx, g, "w-1", out)
+		waitSignal(t, g.testSignals.committing, "first batch")
+		goWrite(ctx, g, "w-2", out)
+		goWrite(ctx, g, "w-3", out)
+		for range 3 {
+			waitSignal(t, g.testSignals.queued, "write queued")
+		}
+		store.gate <- struct{}{}
+		require.NoError(t, (<-out).err)
+		waitSignal(t, g.testSignals.committing, "second batch, after the first returned")
+		close(store.gate)
+		for range 2 {
+			require.NoError(t, (<-out).err)
+		}
+		require.Equal(t, []int{1, 2}, store.batchSizes(), "the writes that arrived during the commit share the next batch")
+	})
+
 	t.Run("StopFailsPendingWrites", func(t *testing.T) {
 		t.Parallel()
 		store := newFakeStore()

@@ -25,9 +25,12 @@ type MembershipStore interface {
 	WatchMembers(ctx context.Context, changed func()) error
 	// ReleaseShard records that the owner holding rangeID stopped serving the shard cleanly:
 	// everything it acknowledged is written and nothing more will be. It does not change the
-	// range_id; the next AcquireShard reports it (ShardInfo.PreviouslyReleased). A release by
-	// a host that no longer holds rangeID returns a *ShardOwnershipLostError.
-	ReleaseShard(ctx context.Context, shardID int32, rangeID int64) error
+	// range_id; the next AcquireShard reports it (ShardInfo.Released). With leasesNeedGrace
+	// (the owner's own takeover grace still ran: its leases could not all be renewed yet) the
+	// shard is not marked released but left without an owner (ShardInfo.Owner ""), so the
+	// next owner takes it at once and still applies the restart grace. A release by a host
+	// that no longer holds rangeID returns a *ShardOwnershipLostError.
+	ReleaseShard(ctx context.Context, shardID int32, rangeID int64, leasesNeedGrace bool) error
 }
 
 // ClusterMember is one host's membership row.

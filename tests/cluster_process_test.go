@@ -62,23 +62,31 @@ type hostProcess struct {
 
 func startClusterProcess(t *testing.T, pg *testcluster.Postgres, id string) *hostProcess {
 	t.Helper()
-	h := &hostProcess{id: id, address: freeAddress(t), http: freeAddress(t)}
+	return startClusterProcessAt(t, pg, &hostProcess{id: id, address: freeAddress(t), http: freeAddress(t)})
+}
+
+// startClusterProcessAt starts the host h describes (its ID and addresses) and waits until it
+// listens.
+func startClusterProcessAt(t *testing.T, pg *testcluster.Postgres, h *hostProcess) *hostProcess {
+	t.Helper()
+	id := h.id
 	h.cmd = exec.Command(os.Args[0], "-test.run=^TestClusterServerProcess$", "-test.v=false")
 	h.cmd.Env = append(os.Environ(), "VIGIL_TEST_CLUSTER_HOST="+id, "VIGIL_TEST_CLUSTER_ADDRESS="+h.address,
 		"VIGIL_TEST_CLUSTER_HTTP="+h.http, "VIGIL_TEST_CLUSTER_DSN="+pg.DSN, "VIGIL_TEST_CLUSTER_SCHEMA="+pg.Schema)
 	h.cmd.Stdout, h.cmd.Stderr = io.Discard, os.Stderr
 	if dir := os.Getenv("VIGIL_TEST_CLUSTER_LOGS"); dir != "" { // to debug: every host's log in a file
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", t.Name(), filepath.Base(pg.Schema), id)))
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", t.Name(), filepath.Base(pg.Schema), id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restarted host appends
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.Close() })
 		h.cmd.Stderr = f
 		h.cmd.Env = append(h.cmd.Env, "VIGIL_TEST_CLUSTER_LOG_LEVEL=info")
 	}
 	require.NoError(t, h.cmd.Start())
+	cmd := h.cmd
 	t.Cleanup(func() {
-		_ = h.cmd.Process.Signal(syscall.SIGCONT)
-		_ = h.cmd.Process.Kill()
-		_ = h.cmd.Wait()
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	})
 	require.Eventually(t, func() bool {
 		conn, err := net.Dial("tcp", h.address)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workerv1 "go.temporal.io/api/worker/v1"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -98,7 +99,28 @@ func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHear
 		}
 		wg.Wait()
 	}
+	if err := everyEntryUnavailable(results); err != nil {
+		// Nothing was recorded and a retry may succeed: typically the shard is moving between
+		// hosts ("not owned by this host"). Failing the call as a whole, not entry by entry,
+		// lets the history router retry it against the shard's next owner within the
+		// caller's deadline, so an SDK sees a planned handoff as a short delay, not an error.
+		return nil, err
+	}
 	return &workerpb.RecordHeartbeatsResponse{Results: results}, nil
+}
+
+// everyEntryUnavailable returns the first result's error as an Unavailable when every result
+// failed with Unavailable, nil otherwise.
+func everyEntryUnavailable(results []*workerpb.HeartbeatResult) error {
+	for _, r := range results {
+		if codes.Code(r.GetError().GetCode()) != codes.Unavailable {
+			return nil
+		}
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	return serviceerror.NewUnavailable(results[0].GetError().GetMessage())
 }
 
 func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsRequest, entry *workerpb.HeartbeatEntry) *workerpb.HeartbeatResult {

@@ -55,10 +55,14 @@ func newStore(lc fx.Lifecycle, cfg Config, logger *zap.Logger) (persistence.Stor
 func newGroupCommitter(
 	lc fx.Lifecycle, store persistence.Store, dc *dynamicconfig.Collection, logger *zap.Logger, scope tally.Scope,
 ) *persistence.GroupCommitter {
-	c := persistence.NewGroupCommitter(store, persistence.GroupCommitOptions{
+	opts := persistence.GroupCommitOptions{
 		MaxBatchSize: dynamicconfig.GroupCommitMaxBatchSize.Get(dc),
 		MaxWait:      dynamicconfig.GroupCommitMaxWait.Get(dc),
-	}, logger, scope.SubScope("persistence"))
+	}
+	if w, ok := store.(persistence.ConcurrentBatchWriter); ok {
+		opts.MaxInFlight = w.MaxConcurrentBatches
+	}
+	c := persistence.NewGroupCommitter(store, opts, logger, scope.SubScope("persistence"))
 	lc.Append(fx.StartStopHook(c.Start, c.Stop))
 	return c
 }

@@ -112,8 +112,10 @@ func (s *Store) WatchMembers(ctx context.Context, changed func()) error {
 
 // ReleaseShard implements persistence.MembershipStore. The UPDATE waits for the writes in
 // flight under rangeID (they hold the row FOR SHARE), so a release is recorded after them.
-func (s *Store) ReleaseShard(ctx context.Context, shardID int32, rangeID int64) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE shards SET released = TRUE WHERE shard_id = $1 AND range_id = $2`, shardID, rangeID)
+func (s *Store) ReleaseShard(ctx context.Context, shardID int32, rangeID int64, leasesNeedGrace bool) error {
+	tag, err := s.pool.Exec(ctx,
+		`UPDATE shards SET released = NOT $3, owner = CASE WHEN $3 THEN '' ELSE owner END WHERE shard_id = $1 AND range_id = $2`,
+		shardID, rangeID, leasesNeedGrace)
 	if err != nil {
 		return fmt.Errorf("postgres: release shard %d: %w", shardID, err)
 	}

@@ -21,7 +21,9 @@ func TestMembership(t *testing.T) {
 		b, err := s.RenewMember(ctx, persistence.ClusterMember{HostID: "b", HistoryAddress: "h-b", FrontendAddress: "f-b", StartTime: start}, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, time.Minute, b.Expiry.Sub(b.LastRenewal))
-		_, err = s.RenewMember(ctx, persistence.ClusterMember{HostID: "a", HistoryAddress: "h-a", StartTime: start}, 50*time.Millisecond)
+		// Long enough to be listed once on a loaded machine (50 ms was not), short enough to
+		// see it expire.
+		_, err = s.RenewMember(ctx, persistence.ClusterMember{HostID: "a", HistoryAddress: "h-a", StartTime: start}, 2*time.Second)
 		require.NoError(t, err)
 
 		members, err := s.ListMembers(ctx)
@@ -89,18 +91,35 @@ func TestMembership(t *testing.T) {
 		a, err := h.a.AcquireShard(ctx, 1, "host-a")
 		require.NoError(t, err)
 		require.False(t, a.Released)
-		require.NoError(t, h.a.ReleaseShard(ctx, 1, a.RangeID))
+		require.NoError(t, h.a.ReleaseShard(ctx, 1, a.RangeID, false))
 		b, err := h.b.AcquireShard(ctx, 1, "host-b")
 		require.NoError(t, err)
 		require.True(t, b.Released)
 
 		// A release by a fenced owner fails and does not mark the shard.
 		var lost *persistence.ShardOwnershipLostError
-		require.ErrorAs(t, h.a.ReleaseShard(ctx, 1, a.RangeID), &lost)
+		require.ErrorAs(t, h.a.ReleaseShard(ctx, 1, a.RangeID, false), &lost)
 		require.Equal(t, b.RangeID, lost.StoredRangeID)
 		c, err := h.a.AcquireShard(ctx, 1, "host-a")
 		require.NoError(t, err)
 		require.False(t, c.Released, "host-b crashed: it never released")
+	})
+
+	t.Run("AReleaseWhoseLeasesNeedGraceLeavesTheShardOwnerlessNotReleased", func(t *testing.T) {
+		t.Parallel()
+		h := newTwoHosts(t)
+		a, err := h.a.AcquireShard(ctx, 1, "host-a")
+		require.NoError(t, err)
+		require.NoError(t, h.a.ReleaseShard(ctx, 1, a.RangeID, true))
+		info, err := h.b.GetShard(ctx, 1)
+		require.NoError(t, err)
+		require.Empty(t, info.Owner, "nobody serves it: the next owner need not wait for a release")
+		require.False(t, info.Released)
+		require.Equal(t, a.RangeID, info.RangeID)
+		b, err := h.b.AcquireShard(ctx, 1, "host-b")
+		require.NoError(t, err)
+		require.False(t, b.Released, "the next owner applies the restart grace")
+		require.Equal(t, "host-b", b.Owner)
 	})
 }
 

@@ -135,8 +135,9 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 // its membership.
 const IdleInTransactionTimeout = 3 * time.Second
 
-// writeConns is the size of the pool that serves WriteBatch. The group committer sends one
-// batch at a time; the second connection serves another caller without a wait.
+// writeConns is the size of the pool that serves WriteBatch, and how many batches the group
+// committer runs at once (MaxConcurrentBatches): the next batch's pipeline overlaps the
+// previous batch's COMMIT.
 const writeConns = 2
 
 // Close closes the pools, waiting for connections in use to be returned.

@@ -78,6 +78,12 @@ const (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 )
 
+// MaxConcurrentBatches implements persistence.ConcurrentBatchWriter: each WriteBatch is its own
+// transaction on its own connection of the write pool, so the group committer may run as many
+// at once as the pool has connections (the next batch's pipeline then overlaps the previous
+// batch's COMMIT).
+func (s *Store) MaxConcurrentBatches() int { return writeConns }
+
 // WriteBatch implements persistence.ExecutionStore.
 //
 // All writes share one transaction, so one commit and one WAL flush. A write that fails a check
