@@ -36,7 +36,7 @@ test-short:
 
 # Rewrites README.md's metrics table from the declarations (a test fails when it is stale).
 metrics-doc:
-	$(GO) run ./common/metrics/cmd/metricsdoc README.md
+	$(GO) run ./cmd/metricsdoc README.md
 
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.
 proto:

@@ -2,7 +2,7 @@
 // markers of common/metrics (DocBegin, DocEnd), so that the documented names are the exported
 // ones. Run it from the repository root after declaring a metric:
 //
-//	go run ./common/metrics/cmd/metricsdoc [-check] [README.md]
+//	go run ./cmd/metricsdoc [-check] [README.md]
 //
 // With -check it changes nothing and exits 1 when the file is out of date.
 package main
@@ -31,7 +31,7 @@ func main() {
 		os.Exit(1)
 	}
 	if changed && *check {
-		fmt.Fprintf(os.Stderr, "metricsdoc: %s's metrics table differs from the declarations; run go run ./common/metrics/cmd/metricsdoc\n", path)
+		fmt.Fprintf(os.Stderr, "metricsdoc: %s's metrics table differs from the declarations; run go run ./cmd/metricsdoc\n", path)
 		os.Exit(1)
 	}
 }
