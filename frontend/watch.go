@@ -134,9 +134,11 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 		if !overflow {
 			return err
 		}
-		// Fell behind its buffer: start over with a fresh subscription and snapshot.
+		// Fell behind its buffer, or the hub lost events of a history host: start over with a
+		// fresh subscription and snapshot.
+		resync = sub.ResyncReason()
 		sub, pos, _ = hub.Subscribe(ns.ID, 0, 0, every)
-		needSnapshot, resync = true, "the watcher fell behind"
+		needSnapshot = true
 	}
 }
 
