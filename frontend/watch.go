@@ -103,7 +103,7 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 	defer func() { open.Update(float64(h.watchers.Add(-1))) }()
 	sent := metrics.WatchEventsSent.With(scope)
 
-	w := &watcher{ns: ns, query: func(r *workerpb.WorkerRecord) bool { return matchesQuery(q, r) }, shown: make(map[string]bool), epoch: hub.Epoch()}
+	w := &watcher{ns: ns, query: func(r *workerpb.WorkerRecord) bool { return matchesQuery(q, r) }, shown: make(map[string]*workerpb.WorkerState), epoch: hub.Epoch()}
 	emit := func(ev *livenesspb.WorkerEvent) error {
 		sent.Inc(1)
 		return send(ev)
@@ -123,7 +123,7 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 			}
 		}
 		if needSnapshot {
-			w.shown = make(map[string]bool)
+			w.shown = make(map[string]*workerpb.WorkerState)
 			if err := h.snapshot(ctx, w, pos, emit); err != nil {
 				sub.Close()
 				return err
@@ -145,9 +145,11 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 type watcher struct {
 	ns    *namespace.Namespace
 	query func(*workerpb.WorkerRecord) bool
-	// shown: workers this watcher was told about that matched; a worker that stops matching
-	// gets one more event (it leaves the view), then no more.
-	shown  map[string]bool
+	// shown: workers this watcher was told about that matched, with the state it was shown; a
+	// worker that stops matching gets one more event (it leaves the view), then no more. An
+	// event with an older state than the one shown (watch.Older: a change committed before the
+	// snapshot read the worker, relayed after it) is not sent: a worker never goes back.
+	shown  map[string]*workerpb.WorkerState
 	epoch  uint64
 	latest uint64
 }
@@ -164,7 +166,7 @@ func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, 
 			return
 		}
 		wl := workerLiveness(record)
-		w.shown[wl.GetWorkerInstanceKey()] = true
+		w.shown[wl.GetWorkerInstanceKey()] = record.GetState()
 		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Cursor: c, Time: now, Worker: wl,
 			HostName: record.GetState().GetLastHeartbeat().GetHostInfo().GetHostName()})
 	})
@@ -214,11 +216,12 @@ func (w *watcher) convert(ev watch.Event) *livenesspb.WorkerEvent {
 	}
 	record := &workerpb.WorkerRecord{WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State}
 	matches := ev.Kind != watch.KindDeleted && w.query(record)
-	if !matches && !w.shown[ev.WorkerInstanceKey] {
+	shown := w.shown[ev.WorkerInstanceKey]
+	if (!matches && shown == nil) || (shown != nil && watch.Older(ev.State, shown)) {
 		return nil
 	}
 	if matches {
-		w.shown[ev.WorkerInstanceKey] = true
+		w.shown[ev.WorkerInstanceKey] = ev.State
 	} else {
 		delete(w.shown, ev.WorkerInstanceKey)
 	}
