@@ -116,8 +116,9 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 	for {
 		if resync != "" {
 			metrics.WatchResyncs.With(scope).Inc(1)
+			// No cursor until SNAPSHOT_END: a stream broken during the snapshot starts over.
 			if err := emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC,
-				Cursor: cursor{w.epoch, pos}.String(), Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
+				Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
 				sub.Close()
 				return err
 			}
@@ -154,8 +155,9 @@ type watcher struct {
 	latest uint64
 }
 
-// snapshot sends every matching worker that is not CLEANED_UP, then SNAPSHOT_END, all with the
-// cursor of the subscription's start.
+// snapshot sends every matching worker that is not CLEANED_UP, then SNAPSHOT_END with the
+// cursor of the subscription's start. SNAPSHOT events carry no cursor: a client whose stream
+// breaks before SNAPSHOT_END has an incomplete view, and must not resume it.
 func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, emit func(*livenesspb.WorkerEvent) error) error {
 	w.latest = pos
 	c := cursor{w.epoch, pos}.String()
@@ -167,7 +169,7 @@ func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, 
 		}
 		wl := workerLiveness(record)
 		w.shown[wl.GetWorkerInstanceKey()] = record.GetState()
-		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Cursor: c, Time: now, Worker: wl,
+		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Time: now, Worker: wl,
 			HostName: record.GetState().GetLastHeartbeat().GetHostInfo().GetHostName()})
 	})
 	if err = cmpErr(sendErr, err); err != nil {

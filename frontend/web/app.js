@@ -39,7 +39,8 @@ function connect() {
   view.source = src;
   setConn("connecting…", "");
   src.onopen = () => setConn("live", "live");
-  src.onerror = () => setConn("reconnecting…", "down");
+  // A snapshot cut short is dropped: the stream starts it over (its events carry no cursor).
+  src.onerror = () => { view.building = null; setConn("reconnecting…", "down"); };
   src.onmessage = (m) => onEvent(JSON.parse(m.data));
   src.addEventListener("failure", (m) => {
     const f = JSON.parse(m.data);
