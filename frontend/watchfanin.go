@@ -139,11 +139,15 @@ type logStream interface {
 // has ended. It returns having recorded a gap if events may have been lost.
 func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 	var epoch, seq uint64 // the cursor: the last event relayed (epoch 0: none yet)
+	// clean: the last stream ended with the host's end marker (a graceful stop), so the host
+	// may leave without a gap.
+	clean := false
 	backoff := watchRetryInitial
 	logger := f.logger.With(zap.String("watch-host", feed.host.ID))
 	for {
 		stream, streamEpoch, position, resumed, err := f.open(feed, local, epoch, seq)
 		if err == nil {
+			clean = false
 			if !resumed {
 				f.hub.Gap(fmt.Sprintf("events of history host %s were lost (it restarted, or the frontend fell behind it)", feed.host.ID))
 			}
@@ -155,7 +159,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 			if end {
 				// Graceful stop: nothing was lost. A process that comes back under the same
 				// address is read from its first event.
-				epoch, seq = 0, 0
+				epoch, seq, clean = 0, 0, true
 				select {
 				case <-feed.left:
 					return
@@ -168,7 +172,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 		}
 		select {
 		case <-feed.left:
-			if err != nil {
+			if !clean {
 				logger.Info("live view: a history host left before its change stream ended", tag.Error(err))
 				f.hub.Gap(fmt.Sprintf("history host %s left the cluster and some of its events may be lost", feed.host.ID))
 			}

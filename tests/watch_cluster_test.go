@@ -77,12 +77,19 @@ func (w *clusterWatch) waitFor(t *testing.T, from int, typ livenesspb.WorkerEven
 	return found
 }
 
-// of returns the types of the events in [from, to) that name key.
+// of returns the types of the events in [from, to) that name key (a worker or a host); with
+// key "", the reasons of the RESYNC events.
 func (w *clusterWatch) of(from, to int, key string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 	for _, ev := range w.events[from:to] {
+		if key == "" {
+			if ev.GetType() == livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC {
+				out = append(out, ev.GetReason())
+			}
+			continue
+		}
 		if ev.GetWorker().GetWorkerInstanceKey() == key || (ev.GetWorker() == nil && ev.GetHostName() == key) {
 			out = append(out, strings.TrimPrefix(ev.GetType().String(), "WORKER_EVENT_TYPE_"))
 		}
@@ -98,9 +105,10 @@ func (w *clusterWatch) event(i int) *livenesspb.WorkerEvent {
 
 // TestWatchClusterFanIn: three hosts on one PostgreSQL; a watcher connected to host 1 sees,
 // in order, the changes of workers whose shards are host 2's and host 3's; the machine the
-// workers run on is online while any of them is ACTIVE on any host. When host 3 crashes, the
-// watcher is told to resync (host 3's last events may be lost with it), gets a fresh snapshot,
-// and then the changes that the shards' new owners commit.
+// workers run on is online while any of them is ACTIVE on any host. When host 2 stops
+// gracefully, its worker's changes go on from the shard's next owner without a resync. When
+// host 3 crashes, the watcher is told to resync (host 3's last events may be lost with it),
+// gets a fresh snapshot, and then the changes that the shard's new owner commits.
 func TestWatchClusterFanIn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("functional test")
@@ -155,53 +163,83 @@ func TestWatchClusterFanIn(t *testing.T) {
 	require.Equal(t, []string{"HOST_ONLINE"}, w.of(start, i, machine),
 		"the machine stays online: its worker on host 3's shard is ACTIVE")
 
-	// Host 3 crashes while its worker keeps heartbeating (through host 1).
-	beating, stopBeating := context.WithCancel(ctx)
-	beaten := make(chan struct{})
-	go func() {
-		defer close(beaten)
-		for beating.Err() == nil {
-			_ = beat(onHost3) // fails while the shard has no owner
-			select {
-			case <-beating.Done():
-			case <-time.After(200 * time.Millisecond):
+	// keepBeating heartbeats key through host 1 until the returned function is called.
+	keepBeating := func(key string) func() {
+		beating, stopBeating := context.WithCancel(ctx)
+		beaten := make(chan struct{})
+		go func() {
+			defer close(beaten)
+			for beating.Err() == nil {
+				_ = beat(key) // fails while the shard has no owner
+				select {
+				case <-beating.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
-		}
-	}()
+		}()
+		return func() { stopBeating(); <-beaten }
+	}
+
+	// Host 2 stops gracefully while a worker of its shards heartbeats: it sends every change
+	// before it goes, the shard's next owner reports the next ones, and the watcher needs no
+	// resync.
+	onHost2b := keyOn("host-2", "watched-c")
+	require.NoError(t, beat(onHost2b))
+	moved := w.waitFor(t, i, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_REGISTERED, onHost2b)
+	stop := keepBeating(onHost2b)
+	hosts[1].Stop()
+	testcluster.WaitForOwnership(t, hosts[0], hosts[2])
+	stop()
+	shutdown(onHost2b)
+	i = w.waitFor(t, moved, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_INACTIVE, onHost2b)
+	seq := w.of(moved, i+1, onHost2b)
+	require.Equal(t, "REGISTERED", seq[0])
+	require.Equal(t, "INACTIVE", seq[len(seq)-1])
+	for _, typ := range seq[1 : len(seq)-1] {
+		require.Equal(t, "HEARTBEAT", typ, "%v", seq)
+	}
+	requireForward(t, w, onHost2b, moved, i+1)
+	require.Empty(t, w.of(start, i+1, ""), "no RESYNC: a graceful stop loses nothing")
+
+	// Host 3 crashes while its worker keeps heartbeating (through host 1).
+	stop = keepBeating(onHost3)
 	hosts[2].Crash()
-	testcluster.WaitForOwnership(t, hosts[0], hosts[1])
+	testcluster.WaitForOwnership(t, hosts[0])
 	resync := w.waitFor(t, i, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC, "")
 	require.Contains(t, w.event(resync).GetReason(), "host-3")
 	// A fresh snapshot (after a reopened stream if the first snapshot met the takeover)…
 	end := w.waitFor(t, resync, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, "")
 	// …then the heartbeats the new owner records, and the shutdown.
 	w.waitFor(t, end, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_HEARTBEAT, onHost3)
-	stopBeating()
-	<-beaten
+	stop()
 	shutdown(onHost3)
 	last := w.waitFor(t, end, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_INACTIVE, onHost3)
 	offline := w.waitFor(t, last, livenesspb.WorkerEventType_WORKER_EVENT_TYPE_HOST_OFFLINE, machine)
 	require.Equal(t, last+1, offline, "the machine goes offline with its last ACTIVE worker")
 
-	// Host 3's worker never went back: its heartbeat count only grew, before and after the
-	// resync, and the last snapshot showed it ACTIVE.
-	var snapshot *livenesspb.WorkerEvent
-	check := func(from, to int) {
-		var token int64
-		for j := from; j < to; j++ {
-			ev := w.event(j)
-			if ev.GetWorker().GetWorkerInstanceKey() != onHost3 {
-				continue
-			}
-			if ev.GetType() == livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT {
-				snapshot = ev
-			}
-			require.GreaterOrEqual(t, ev.GetWorker().GetConflictToken(), token, "event %d (%s) went back", j, ev.GetType())
-			token = ev.GetWorker().GetConflictToken()
-		}
-	}
-	check(start, resync)
-	check(resync, last+1)
+	// Host 3's worker never went back, before and after the resync, and the last snapshot
+	// showed it ACTIVE.
+	requireForward(t, w, onHost3, start, resync)
+	snapshot := requireForward(t, w, onHost3, resync, last+1)
 	require.NotNil(t, snapshot, "the snapshot after the resync shows host 3's worker")
 	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_ACTIVE, snapshot.GetWorker().GetState())
+}
+
+// requireForward checks that the events of worker key in [from, to) never go back (each
+// heartbeat counts up the conflict token); it returns the last SNAPSHOT of the worker.
+func requireForward(t *testing.T, w *clusterWatch, key string, from, to int) (snapshot *livenesspb.WorkerEvent) {
+	t.Helper()
+	var token int64
+	for j := from; j < to; j++ {
+		ev := w.event(j)
+		if ev.GetWorker().GetWorkerInstanceKey() != key {
+			continue
+		}
+		if ev.GetType() == livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT {
+			snapshot = ev
+		}
+		require.GreaterOrEqual(t, ev.GetWorker().GetConflictToken(), token, "event %d (%s) went back", j, ev.GetType())
+		token = ev.GetWorker().GetConflictToken()
+	}
+	return snapshot
 }
