@@ -149,6 +149,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 		if err == nil {
 			clean = false
 			if !resumed {
+				logger.Info("live view: events of a history host were lost; watchers resync")
 				f.hub.Gap(fmt.Sprintf("events of history host %s were lost (it restarted, or the frontend fell behind it)", feed.host.ID))
 			}
 			epoch, seq = streamEpoch, position
