@@ -129,9 +129,10 @@ func (h *hostFeed) leave() { h.leftOnce.Do(func() { close(h.left) }) }
 
 // logStream is an open subscription to one host's log.
 type logStream interface {
-	// recv returns the next events; end: the host stopped after sending all it had;
-	// overflow: the host dropped this subscription's backlog.
-	recv(ctx context.Context) (events []watch.Event, end, overflow bool, err error)
+	// recv returns the next events and the host's cursor after them (0: not a point to resume
+	// after); end: the host stopped after sending all it had; overflow: the host dropped this
+	// subscription's backlog.
+	recv(ctx context.Context) (events []watch.Event, cursor uint64, end, overflow bool, err error)
 	close()
 }
 
@@ -211,10 +212,12 @@ func (f *WatchFanin) relay(feed *hostFeed, stream logStream, seq *uint64) (end b
 		}
 	}()
 	for {
-		events, end, overflow, err := stream.recv(ctx)
+		events, cursor, end, overflow, err := stream.recv(ctx)
 		if len(events) > 0 {
 			f.hub.Relay(events...)
-			*seq = events[len(events)-1].Seq
+		}
+		if cursor > 0 {
+			*seq = cursor
 		}
 		switch {
 		case err != nil:
@@ -254,9 +257,9 @@ func (f *WatchFanin) open(feed *hostFeed, local bool, epoch, seq uint64) (stream
 
 type localLog struct{ sub *watch.Subscription }
 
-func (l localLog) recv(ctx context.Context) ([]watch.Event, bool, bool, error) {
-	events, _, overflow, err := l.sub.Next(ctx)
-	return events, false, overflow, err
+func (l localLog) recv(ctx context.Context) ([]watch.Event, uint64, bool, bool, error) {
+	events, cursor, overflow, err := l.sub.Next(ctx)
+	return events, cursor, false, overflow, err
 }
 
 func (l localLog) close() { l.sub.Close() }
@@ -266,7 +269,7 @@ type remoteLog struct {
 	cancel context.CancelFunc
 }
 
-func (r *remoteLog) recv(ctx context.Context) ([]watch.Event, bool, bool, error) {
+func (r *remoteLog) recv(ctx context.Context) ([]watch.Event, uint64, bool, bool, error) {
 	stop := context.AfterFunc(ctx, r.cancel)
 	defer stop()
 	resp, err := r.stream.Recv()
@@ -274,13 +277,13 @@ func (r *remoteLog) recv(ctx context.Context) ([]watch.Event, bool, bool, error)
 		err = errors.New("the change stream ended without its end marker")
 	}
 	if err != nil {
-		return nil, false, false, err
+		return nil, 0, false, false, err
 	}
 	events := make([]watch.Event, len(resp.GetChanges()))
 	for i, c := range resp.GetChanges() {
 		events[i] = watch.EventFromProto(c)
 	}
-	return events, resp.GetEnd(), resp.GetOverflow(), nil
+	return events, resp.GetCursor(), resp.GetEnd(), resp.GetOverflow(), nil
 }
 
 func (r *remoteLog) close() { r.cancel() }

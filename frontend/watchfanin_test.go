@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -188,4 +189,33 @@ func TestWatchFaninMergesHosts(t *testing.T) {
 	b.server.Stop()
 	members.set(self)
 	require.Contains(t, expectResync(t, sub), "history host b left the cluster")
+}
+
+// TestWatchFaninLargeBatches: a backlog larger than one response arrives whole, and the
+// stream resumes after it, without repeating any of it.
+func TestWatchFaninLargeBatches(t *testing.T) {
+	active := workerpb.WorkerStatus_WORKER_STATUS_ACTIVE
+	ts := clock.NewRealTimeSource()
+	self := membership.Host{ID: "a", HistoryAddress: "in-process"}
+	b := startRemoteHost(t, "b", "127.0.0.1:0", watch.NewHub(watch.Options{TimeSource: ts}))
+	var want []string
+	for i := range 700 {
+		key := fmt.Sprint("w-", i)
+		publishTo(b.hub, worker.ChangeRegistered, key, fanState(active, "m1", 1, 0))
+		want = append(want, "REGISTERED:"+key)
+		if i == 0 {
+			want = append(want, "HOST_ONLINE:m1")
+		}
+	}
+	members := &fanMembers{self: self, members: []membership.Host{self, b.host}, subs: map[chan struct{}]struct{}{}}
+	sub, _, _ := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members).Hub().Subscribe("ns", 0, 0, 0)
+	defer sub.Close()
+	expectEvents(t, sub, want...)
+
+	b.server.Stop()
+	publishTo(b.hub, worker.ChangeHeartbeat, "w-1", fanState(active, "m1", 2, 0))
+	b = startRemoteHost(t, "b", b.host.HistoryAddress, b.hub)
+	expectEvents(t, sub, "HEARTBEAT:w-1")
+	publishTo(b.hub, worker.ChangeHeartbeat, "w-2", fanState(active, "m1", 2, 0))
+	expectEvents(t, sub, "HEARTBEAT:w-2") // nothing repeated in between
 }

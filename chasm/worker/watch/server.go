@@ -58,12 +58,18 @@ func (s *Server) WatchChanges(req *workerpb.WatchChangesRequest, stream grpc.Ser
 		case <-ctx.Done():
 		}
 	}()
-	send := func(events []Event) error {
+	// send sends a batch of Next, whose cursor goes on its last response only: within a batch
+	// a worker's heartbeat may stand in the place of an earlier one, so a part of a batch is no
+	// point to resume after.
+	send := func(events []Event, cursor uint64) error {
 		for len(events) > 0 {
 			n := min(len(events), maxChangesPerResponse)
 			resp := &workerpb.WatchChangesResponse{Epoch: epoch, Changes: make([]*workerpb.WatchChange, n)}
 			for i, ev := range events[:n] {
 				resp.Changes[i] = EventToProto(ev)
+			}
+			if n == len(events) {
+				resp.Cursor = cursor
 			}
 			if err := stream.Send(resp); err != nil {
 				return err
@@ -73,14 +79,14 @@ func (s *Server) WatchChanges(req *workerpb.WatchChangesRequest, stream grpc.Ser
 		return nil
 	}
 	for {
-		events, _, overflow, err := sub.Next(ctx)
+		events, cursor, overflow, err := sub.Next(ctx)
 		if overflow {
 			return stream.Send(&workerpb.WatchChangesResponse{Epoch: epoch, Overflow: true})
 		}
 		if err != nil {
 			break
 		}
-		if err := send(events); err != nil {
+		if err := send(events, cursor); err != nil {
 			return err
 		}
 	}
@@ -93,14 +99,14 @@ func (s *Server) WatchChanges(req *workerpb.WatchChangesRequest, stream grpc.Ser
 	// Stopping gracefully: what is buffered is all there will be (Next returns it before
 	// looking at the ended context).
 	for {
-		events, _, overflow, err := sub.Next(ctx)
+		events, cursor, overflow, err := sub.Next(ctx)
 		if overflow {
 			return stream.Send(&workerpb.WatchChangesResponse{Epoch: epoch, Overflow: true})
 		}
 		if err != nil {
 			return stream.Send(&workerpb.WatchChangesResponse{Epoch: epoch, End: true})
 		}
-		if err := send(events); err != nil {
+		if err := send(events, cursor); err != nil {
 			return err
 		}
 	}

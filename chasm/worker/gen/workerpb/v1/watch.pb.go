@@ -89,7 +89,11 @@ type WatchChangesResponse struct {
 	// The host is stopping and every change it committed has been sent; the stream ends.
 	End bool `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
 	// On the first response: the number of the event before the first one the stream sends.
-	Position      uint64 `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"`
+	Position uint64 `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"`
+	// Once this response is received, every event up to this number has been sent (or replaced
+	// by a later heartbeat of the same worker): the point to resume after. 0 on a response that
+	// is not such a point (a part of a batch larger than one response).
+	Cursor        uint64 `protobuf:"varint,7,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +166,13 @@ func (x *WatchChangesResponse) GetEnd() bool {
 func (x *WatchChangesResponse) GetPosition() uint64 {
 	if x != nil {
 		return x.Position
+	}
+	return 0
+}
+
+func (x *WatchChangesResponse) GetCursor() uint64 {
+	if x != nil {
+		return x.Cursor
 	}
 	return 0
 }
@@ -275,14 +286,15 @@ const file_chasm_worker_proto_v1_watch_proto_rawDesc = "" +
 	"!chasm/worker/proto/v1/watch.proto\x12\x0fvigil.worker.v1\x1a!chasm/worker/proto/v1/state.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"A\n" +
 	"\x13WatchChangesRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05after\x18\x02 \x01(\x04R\x05after\"\xc8\x01\n" +
+	"\x05after\x18\x02 \x01(\x04R\x05after\"\xe0\x01\n" +
 	"\x14WatchChangesResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aresumed\x18\x02 \x01(\bR\aresumed\x126\n" +
 	"\achanges\x18\x03 \x03(\v2\x1c.vigil.worker.v1.WatchChangeR\achanges\x12\x1a\n" +
 	"\boverflow\x18\x04 \x01(\bR\boverflow\x12\x10\n" +
 	"\x03end\x18\x05 \x01(\bR\x03end\x12\x1a\n" +
-	"\bposition\x18\x06 \x01(\x04R\bposition\"\x9d\x02\n" +
+	"\bposition\x18\x06 \x01(\x04R\bposition\x12\x16\n" +
+	"\x06cursor\x18\a \x01(\x04R\x06cursor\"\x9d\x02\n" +
 	"\vWatchChange\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
