@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,6 +149,10 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 	for {
 		stream, streamEpoch, position, resumed, err := f.open(feed, local, epoch, seq)
 		if err == nil {
+			if clean && streamEpoch != epoch && position == 0 {
+				// The host stopped gracefully and came back: its new log, whole, follows.
+				resumed = true
+			}
 			clean = false
 			if !resumed {
 				logger.Info("live view: events of a history host were lost; watchers resync")
@@ -159,9 +164,10 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 			end, err = f.relay(feed, stream, &seq)
 			stream.close()
 			if end {
-				// Graceful stop: nothing was lost. A process that comes back under the same
-				// address is read from its first event.
-				epoch, seq, clean = 0, 0, true
+				// Graceful stop: nothing was lost. The cursor stays: the same process has
+				// nothing more to send, a new one under the same address is read from its
+				// first event.
+				clean = true
 				select {
 				case <-feed.left:
 					return
@@ -213,6 +219,9 @@ func (f *WatchFanin) relay(feed *hostFeed, stream logStream, seq *uint64) (end b
 	}()
 	for {
 		events, cursor, end, overflow, err := stream.recv(ctx)
+		// Every event up to the cursor was relayed already: a stream resumes after it, so this
+		// only guards against a host that sends an event again.
+		events = slices.DeleteFunc(events, func(ev watch.Event) bool { return ev.Seq <= *seq })
 		if len(events) > 0 {
 			f.hub.Relay(events...)
 		}

@@ -175,15 +175,23 @@ func TestWatchFaninMergesHosts(t *testing.T) {
 	b = startRemoteHost(t, "b", b.host.HistoryAddress, b.hub)
 	expectEvents(t, sub, "RESURRECTED:w-b", "HOST_ONLINE:m1")
 
-	// A graceful stop sends everything, then ends: nothing lost, no resync.
+	// A graceful stop sends everything, then ends: nothing lost, no resync; a stopping host
+	// takes no new stream (it would send its log again).
 	publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", 6, 1))
-	members.set(self)
 	b.ws.Stop(true)
 	expectEvents(t, sub, "HEARTBEAT:w-b")
-	// The host comes back (a new process, its log starts over) and crashes.
+	b.server.GracefulStop()
+	// The host comes back under the same address (a new process: its log starts over).
+	b = startRemoteHost(t, "b", b.host.HistoryAddress, watch.NewHub(watch.Options{TimeSource: ts}))
+	publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", 7, 1))
+	expectEvents(t, sub, "HEARTBEAT:w-b")
+	// It stops gracefully and leaves; it comes back under another address, and crashes.
+	members.set(self)
+	b.ws.Stop(true)
+	b.server.GracefulStop()
 	b = startRemoteHost(t, "b", "127.0.0.1:0", watch.NewHub(watch.Options{TimeSource: ts}))
 	members.set(self, b.host)
-	publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", 7, 1))
+	publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", 8, 1))
 	expectEvents(t, sub, "HEARTBEAT:w-b")
 	b.ws.Stop(false)
 	b.server.Stop()

@@ -97,6 +97,19 @@ func (w *clusterWatch) of(from, to int, key string) []string {
 	return out
 }
 
+// dump lists every event of key, for a failure message.
+func (w *clusterWatch) dump(key string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for i, ev := range w.events {
+		if ev.GetWorker().GetWorkerInstanceKey() == key || ev.GetType() == livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC {
+			fmt.Fprintf(&b, "%d %s cursor=%s time=%s token=%d\n", i, ev.GetType(), ev.GetCursor(), ev.GetTime().AsTime().Format("15:04:05.000000"), ev.GetWorker().GetConflictToken())
+		}
+	}
+	return b.String()
+}
+
 func (w *clusterWatch) event(i int) *livenesspb.WorkerEvent {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -199,7 +212,7 @@ func TestWatchClusterFanIn(t *testing.T) {
 	require.Equal(t, "REGISTERED", seq[0])
 	require.Equal(t, "INACTIVE", seq[len(seq)-1])
 	for _, typ := range seq[1 : len(seq)-1] {
-		require.Equal(t, "HEARTBEAT", typ, "%v", seq)
+		require.Equal(t, "HEARTBEAT", typ, "%v\n%s", seq, w.dump(onHost2b))
 	}
 	requireForward(t, w, onHost2b, moved, i+1)
 	require.Empty(t, w.of(start, i+1, ""), "no RESYNC: a graceful stop loses nothing")

@@ -43,6 +43,12 @@ func (s *Server) Stop(drain bool) {
 
 // WatchChanges implements workerpb.WorkerWatchServiceServer.
 func (s *Server) WatchChanges(req *workerpb.WatchChangesRequest, stream grpc.ServerStreamingServer[workerpb.WatchChangesResponse]) error {
+	select {
+	case <-s.stopping:
+		// Its streams have ended: a new one would only send again what they sent.
+		return serviceerror.NewUnavailable("the history host is stopping")
+	default:
+	}
 	sub, position, resumed := s.hub.SubscribeLog(req.GetEpoch(), req.GetAfter())
 	defer sub.Close()
 	epoch := s.hub.Epoch()
