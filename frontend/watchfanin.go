@@ -39,6 +39,8 @@ type WatchFanin struct {
 	monitor membership.Monitor
 	dial    func(address string) (grpc.ClientConnInterface, error)
 	logger  *zap.Logger
+	// leaveGrace is how long a host that left may still send on an open stream.
+	leaveGrace time.Duration
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -46,6 +48,14 @@ type WatchFanin struct {
 
 	mu    sync.Mutex
 	feeds map[string]*hostFeed // host ID →
+	// cursors keeps where the last feed of a host stopped, for the next one (a host that left
+	// and came back resumes where it was instead of sending its log again).
+	cursors map[string]feedCursor
+}
+
+type feedCursor struct {
+	epoch, seq uint64
+	clean      bool
 }
 
 // hostFeed follows one host's log.
@@ -54,14 +64,30 @@ type hostFeed struct {
 	// left is closed when the host is no longer a member.
 	left     chan struct{}
 	leftOnce sync.Once
+	// ctx ends with the fan-in, or when the host came back and a new feed takes over from
+	// this one's cursor (no gap: the new one resumes).
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *hostFeed) leave() { h.leftOnce.Do(func() { close(h.left) }) }
+
+func (h *hostFeed) hasLeft() bool {
+	select {
+	case <-h.left:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewWatchFanin feeds hub from local (this process's history hub; nil when it has none) and
 // every other member of monitor, reached through dial (history.Router.ConnForHost).
 func NewWatchFanin(hub, local *watch.Hub, monitor membership.Monitor, dial func(address string) (grpc.ClientConnInterface, error), logger *zap.Logger) *WatchFanin {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &WatchFanin{hub: hub, local: local, monitor: monitor, dial: dial, logger: logger, ctx: ctx, cancel: cancel,
-		feeds: make(map[string]*hostFeed)}
+	return &WatchFanin{hub: hub, local: local, monitor: monitor, dial: dial, logger: logger, leaveGrace: watchLeaveGrace, ctx: ctx, cancel: cancel,
+		feeds: make(map[string]*hostFeed), cursors: make(map[string]feedCursor)}
 }
 
 // Hub is the merged hub the watchers subscribe to.
@@ -92,26 +118,56 @@ func (f *WatchFanin) Stop() {
 	f.wg.Wait()
 }
 
-// sync starts a feed for every member that has none and tells the feeds of hosts that left.
+// sync starts a feed for every member that has none (or whose feed saw it leave: it came
+// back) and tells the feeds of hosts that left.
 func (f *WatchFanin) sync() {
 	members := f.monitor.Members()
 	self := f.monitor.Self().ID
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.ctx.Err() != nil {
+		return
+	}
 	live := make(map[string]bool, len(members))
 	for _, h := range members {
 		live[h.ID] = true
-		if feed, ok := f.feeds[h.ID]; ok && feed.host.HistoryAddress == h.HistoryAddress {
+		old, ok := f.feeds[h.ID]
+		if ok && old.host.HistoryAddress == h.HistoryAddress && !old.hasLeft() {
 			continue
-		} else if ok {
-			feed.leave() // same ID at another address: a new process
 		}
-		feed := &hostFeed{host: h, left: make(chan struct{})}
+		ctx, cancel := context.WithCancel(f.ctx)
+		feed := &hostFeed{host: h, left: make(chan struct{}), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 		f.feeds[h.ID] = feed
+		var wait <-chan struct{}
+		fresh := false
+		switch {
+		case !ok:
+		case old.host.HistoryAddress == h.HistoryAddress:
+			// It left and came back (a lapse of its membership): the new feed resumes from the
+			// old one's cursor, once the old one has stopped.
+			old.cancel()
+			wait = old.done
+		default:
+			// Same ID at another address: a new process, read from its first event; the old
+			// one's stream ends as a departed host's does.
+			old.leave()
+			fresh = true
+		}
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			f.follow(feed, h.ID == self && f.local != nil)
+			defer close(feed.done)
+			defer cancel()
+			if wait != nil {
+				<-wait
+			}
+			var start feedCursor
+			if !fresh {
+				f.mu.Lock()
+				start = f.cursors[h.ID]
+				f.mu.Unlock()
+			}
+			f.follow(feed, h.ID == self && f.local != nil, start)
 			f.mu.Lock()
 			if f.feeds[h.ID] == feed {
 				delete(f.feeds, h.ID)
@@ -126,8 +182,6 @@ func (f *WatchFanin) sync() {
 	}
 }
 
-func (h *hostFeed) leave() { h.leftOnce.Do(func() { close(h.left) }) }
-
 // logStream is an open subscription to one host's log.
 type logStream interface {
 	// recv returns the next events and the host's cursor after them (0: not a point to resume
@@ -139,11 +193,18 @@ type logStream interface {
 
 // follow relays one host's log until the fan-in stops, or the host has left and its stream
 // has ended. It returns having recorded a gap if events may have been lost.
-func (f *WatchFanin) follow(feed *hostFeed, local bool) {
-	var epoch, seq uint64 // the cursor: the last event relayed (epoch 0: none yet)
-	// clean: the last stream ended with the host's end marker (a graceful stop), so the host
-	// may leave without a gap.
-	clean := false
+func (f *WatchFanin) follow(feed *hostFeed, local bool, last feedCursor) {
+	// epoch, seq: the cursor, up to which the host's log was relayed (epoch 0: none yet).
+	// clean: nothing the host sent is unaccounted for: the last stream ended with the host's
+	// end marker (a graceful stop), or the loss was recorded as a gap already; so the host may
+	// leave without a gap, and a new process of it is read from its first event without one.
+	epoch, seq, clean := last.epoch, last.seq, last.clean
+	defer func() {
+		f.mu.Lock()
+		f.cursors[feed.host.ID] = feedCursor{epoch, seq, clean}
+		f.mu.Unlock()
+	}()
+	stopped := func() bool { return feed.ctx.Err() != nil } // the fan-in stopped, or replaced
 	backoff := watchRetryInitial
 	logger := f.logger.With(zap.String("watch-host", feed.host.ID))
 	for {
@@ -175,7 +236,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 				}
 			}
 		}
-		if f.ctx.Err() != nil {
+		if stopped() {
 			return
 		}
 		select {
@@ -183,6 +244,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 			if !clean {
 				logger.Info("live view: a history host left before its change stream ended", tag.Error(err))
 				f.hub.Gap(fmt.Sprintf("history host %s left the cluster and some of its events may be lost", feed.host.ID))
+				clean = true
 			}
 			return
 		default:
@@ -191,7 +253,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 			logger.Debug("live view: change stream broken; reopening", tag.Error(err))
 		}
 		select {
-		case <-f.ctx.Done():
+		case <-feed.ctx.Done():
 			return
 		case <-feed.left:
 		case <-time.After(backoff):
@@ -202,7 +264,7 @@ func (f *WatchFanin) follow(feed *hostFeed, local bool) {
 
 // relay copies a stream's events to the hub, advancing seq, until the stream ends.
 func (f *WatchFanin) relay(feed *hostFeed, stream logStream, seq *uint64) (end bool, err error) {
-	ctx, cancel := context.WithCancel(f.ctx)
+	ctx, cancel := context.WithCancel(feed.ctx)
 	defer cancel()
 	go func() {
 		// A host that left gets a grace to finish: its shards' new owners are reporting already.
@@ -213,7 +275,7 @@ func (f *WatchFanin) relay(feed *hostFeed, stream logStream, seq *uint64) (end b
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(watchLeaveGrace):
+		case <-time.After(f.leaveGrace):
 			cancel()
 		}
 	}()
@@ -250,7 +312,7 @@ func (f *WatchFanin) open(feed *hostFeed, local bool, epoch, seq uint64) (stream
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
+	ctx, cancel := context.WithCancel(feed.ctx)
 	client, err := workerpb.NewWorkerWatchServiceClient(conn).WatchChanges(ctx, &workerpb.WatchChangesRequest{Epoch: epoch, After: seq})
 	if err != nil {
 		cancel()

@@ -136,6 +136,7 @@ func newTestFanin(t *testing.T, local *watch.Hub, members *fanMembers) *WatchFan
 		return grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	f := NewWatchFanin(watch.NewHub(watch.Options{TimeSource: clock.NewRealTimeSource()}), local, members, dial, zap.NewNop())
+	f.leaveGrace = 20 * time.Millisecond
 	f.Start()
 	t.Cleanup(f.Stop)
 	return f
@@ -226,4 +227,37 @@ func TestWatchFaninLargeBatches(t *testing.T) {
 	expectEvents(t, sub, "HEARTBEAT:w-1")
 	publishTo(b.hub, worker.ChangeHeartbeat, "w-2", fanState(active, "m1", 2, 0))
 	expectEvents(t, sub, "HEARTBEAT:w-2") // nothing repeated in between
+}
+
+// TestWatchFaninHostComesBack: a host that drops out of the membership for a moment (a lapse)
+// and comes back is followed on from where its feed was, without a resync; what it committed
+// meanwhile arrives.
+func TestWatchFaninHostComesBack(t *testing.T) {
+	active := workerpb.WorkerStatus_WORKER_STATUS_ACTIVE
+	ts := clock.NewRealTimeSource()
+	self := membership.Host{ID: "a", HistoryAddress: "in-process"}
+	b := startRemoteHost(t, "b", "127.0.0.1:0", watch.NewHub(watch.Options{TimeSource: ts}))
+	members := &fanMembers{self: self, members: []membership.Host{self, b.host}, subs: map[chan struct{}]struct{}{}}
+	f := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members)
+	sub, _, _ := f.Hub().Subscribe("ns", 0, 0, 0)
+	defer sub.Close()
+	publishTo(b.hub, worker.ChangeRegistered, "w-b", fanState(active, "m1", 1, 0))
+	expectEvents(t, sub, "REGISTERED:w-b", "HOST_ONLINE:m1")
+
+	for i := int64(2); i <= 4; i++ {
+		members.set(self)
+		require.Eventually(t, func() bool { // the feed saw it leave
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			feed := f.feeds["b"]
+			return feed == nil || feed.hasLeft()
+		}, time.Minute, time.Millisecond)
+		publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", i, 0))
+		members.set(self, b.host)
+		expectEvents(t, sub, "HEARTBEAT:w-b")
+		time.Sleep(50 * time.Millisecond) // past the grace: a feed that saw it leave would end now
+	}
+	// Still followed (the membership does not change again).
+	publishTo(b.hub, worker.ChangeHeartbeat, "w-b", fanState(active, "m1", 5, 0))
+	expectEvents(t, sub, "HEARTBEAT:w-b")
 }
