@@ -30,14 +30,16 @@ const sseKeepAlive = 15 * time.Second
 // WithLiveView serves the live web page on the HTTP server: the page at /, its assets under
 // /ui/, and the JSON and Server-Sent Events it reads under /api/ (namespaces, one worker's
 // record, the watch stream). Everything is embedded in the binary: no CDN, no build step.
-// guard, when set, decides who may see it (with auth on: a cluster admin, as for profiles,
-// since the page shows every namespace); nil serves everyone.
+// guard, when set, decides who may read the data under /api/ (with auth on: a cluster admin,
+// as for profiles, since the page shows every namespace); nil serves everyone. The page and its
+// assets are served to everyone (they hold no data): with auth on, the page asks for an API key
+// or token and sends it as "Authorization: Bearer" on every /api/ call.
 func WithLiveView(liveness *LivenessHandler, namespaces *namespace.Registry, guard func(*http.Request) (status int, err error)) HTTPOption {
 	return func(o *httpOptions) {
 		mux := guardedMux{mux: o.mux, guard: guard}
 		web, _ := fs.Sub(webAssets, "web")
-		mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(web)))
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		o.mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(web)))
+		o.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeFileFS(w, r, web, "index.html")
 		})

@@ -131,10 +131,17 @@ func TestLiveViewBehindAGuard(t *testing.T) {
 	WithLiveView(h, env.deps.Namespaces, refuse)(&httpOptions{mux: mux})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	for _, path := range []string{"/", "/ui/app.js", "/api/namespaces", "/api/watch?namespace=default"} {
+	for _, path := range []string{"/api/namespaces", "/api/watch?namespace=default", "/api/worker?namespace=default&key=w"} {
 		resp, err := http.Get(srv.URL + path)
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, path)
+	}
+	// The page and its assets hold no data: everyone gets them, so the page can ask for a key.
+	for _, path := range []string{"/", "/ui/app.js"} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 	}
 }

@@ -103,7 +103,7 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 	defer func() { open.Update(float64(h.watchers.Add(-1))) }()
 	sent := metrics.WatchEventsSent.With(scope)
 
-	w := &watcher{ns: ns, query: func(r *workerpb.WorkerRecord) bool { return matchesQuery(q, r) }, shown: make(map[string]bool), epoch: hub.Epoch()}
+	w := &watcher{ns: ns, query: func(r *workerpb.WorkerRecord) bool { return matchesQuery(q, r) }, shown: make(map[string]*workerpb.WorkerState), epoch: hub.Epoch()}
 	emit := func(ev *livenesspb.WorkerEvent) error {
 		sent.Inc(1)
 		return send(ev)
@@ -116,14 +116,15 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 	for {
 		if resync != "" {
 			metrics.WatchResyncs.With(scope).Inc(1)
+			// No cursor until SNAPSHOT_END: a stream broken during the snapshot starts over.
 			if err := emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_RESYNC,
-				Cursor: cursor{w.epoch, pos}.String(), Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
+				Time: timestamppb.New(h.deps.TimeSource.Now()), Reason: resync}); err != nil {
 				sub.Close()
 				return err
 			}
 		}
 		if needSnapshot {
-			w.shown = make(map[string]bool)
+			w.shown = make(map[string]*workerpb.WorkerState)
 			if err := h.snapshot(ctx, w, pos, emit); err != nil {
 				sub.Close()
 				return err
@@ -134,24 +135,29 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 		if !overflow {
 			return err
 		}
-		// Fell behind its buffer: start over with a fresh subscription and snapshot.
+		// Fell behind its buffer, or the hub lost events of a history host: start over with a
+		// fresh subscription and snapshot.
+		resync = sub.ResyncReason()
 		sub, pos, _ = hub.Subscribe(ns.ID, 0, 0, every)
-		needSnapshot, resync = true, "the watcher fell behind"
+		needSnapshot = true
 	}
 }
 
 type watcher struct {
 	ns    *namespace.Namespace
 	query func(*workerpb.WorkerRecord) bool
-	// shown: workers this watcher was told about that matched; a worker that stops matching
-	// gets one more event (it leaves the view), then no more.
-	shown  map[string]bool
+	// shown: workers this watcher was told about that matched, with the state it was shown; a
+	// worker that stops matching gets one more event (it leaves the view), then no more. An
+	// event with an older state than the one shown (watch.Older: a change committed before the
+	// snapshot read the worker, relayed after it) is not sent: a worker never goes back.
+	shown  map[string]*workerpb.WorkerState
 	epoch  uint64
 	latest uint64
 }
 
-// snapshot sends every matching worker that is not CLEANED_UP, then SNAPSHOT_END, all with the
-// cursor of the subscription's start.
+// snapshot sends every matching worker that is not CLEANED_UP, then SNAPSHOT_END with the
+// cursor of the subscription's start. SNAPSHOT events carry no cursor: a client whose stream
+// breaks before SNAPSHOT_END has an incomplete view, and must not resume it.
 func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, emit func(*livenesspb.WorkerEvent) error) error {
 	w.latest = pos
 	c := cursor{w.epoch, pos}.String()
@@ -162,8 +168,8 @@ func (h *LivenessHandler) snapshot(ctx context.Context, w *watcher, pos uint64, 
 			return
 		}
 		wl := workerLiveness(record)
-		w.shown[wl.GetWorkerInstanceKey()] = true
-		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Cursor: c, Time: now, Worker: wl,
+		w.shown[wl.GetWorkerInstanceKey()] = record.GetState()
+		sendErr = emit(&livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT, Time: now, Worker: wl,
 			HostName: record.GetState().GetLastHeartbeat().GetHostInfo().GetHostName()})
 	})
 	if err = cmpErr(sendErr, err); err != nil {
@@ -212,11 +218,12 @@ func (w *watcher) convert(ev watch.Event) *livenesspb.WorkerEvent {
 	}
 	record := &workerpb.WorkerRecord{WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State}
 	matches := ev.Kind != watch.KindDeleted && w.query(record)
-	if !matches && !w.shown[ev.WorkerInstanceKey] {
+	shown := w.shown[ev.WorkerInstanceKey]
+	if (!matches && shown == nil) || (shown != nil && watch.Older(ev.State, shown)) {
 		return nil
 	}
 	if matches {
-		w.shown[ev.WorkerInstanceKey] = true
+		w.shown[ev.WorkerInstanceKey] = ev.State
 	} else {
 		delete(w.shown, ev.WorkerInstanceKey)
 	}

@@ -13,13 +13,16 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend"
@@ -177,19 +180,35 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Supply(cfg.Auth),
 		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
 		authModule(cfg.Auth),
-		// The live view: worker changes committed on this host feed the hub, the hub feeds
-		// WatchWorkers and the web page.
+		// The live view: worker changes committed on this host feed its hub, which the history
+		// port serves to every frontend of the cluster (WorkerWatchService); the frontend's
+		// fan-in merges every host's into the hub that feeds WatchWorkers and the web page.
 		fx.Provide(
 			func(ts clock.TimeSource) *watch.Hub { return watch.NewHub(watch.Options{TimeSource: ts}) },
 			func(h *watch.Hub) worker.ChangeSink { return h },
+			watch.NewServer,
+			history.AsService(func(ws *watch.Server) history.ServiceRegistration {
+				return func(s grpc.ServiceRegistrar) { workerpb.RegisterWorkerWatchServiceServer(s, ws) }
+			}),
+			func(lc fx.Lifecycle, local *watch.Hub, m membership.Monitor, router *history.Router, ts clock.TimeSource) *frontend.WatchFanin {
+				f := frontend.NewWatchFanin(watch.NewHub(watch.Options{TimeSource: ts}), local, m, router.ConnForHost, o.logger)
+				lc.Append(fx.StartStopHook(f.Start, f.Stop))
+				return f
+			},
 		),
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, hub *watch.Hub) (*frontend.Server, *frontend.LivenessHandler, error) {
+		// The streams end before the history server stops (they would hold its graceful stop),
+		// and after the engine stopped committing in a cluster (clusterModule): a graceful stop
+		// sends every change first, a crash does not.
+		fx.Invoke(func(lc fx.Lifecycle, _ *history.Server, ws *watch.Server, mode *history.StopMode) {
+			lc.Append(fx.StopHook(func() { ws.Stop(!mode.Crashed()) }))
+		}),
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, fanin *frontend.WatchFanin) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
 				TaskTokens:    a.TaskTokens,
 				TaskTokenKeys: a.TokenKeys,
-				Watch:         hub,
+				Watch:         fanin.Hub(),
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,

@@ -1,5 +1,7 @@
-// vigil's live page: one EventSource on /api/watch (snapshot, then committed changes), no
-// polling. The lease countdown and "ago" times are redrawn locally every second.
+// vigil's live page: one Server-Sent Events stream on /api/watch (snapshot, then committed
+// changes), no polling. The lease countdown and "ago" times are redrawn locally every second.
+// The stream is read with fetch rather than EventSource, which cannot send the Authorization
+// header that a server with auth on asks for (the key is kept in sessionStorage).
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -29,24 +31,100 @@ const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut dow
 const when = (t) => (t ? `${new Date(ms(t)).toLocaleString()} (${ago(t)})` : "");
 const hostOf = (w) => w.lastHeartbeat?.hostInfo?.hostName || "";
 
+// Credentials: with auth on, /api/ needs a cluster admin's API key or token.
+const auth = {
+  token: sessionStorage.getItem("vigil.token") || "",
+  headers() { return this.token ? { Authorization: "Bearer " + this.token } : {}; },
+  set(token) {
+    this.token = token;
+    if (token) sessionStorage.setItem("vigil.token", token); else sessionStorage.removeItem("vigil.token");
+    $("#signout").hidden = !token;
+  },
+};
+
+class AuthError extends Error {}
+
+async function api(path, opts = {}) {
+  const r = await fetch(path, { ...opts, headers: { ...auth.headers(), ...(opts.headers || {}) }, cache: "no-store" });
+  if (r.status === 401 || r.status === 403) throw new AuthError((await r.text()).trim());
+  return r;
+}
+
+// askForKey shows the sign-in form; submitting it starts the page over with the key.
+function askForKey(message) {
+  if (view.source) view.source.abort();
+  setConn("signed out", "down");
+  $("#auth-message").textContent = auth.token ? `Refused: ${message}` : "This server has authentication on: enter a cluster admin's API key or token.";
+  $("#auth").hidden = false;
+  $("#auth-key").value = "";
+  $("#auth-key").focus();
+}
+
+// readEvents reads a Server-Sent Events body, calling on(type, id, data) per event; id is
+// null when the event named none.
+async function readEvents(body, on) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    for (let i; (i = buf.indexOf("\n\n")) >= 0;) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let id = null, type = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const c = line.indexOf(":");
+        const field = c < 0 ? line : line.slice(0, c);
+        let v = c < 0 ? "" : line.slice(c + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "id") id = v; else if (field === "event") type = v; else if (field === "data") data.push(v);
+      }
+      if (data.length && on(type, id, data.join("\n")) === false) return;
+      if (!data.length && id !== null) on("", id, "");
+    }
+  }
+}
+
 function connect() {
-  if (view.source) view.source.close();
+  if (view.source) view.source.abort();
   view.workers = new Map();
   view.building = null;
   render();
   const params = new URLSearchParams({ namespace: view.namespace, query: view.query });
-  const src = new EventSource("/api/watch?" + params);
-  view.source = src;
+  const ctl = new AbortController();
+  view.source = ctl;
   setConn("connecting…", "");
-  src.onopen = () => setConn("live", "live");
-  src.onerror = () => setConn("reconnecting…", "down");
-  src.onmessage = (m) => onEvent(JSON.parse(m.data));
-  src.addEventListener("failure", (m) => {
-    const f = JSON.parse(m.data);
-    src.close();
-    setConn("stopped", "down");
-    showError(f.message);
-  });
+  (async () => {
+    let cursor = "", stopped = false;
+    while (!ctl.signal.aborted && !stopped) {
+      try {
+        const r = await api("/api/watch?" + params, { signal: ctl.signal, headers: cursor ? { "Last-Event-ID": cursor } : {} });
+        if (!r.ok) throw new Error((await r.text()).trim());
+        setConn("live", "live");
+        await readEvents(r.body, (type, id, data) => {
+          if (id !== null) cursor = id; // empty for RESYNC and SNAPSHOT: a break starts over
+          if (type === "failure") {
+            stopped = true;
+            setConn("stopped", "down");
+            showError(JSON.parse(data).message);
+            return false;
+          }
+          if (type === "message") onEvent(JSON.parse(data));
+        });
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        if (e instanceof AuthError) { askForKey(e.message); return; }
+      }
+      if (stopped || ctl.signal.aborted) return;
+      // A snapshot cut short is dropped: the stream starts it over (its events carry no cursor).
+      view.building = null;
+      setConn("reconnecting…", "down");
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  })();
 }
 
 function setConn(text, cls) { const c = $("#conn"); c.textContent = text; c.className = "conn " + cls; }
@@ -178,7 +256,7 @@ async function openDetail(key, focus = true) {
   const params = new URLSearchParams({ namespace: view.namespace, key });
   let w;
   try {
-    const r = await fetch("/api/worker?" + params);
+    const r = await api("/api/worker?" + params);
     if (!r.ok) throw new Error(await r.text());
     w = (await r.json()).worker;
   } catch (e) {
@@ -222,6 +300,7 @@ function move(delta) {
 }
 
 document.addEventListener("keydown", (e) => {
+  if (!$("#auth").hidden) return;
   if (e.target.matches("input, select")) { if (e.key === "Escape") e.target.blur(); return; }
   if (e.key === "/") { e.preventDefault(); $("#filter").focus(); }
   else if (e.key === "Escape") closeDetail();
@@ -250,14 +329,29 @@ function syncURL() {
   history.replaceState(null, "", p.toString() ? "?" + p : location.pathname);
 }
 
-(async function main() {
+async function start() {
   const p = new URLSearchParams(location.search);
   view.namespace = p.get("namespace") || "default";
   view.query = p.get("query") || "";
   $("#filter").value = view.query;
   let names = ["default"];
-  try { names = await (await fetch("/api/namespaces")).json(); } catch (e) { /* keep default */ }
+  try {
+    names = await (await api("/api/namespaces")).json();
+  } catch (e) {
+    if (e instanceof AuthError) { askForKey(e.message); return; }
+    /* otherwise keep default */
+  }
   if (!names.includes(view.namespace)) names.push(view.namespace);
   $("#namespace").innerHTML = names.map((n) => `<option ${n === view.namespace ? "selected" : ""}>${esc(n)}</option>`).join("");
   connect();
-})();
+}
+
+$("#auth-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  auth.set($("#auth-key").value.trim());
+  $("#auth").hidden = true;
+  start();
+});
+$("#signout").addEventListener("click", () => { auth.set(""); askForKey(""); });
+$("#signout").hidden = !auth.token;
+start();

@@ -1,6 +1,10 @@
 // Package watch is the live view's event hub: it turns the committed worker changes of this
 // history host into a numbered event log (a bounded ring), tracks which hosts (machines) are
 // online, and feeds any number of watchers, each through a bounded buffer of its own.
+//
+// A history host's hub is fed by its own shards (Publish) and served to the cluster's
+// frontends (Server, WorkerWatchService). A frontend's hub is fed by every host's (Relay, Gap):
+// it is the cluster's log as that frontend saw it, and its watchers subscribe to it.
 package watch
 
 import (
@@ -28,6 +32,8 @@ const (
 	KindActivitiesRescheduled      = Kind(worker.ChangeActivitiesRescheduled)
 	KindHostOnline            Kind = 100
 	KindHostOffline           Kind = 101
+	// KindGap marks where a relaying hub lost events (Gap); it is never delivered.
+	KindGap Kind = 102
 )
 
 // Event is one entry of the hub's log.
@@ -66,6 +72,10 @@ type Hub struct {
 	subs map[*Subscription]struct{}
 	// active maps namespace ID → host name → the host's ACTIVE workers.
 	active map[string]map[string]map[string]struct{}
+	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
+	// the latest state relayed per worker (namespace ID + "\x00" + key), to drop a late event.
+	gapSeq  uint64
+	relayed map[string]*workerpb.WorkerState
 }
 
 var _ worker.ChangeSink = (*Hub)(nil)
@@ -83,11 +93,12 @@ func NewHub(opts Options) *Hub {
 		opts.TimeSource = clock.NewRealTimeSource()
 	}
 	return &Hub{
-		opts:   opts,
-		epoch:  uint64(time.Now().UnixNano()),
-		ring:   make([]Event, opts.RingSize),
-		subs:   make(map[*Subscription]struct{}),
-		active: make(map[string]map[string]map[string]struct{}),
+		opts:    opts,
+		epoch:   uint64(time.Now().UnixNano()),
+		ring:    make([]Event, opts.RingSize),
+		subs:    make(map[*Subscription]struct{}),
+		active:  make(map[string]map[string]map[string]struct{}),
+		relayed: make(map[string]*workerpb.WorkerState),
 	}
 }
 
@@ -157,6 +168,80 @@ func (h *Hub) append(ev Event) {
 	}
 }
 
+// Relay appends events of another hub's log (a history host's, read by a frontend): worker
+// events in their order, except one older than a state of the same worker already relayed (a
+// shard moved and its old owner's stream lagged behind the new owner's: see Older). Host
+// events are dropped: this hub derives its own from the workers of every host it relays, so
+// a machine is online while any of its workers is ACTIVE on any shard of the cluster. Events
+// keep their time.
+func (h *Hub) Relay(events ...Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ev := range events {
+		if ev.WorkerInstanceKey == "" || ev.State == nil || ev.Kind >= KindHostOnline {
+			continue
+		}
+		id := ev.NamespaceID + "\x00" + ev.WorkerInstanceKey
+		if last := h.relayed[id]; last != nil && Older(ev.State, last) {
+			continue
+		}
+		if ev.Kind == KindDeleted {
+			delete(h.relayed, id)
+		} else {
+			h.relayed[id] = ev.State
+		}
+		host := ev.State.GetLastHeartbeat().GetHostInfo().GetHostName()
+		ev.HostName = host
+		h.append(ev)
+		c := worker.Change{Kind: worker.ChangeKind(ev.Kind), NamespaceID: ev.NamespaceID, WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State, Count: ev.Count}
+		if hostEvent, ok := h.trackHost(c, host); ok {
+			h.append(Event{Time: ev.Time, Kind: hostEvent, NamespaceID: ev.NamespaceID, HostName: host})
+		}
+	}
+}
+
+// Gap records that events were lost before the next one (a relayed host's stream broke, fell
+// behind or restarted): every watcher must resync, told reason, and no cursor from before
+// resumes. The host bookkeeping starts over, as in a new hub: it learns the ACTIVE workers
+// again from their next heartbeats.
+func (h *Hub) Gap(reason string) {
+	now := h.opts.TimeSource.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	h.gapSeq = h.seq
+	h.ring[h.seq%uint64(len(h.ring))] = Event{Seq: h.seq, Time: now, Kind: KindGap}
+	for s := range h.subs {
+		s.lose(reason)
+	}
+	h.active = make(map[string]map[string]map[string]struct{})
+	h.relayed = make(map[string]*workerpb.WorkerState)
+}
+
+// Older reports whether a is an earlier state of a worker than b. A worker's states only move
+// forward: every accepted heartbeat counts up heartbeat_count, every lapse inactive_epoch, and
+// with both equal the status goes ACTIVE → INACTIVE → CLEANED_UP. (A change that moves none
+// of them, a drain request or an acknowledgement, is never older.)
+func Older(a, b *workerpb.WorkerState) bool {
+	if x, y := a.GetHeartbeatCount(), b.GetHeartbeatCount(); x != y {
+		return x < y
+	}
+	if x, y := a.GetInactiveEpoch(), b.GetInactiveEpoch(); x != y {
+		return x < y
+	}
+	return statusRank(a.GetStatus()) < statusRank(b.GetStatus())
+}
+
+func statusRank(s workerpb.WorkerStatus) int {
+	switch s {
+	case workerpb.WorkerStatus_WORKER_STATUS_INACTIVE:
+		return 1
+	case workerpb.WorkerStatus_WORKER_STATUS_CLEANED_UP:
+		return 2
+	}
+	return 0
+}
+
 // HostsOnline returns the namespace's hosts that have an ACTIVE worker, as far as this hub
 // has seen (for tests and diagnostics).
 func (h *Hub) HostsOnline(namespaceID string) []string {
@@ -169,7 +254,7 @@ func (h *Hub) HostsOnline(namespaceID string) []string {
 	return out
 }
 
-// Subscribe opens a watcher of one namespace. With epoch 0 (no cursor) it starts at the next
+// Subscribe opens a watcher of one namespace ("": every namespace). With epoch 0 (no cursor) it starts at the next
 // event; otherwise it resumes after event number after (0: before the first) of that epoch, and
 // resumed is false when
 // the hub no longer holds every event since: the watcher then starts at the next event and the
@@ -190,7 +275,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 	}
 	switch {
 	case epoch == 0:
-	case epoch == h.epoch && after <= h.seq && after+1 >= oldest:
+	case epoch == h.epoch && after <= h.seq && after+1 >= oldest && after >= h.gapSeq:
 		resumed = true
 		for seq := after + 1; seq <= h.seq; seq++ {
 			s.offer(h.ring[seq%uint64(len(h.ring))])
@@ -201,6 +286,38 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 		return s, after, true
 	}
 	return s, h.seq, epoch == 0
+}
+
+// SubscribeLog opens a subscription to the whole log (every namespace, no coalescing) for
+// another hub to relay (WorkerWatchService): after event after of epoch when this hub still
+// holds every event since; otherwise (epoch 0, a cursor of another epoch or one too old) from
+// the oldest event it holds, or as many of the latest as a buffer takes. Resumed says nothing
+// was skipped: the cursor resumed, or epoch was 0 and the log starts at its first event.
+// Position is the number of the event before the first one the subscription gets.
+func (h *Hub) SubscribeLog(epoch, after uint64) (s *Subscription, position uint64, resumed bool) {
+	s = &Subscription{hub: h, notify: make(chan struct{}, 1), lastSent: make(map[string]time.Time), pending: make(map[string]Event)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	oldest := uint64(1)
+	if h.seq > uint64(len(h.ring)) {
+		oldest = h.seq - uint64(len(h.ring)) + 1
+	}
+	from := oldest
+	switch {
+	case epoch == h.epoch && after <= h.seq && after+1 >= oldest && after >= h.gapSeq:
+		from, resumed = after+1, true
+	case epoch == 0:
+		resumed = oldest == 1 && h.gapSeq == 0
+	}
+	// Leave room in the buffer: a replay that fills it would overflow at once.
+	if limit := uint64(h.opts.BufferSize / 2); h.seq >= limit && from+limit <= h.seq {
+		from, resumed = h.seq-limit+1, false
+	}
+	for seq := from; seq <= h.seq; seq++ {
+		s.offer(h.ring[seq%uint64(len(h.ring))])
+	}
+	h.subs[s] = struct{}{}
+	return s, from - 1, resumed
 }
 
 // Subscription is one watcher's bounded buffer.
@@ -214,6 +331,7 @@ type Subscription struct {
 	buf      []Event
 	last     map[string]int // worker → index in buf of its last event
 	overflow bool
+	reason   string // why the watcher must resync, once overflow
 
 	// Owned by the reader (Next).
 	lastSent   map[string]time.Time
@@ -225,7 +343,7 @@ type Subscription struct {
 // offer queues ev (hub.mu held). A full buffer is dropped whole and marks the watcher as
 // overflowed: it must resync, and its memory stays bounded.
 func (s *Subscription) offer(ev Event) {
-	if ev.NamespaceID != s.namespaceID || s.overflow {
+	if (s.namespaceID != "" && ev.NamespaceID != s.namespaceID) || s.overflow || ev.Kind == KindGap {
 		return
 	}
 	if ev.WorkerInstanceKey != "" {
@@ -239,8 +357,7 @@ func (s *Subscription) offer(ev Event) {
 		}
 	}
 	if len(s.buf) >= s.hub.opts.BufferSize {
-		s.buf, s.last, s.overflow = nil, nil, true
-		s.notifyReader()
+		s.lose("the watcher fell behind")
 		return
 	}
 	if ev.WorkerInstanceKey != "" {
@@ -251,6 +368,22 @@ func (s *Subscription) offer(ev Event) {
 	}
 	s.buf = append(s.buf, ev)
 	s.notifyReader()
+}
+
+// lose drops the buffer and marks the watcher as having to resync (hub.mu held).
+func (s *Subscription) lose(reason string) {
+	if s.overflow {
+		return
+	}
+	s.buf, s.last, s.overflow, s.reason = nil, nil, true, reason
+	s.notifyReader()
+}
+
+// ResyncReason says why Next reported an overflow.
+func (s *Subscription) ResyncReason() string {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.reason
 }
 
 func (s *Subscription) notifyReader() {

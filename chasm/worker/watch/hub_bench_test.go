@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 )
 
 // BenchmarkHubPublish is the cost a committed heartbeat pays for the live view: numbering,
@@ -29,4 +32,44 @@ func BenchmarkHubPublish(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRelay is what a frontend pays per event of another history host: decoding it from
+// a WatchChanges response and relaying it into its own hub (the stale-event check, host
+// bookkeeping, one offer per watcher).
+func BenchmarkRelay(b *testing.B) {
+	h := NewHub(Options{})
+	s, _, _ := h.Subscribe(ns, 0, 0, 5*time.Second)
+	defer s.Close()
+	const n = 1000
+	wire := make([][]byte, n)
+	for i := range wire {
+		st := state(active, fmt.Sprint("m-", i%50), time.Now())
+		st.HeartbeatCount = 1
+		data, err := proto.Marshal(&workerpb.WatchChangesResponse{Changes: []*workerpb.WatchChange{EventToProto(Event{
+			Seq: uint64(i + 1), Time: time.Now(), Kind: KindHeartbeat, NamespaceID: ns, WorkerInstanceKey: fmt.Sprint("w-", i), State: st})}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wire[i] = data
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var resp workerpb.WatchChangesResponse
+		if err := proto.Unmarshal(wire[i%n], &resp); err != nil {
+			b.Fatal(err)
+		}
+		resp.Changes[0].State.HeartbeatCount = int64(i) // each one newer than the last
+		h.Relay(EventFromProto(resp.Changes[0]))
+		if i%4096 == 0 {
+			drainBench(s)
+		}
+	}
+}
+
+func drainBench(s *Subscription) {
+	s.hub.mu.Lock()
+	s.buf, s.last = nil, nil
+	s.hub.mu.Unlock()
 }

@@ -1819,6 +1819,7 @@ type WorkerEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Type  WorkerEventType        `protobuf:"varint,1,opt,name=type,proto3,enum=vigil.api.liveness.v1.WorkerEventType" json:"type,omitempty"`
 	// Resume token: send it back as WatchWorkersRequest.cursor to continue after this event.
+	// Empty for RESYNC and SNAPSHOT: a stream broken before SNAPSHOT_END starts over.
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Server time of the committed change (of the snapshot, for SNAPSHOT).
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`

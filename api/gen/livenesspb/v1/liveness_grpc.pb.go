@@ -63,9 +63,10 @@ type WorkerLivenessServiceClient interface {
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// WatchWorkers streams the namespace's workers live: first a snapshot of the workers that
 	// match (SNAPSHOT events, then SNAPSHOT_END), then every committed change as it happens.
-	// Every event carries a cursor; a stream opened with the cursor of the last event received
-	// resumes right after it while the server still holds the events, otherwise it begins with
-	// RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
+	// Every event from SNAPSHOT_END on carries a cursor (RESYNC and SNAPSHOT carry none: a stream
+	// broken during a snapshot starts over); a stream opened with the cursor of the last event
+	// received resumes right after it while the server still holds the events, otherwise it
+	// begins with RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
 	//
 	// Errors: InvalidArgument for a query that does not parse or a malformed cursor;
 	// NamespaceNotFound for an unknown namespace.
@@ -194,9 +195,10 @@ type WorkerLivenessServiceServer interface {
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// WatchWorkers streams the namespace's workers live: first a snapshot of the workers that
 	// match (SNAPSHOT events, then SNAPSHOT_END), then every committed change as it happens.
-	// Every event carries a cursor; a stream opened with the cursor of the last event received
-	// resumes right after it while the server still holds the events, otherwise it begins with
-	// RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
+	// Every event from SNAPSHOT_END on carries a cursor (RESYNC and SNAPSHOT carry none: a stream
+	// broken during a snapshot starts over); a stream opened with the cursor of the last event
+	// received resumes right after it while the server still holds the events, otherwise it
+	// begins with RESYNC and a fresh snapshot. A watcher that falls too far behind gets the same.
 	//
 	// Errors: InvalidArgument for a query that does not parse or a malformed cursor;
 	// NamespaceNotFound for an unknown namespace.

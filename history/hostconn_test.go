@@ -1,0 +1,47 @@
+package history
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// TestConnForHostSendsTheClusterSecret: a stream to one host (as the live view's WatchChanges
+// opens) carries the cluster secret; without it the host refuses the stream.
+func TestConnForHostSendsTheClusterSecret(t *testing.T) {
+	const secret = "cluster-secret-0123456789"
+	srv, err := NewServer("127.0.0.1:0", []ServiceRegistration{func(r grpc.ServiceRegistrar) {
+		healthpb.RegisterHealthServer(r, health.NewServer())
+	}}, zap.NewNop(), WithClusterSecret(secret))
+	require.NoError(t, err)
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	watch := func(t *testing.T, opts ...RouterOption) error {
+		r := NewRouter(4, fixedMembership(srv.Address()), opts...)
+		t.Cleanup(func() { _ = r.Close() })
+		conn, err := r.ConnForHost(srv.Address())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	require.NoError(t, watch(t, WithRouterClusterSecret(secret)))
+	require.Equal(t, codes.Unauthenticated, status.Code(watch(t)))
+}
