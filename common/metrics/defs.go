@@ -32,6 +32,10 @@ var (
 	// WorkerOrphansFound counts attempts a live worker's heartbeats showed it does not run
 	// (orphan reconciliation), by why each was picked; each goes back to its shard.
 	WorkerOrphansFound = NewCounterDef("worker_orphans_found", TagReason)
+	// WorkerSuspicions counts connection suspicions by outcome: raised (every connection of an
+	// ACTIVE worker closed without ShutdownWorker), cleared (it polled or heartbeat again),
+	// confirmed (INACTIVE with reason CONNECTION_LOST).
+	WorkerSuspicions = NewCounterDef("worker_suspicions", TagOutcome)
 )
 
 // Persistence.
@@ -180,7 +184,7 @@ var All = []interface {
 }{
 	WorkerHeartbeats, WorkerHeartbeatLatency, WorkerLeaseExpiries, WorkerResurrections,
 	WorkerCleanups, WorkerDeletions, WorkerShutdowns, WorkersByState,
-	ActivitiesRescheduled, ActivityRescheduleErrors, WorkerOrphansFound,
+	ActivitiesRescheduled, ActivityRescheduleErrors, WorkerOrphansFound, WorkerSuspicions,
 	PersistenceRequests, PersistenceErrors, PersistenceLatency, GroupCommitBatchSize,
 	GroupCommitLatency, CorruptExecutions,
 	ClusterHostsAlive, ShardsOwned, ShardAcquisitions, ShardReleases, ShardLosses, ShardHandoffLatency,

@@ -40,6 +40,9 @@ const (
 	// TagReason is a small classification of why something was decided, e.g. why an attempt
 	// was picked as an orphan.
 	TagReason = "reason"
+	// TagOutcome is how something that was started ended, e.g. a worker suspicion raised,
+	// cleared or confirmed.
+	TagOutcome = "outcome"
 )
 
 // NoopScope discards everything recorded on it.
@@ -74,6 +77,9 @@ func CodeTag(code string) Tag { return Tag{Key: TagCode, Value: code} }
 
 // ReasonTag returns the reason tag.
 func ReasonTag(reason string) Tag { return Tag{Key: TagReason, Value: reason} }
+
+// OutcomeTag returns the outcome tag.
+func OutcomeTag(outcome string) Tag { return Tag{Key: TagOutcome, Value: outcome} }
 
 // def is what every definition shares: a name and the tag keys it is recorded with.
 type def struct {

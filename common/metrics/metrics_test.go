@@ -78,7 +78,7 @@ func TestDefinitionsRecordUnderDeclaredNameAndTags(t *testing.T) {
 func TestDefinitionsAreUniqueAndUseKnownTags(t *testing.T) {
 	t.Parallel()
 
-	known := []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason}
+	known := []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason, TagOutcome}
 	seen := map[string]bool{}
 	for _, d := range All {
 		require.False(t, seen[d.Name()], "duplicate metric name %q", d.Name())

@@ -1,0 +1,176 @@
+package worker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+)
+
+func (b *bundle) report(key string, lost bool) {
+	b.t.Helper()
+	resp, err := b.handler.ReportConnections(b.ctx, &workerpb.ReportConnectionsRequest{Reports: []*workerpb.ConnectionReport{{
+		NamespaceId: testNamespaceID, Namespace: testNamespace, WorkerInstanceKey: key, Lost: lost,
+	}}})
+	require.NoError(b.t, err)
+	require.Len(b.t, resp.Errors, 1)
+	require.Nil(b.t, resp.Errors[0], "report failed: %v", resp.Errors[0])
+}
+
+func TestConnectionSuspicion(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LostConnectionWithoutPollOrHeartbeatIsConnectionLost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "1s")
+		b.mustBeat("w1", withLease(time.Minute), withBound(binding("a", 1)))
+		b.report("w1", true)
+		s := b.describe("w1").State
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, s.Status)
+		require.Equal(t, b.engine.Now(), s.SuspectSince.AsTime())
+		require.Equal(t, b.engine.Now().Add(time.Second), s.SuspectDeadline.AsTime())
+		require.Equal(t, workerpb.SuspectReason_SUSPECT_REASON_CONNECTION_CLOSED, s.SuspectReason)
+		require.Equal(t, b.engine.Now().Add(time.Minute), s.LeaseDeadline.AsTime(), "the heartbeat's lease is kept")
+		require.NotEmpty(t, worker.SuspectDescription(s))
+
+		b.engine.AdvanceTime(999 * time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(time.Millisecond)
+		s = b.describe("w1").State
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, s.Status)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, s.InactiveReason)
+		require.Nil(t, s.SuspectDeadline)
+		require.Len(t, b.engine.SideEffectTasks(), 1, "its activity goes back to its shard")
+	})
+
+	t.Run("HeartbeatClearsAndTheLeaseApplies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "1s")
+		b.mustBeat("w1", withLease(time.Minute))
+		b.report("w1", true)
+		b.engine.AdvanceTime(500 * time.Millisecond)
+		b.mustBeat("w1", withLease(time.Minute))
+		s := b.describe("w1").State
+		require.Nil(t, s.SuspectDeadline)
+		require.EqualValues(t, 1, s.SuspicionsRaised)
+		require.EqualValues(t, 1, s.SuspicionsCleared)
+		b.engine.AdvanceTime(59 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"), "the heartbeat's lease, not the grace")
+		b.engine.AdvanceTime(2 * time.Second)
+		s = b.describe("w1").State
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, s.Status)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED, s.InactiveReason)
+	})
+
+	t.Run("SeenAgainClearsAndTheLeaseApplies", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "1s")
+		b.mustBeat("w1", withLease(time.Minute), withBound(binding("a", 1)))
+		b.report("w1", true)
+		b.engine.AdvanceTime(300 * time.Millisecond)
+		b.report("w1", false)
+		b.engine.AdvanceTime(30 * time.Second)
+		s := b.describe("w1").State
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, s.Status)
+		require.Nil(t, s.SuspectSince)
+		require.EqualValues(t, 1, s.BoundActivityCount, "nothing was rescheduled")
+		require.Empty(t, b.engine.SideEffectTasks())
+		b.engine.AdvanceTime(31 * time.Second)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED, b.describe("w1").State.InactiveReason)
+	})
+
+	t.Run("OnlyEverShortensTheLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "10s")
+		b.mustBeat("w1", withLease(3*time.Second))
+		b.report("w1", true)
+		s := b.describe("w1").State
+		require.Equal(t, s.LeaseDeadline.AsTime(), s.SuspectDeadline.AsTime())
+		b.engine.AdvanceTime(3 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+	})
+
+	t.Run("RepeatedLossKeepsTheFirstSuspicion", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "1s")
+		b.mustBeat("w1", withLease(time.Minute))
+		b.report("w1", true)
+		b.engine.AdvanceTime(600 * time.Millisecond)
+		b.report("w1", true)
+		b.engine.AdvanceTime(400 * time.Millisecond)
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, b.describe("w1").State.InactiveReason)
+	})
+
+	t.Run("GraceZeroTurnsItOff", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "0s")
+		b.mustBeat("w1", withLease(time.Minute))
+		b.report("w1", true)
+		require.Nil(t, b.describe("w1").State.SuspectSince)
+		b.engine.AdvanceTime(30 * time.Second)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+	})
+
+	t.Run("ShutdownWinsOverSuspicion", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withLease(time.Minute))
+		b.shutdown("w1")
+		b.report("w1", true) // its connection closes after the goodbye
+		s := b.describe("w1").State
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN, s.InactiveReason)
+		require.Nil(t, s.SuspectSince)
+	})
+
+	t.Run("UnknownWorkersAndClearsOfHealthyOnesChangeNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.report("never-seen", true)
+		b.report("never-seen", false)
+		b.mustBeat("w1", withLease(time.Minute))
+		token := b.describe("w1").State.ConflictToken
+		b.report("w1", false)
+		s := b.describe("w1").State
+		require.Equal(t, token, s.ConflictToken)
+		require.Zero(t, s.SuspicionsCleared)
+	})
+
+	t.Run("AnotherPrincipalCannotRaiseIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		resp, err := b.handler.RecordHeartbeats(b.ctx, &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: testNamespaceID, Namespace: testNamespace, Principal: "alice",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat("w1")}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+		_, err = b.handler.ReportConnections(b.ctx, &workerpb.ReportConnectionsRequest{Reports: []*workerpb.ConnectionReport{{
+			NamespaceId: testNamespaceID, Namespace: testNamespace, WorkerInstanceKey: "w1", Lost: true, Principal: "mallory",
+		}}})
+		require.NoError(t, err)
+		require.Nil(t, b.describe("w1").State.SuspectSince)
+	})
+
+	t.Run("BadReportIsInvalidArgumentAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mustBeat("w1", withLease(time.Minute))
+		resp, err := b.handler.ReportConnections(b.ctx, &workerpb.ReportConnectionsRequest{Reports: []*workerpb.ConnectionReport{
+			{NamespaceId: testNamespaceID, Namespace: testNamespace, Lost: true},
+			{NamespaceId: testNamespaceID, Namespace: testNamespace, WorkerInstanceKey: "w1", Lost: true},
+		}})
+		require.NoError(t, err)
+		require.NotNil(t, resp.Errors[0])
+		require.Nil(t, resp.Errors[1])
+		require.NotNil(t, b.describe("w1").State.SuspectSince)
+	})
+}
