@@ -38,9 +38,37 @@ lease. 0 turns connection suspicion off: dead workers are then found by their le
 )
 
 // SuspectGracePeriodDefault covers the stock Go SDK's reconnection after a connection it did
-// not close ends (a proxy reset, a GOAWAY, a server restart): the SDK redials and polls again
-// within a few hundred milliseconds (BENCHMARKS.md, "Connection suspicion"), well inside it.
-const SuspectGracePeriodDefault = 2 * time.Second
+// not close ends (a proxy reset, a GOAWAY): its pollers see the error, back off 200 ms
+// (jittered down), redial and poll again. Measured: the SDK opens the new connection within
+// ~1 ms of the reset on loopback and polls again after its backoff (BENCHMARKS.md,
+// "Connection suspicion"). 500 ms is 2.5 times that backoff, and keeps a SIGKILLed worker's
+// activity running elsewhere well under a second after the kill.
+const SuspectGracePeriodDefault = 500 * time.Millisecond
+
+// The SDK's pollers back off exponentially after consecutive failed polls (×2 per failed
+// poll, two pollers per worker, so ×4 per lost connection; at most 10 s) and start over only
+// once a poll succeeds, which a long poll does after up to a minute. So a worker whose
+// connections are cut again before then polls later each time, and the grace grows with it:
+// the k-th suspicion within suspectStreakWindow of the one before gets the grace × 4^(k-1),
+// at most suspectGraceMax (the SDK's 10 s plus a margin), never less than the base grace.
+const (
+	suspectStreakWindow = 2 * time.Minute
+	suspectGraceMax     = 15 * time.Second
+	suspectGraceFactor  = 4
+)
+
+// streakGrace is the grace of a suspicion raised at now.
+func streakGrace(w *Worker, base time.Duration, now time.Time) (time.Duration, int32) {
+	streak := int32(1)
+	if w.LastSuspected != nil && now.Sub(w.LastSuspected.AsTime()) < suspectStreakWindow {
+		streak = w.SuspectStreak + 1
+	}
+	grace := base
+	for i := int32(1); i < streak && grace < suspectGraceMax; i++ {
+		grace *= suspectGraceFactor
+	}
+	return max(base, min(grace, suspectGraceMax)), streak
+}
 
 // suspectGrace is worker.suspectGracePeriod for the namespace (0: suspicion off).
 func (c *Config) suspectGrace(namespace string) time.Duration {
@@ -67,7 +95,9 @@ var (
 		[]workerpb.WorkerStatus{statusActive}, statusActive,
 		func(w *Worker, ctx chasm.MutableContext, ev EventSuspected) error {
 			now := ctx.Now()
-			deadline := now.Add(ev.Grace)
+			grace, streak := streakGrace(w, ev.Grace, now)
+			w.SuspectStreak, w.LastSuspected = streak, timestamppb.New(now)
+			deadline := now.Add(grace)
 			if lease := w.LeaseDeadline.AsTime(); w.LeaseDeadline != nil && lease.Before(deadline) {
 				deadline = lease
 			}
@@ -130,6 +160,7 @@ func EffectiveDeadline(w *workerpb.WorkerState) time.Time {
 func (h *Handler) ReportConnections(ctx context.Context, req *workerpb.ReportConnectionsRequest) (*workerpb.ReportConnectionsResponse, error) {
 	resp := &workerpb.ReportConnectionsResponse{Errors: make([]*workerpb.EntryError, len(req.GetReports()))}
 	for i, r := range req.GetReports() {
+		resp.Errors[i] = &workerpb.EntryError{} // code 0: applied
 		if err := h.reportConnection(ctx, r); err != nil {
 			st := serviceerror.ToStatus(err)
 			resp.Errors[i] = &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
@@ -173,7 +204,7 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 		return err
 	}
 	var changed bool
-	var since time.Time
+	var since, deadline time.Time
 	_, err = chasm.UpdateComponent(ctx, h.engine, ref, func(mctx chasm.MutableContext, w *Worker) (struct{}, error) {
 		changed = applies(w)
 		if !changed {
@@ -181,9 +212,11 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 		}
 		if r.GetLost() {
 			since = mctx.Now()
-			return struct{}{}, TransitionSuspected.Apply(w, mctx, EventSuspected{
+			err := TransitionSuspected.Apply(w, mctx, EventSuspected{
 				Reason: workerpb.SuspectReason_SUSPECT_REASON_CONNECTION_CLOSED, Grace: grace,
 			})
+			deadline = w.SuspectDeadline.AsTime()
+			return struct{}{}, err
 		}
 		since = w.SuspectSince.AsTime()
 		return struct{}{}, TransitionSuspicionCleared.Apply(w, mctx, EventSuspicionCleared{})
@@ -195,7 +228,7 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 		return err
 	}
 	if r.GetLost() {
-		h.suspicionRaised(r.GetNamespaceId(), r.GetNamespace(), r.GetWorkerInstanceKey(), since, grace)
+		h.suspicionRaised(r.GetNamespaceId(), r.GetNamespace(), r.GetWorkerInstanceKey(), since, deadline)
 	} else {
 		h.suspicionCleared(r.GetNamespaceId(), r.GetNamespace(), r.GetWorkerInstanceKey(), since, "seen on a connection again")
 	}
@@ -205,12 +238,12 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 // suspicionRaised counts, logs, and tells the expiry brake, which so sees a burst of
 // connection losses (the server's own network failing) when it begins rather than when the
 // first grace runs out: the grace serves as the expiry's settle time.
-func (h *Handler) suspicionRaised(namespaceID, namespace, instanceKey string, since time.Time, grace time.Duration) {
+func (h *Handler) suspicionRaised(namespaceID, namespace, instanceKey string, since, deadline time.Time) {
 	metrics.WorkerSuspicions.With(h.scope, metrics.OutcomeTag(SuspicionRaised)).Inc(1)
 	h.logger.Info("worker suspect: its connections closed without ShutdownWorker",
-		tag.WorkerID(instanceKey), tag.Namespace(namespace), zap.Duration("grace", grace))
+		tag.WorkerID(instanceKey), tag.Namespace(namespace), zap.Duration("grace", deadline.Sub(since)))
 	if h.brake != nil {
-		h.brake.NoteSuspect(namespaceID, namespace, instanceKey, since, since.Add(grace))
+		h.brake.NoteSuspect(namespaceID, namespace, instanceKey, since, deadline)
 	}
 }
 

@@ -17,7 +17,7 @@ func (b *bundle) report(key string, lost bool) {
 	}}})
 	require.NoError(b.t, err)
 	require.Len(b.t, resp.Errors, 1)
-	require.Nil(b.t, resp.Errors[0], "report failed: %v", resp.Errors[0])
+	require.Zero(b.t, resp.Errors[0].GetCode(), "report failed: %v", resp.Errors[0])
 }
 
 func TestConnectionSuspicion(t *testing.T) {
@@ -97,6 +97,29 @@ func TestConnectionSuspicion(t *testing.T) {
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
 	})
 
+	t.Run("GraceGrowsWithSuspicionsInARowAsTheSDKBacksOff", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "500ms")
+		b.mustBeat("w1", withLease(time.Hour))
+		var graces []time.Duration
+		for range 5 {
+			b.report("w1", true)
+			s := b.describe("w1").State
+			graces = append(graces, s.SuspectDeadline.AsTime().Sub(s.SuspectSince.AsTime()))
+			b.engine.AdvanceTime(100 * time.Millisecond)
+			b.report("w1", false)
+			b.engine.AdvanceTime(10 * time.Second)
+		}
+		require.Equal(t, []time.Duration{500 * time.Millisecond, 2 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second}, graces)
+
+		b.engine.AdvanceTime(3 * time.Minute) // its polls have succeeded since: the SDK starts over
+		b.mustBeat("w1", withLease(time.Hour))
+		b.report("w1", true)
+		s := b.describe("w1").State
+		require.Equal(t, 500*time.Millisecond, s.SuspectDeadline.AsTime().Sub(s.SuspectSince.AsTime()))
+	})
+
 	t.Run("RepeatedLossKeepsTheFirstSuspicion", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -169,8 +192,8 @@ func TestConnectionSuspicion(t *testing.T) {
 			{NamespaceId: testNamespaceID, Namespace: testNamespace, WorkerInstanceKey: "w1", Lost: true},
 		}})
 		require.NoError(t, err)
-		require.NotNil(t, resp.Errors[0])
-		require.Nil(t, resp.Errors[1])
+		require.NotZero(t, resp.Errors[0].GetCode())
+		require.Zero(t, resp.Errors[1].GetCode())
 		require.NotNil(t, b.describe("w1").State.SuspectSince)
 	})
 }

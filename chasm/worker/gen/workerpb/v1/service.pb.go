@@ -1609,7 +1609,7 @@ func (x *ReportConnectionsRequest) GetReports() []*ConnectionReport {
 
 type ReportConnectionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per report, in order: empty when applied (or when there was nothing to do: an unknown,
+	// Per report, in order: code 0 when applied (or when there was nothing to do: an unknown,
 	// inactive or already suspect worker), else the error.
 	Errors        []*EntryError `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -259,8 +259,13 @@ type WorkerState struct {
 	// How many suspicions were raised and cleared over the worker's life.
 	SuspicionsRaised  int64 `protobuf:"varint,43,opt,name=suspicions_raised,json=suspicionsRaised,proto3" json:"suspicions_raised,omitempty"`
 	SuspicionsCleared int64 `protobuf:"varint,44,opt,name=suspicions_cleared,json=suspicionsCleared,proto3" json:"suspicions_cleared,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Suspicions raised in a row, each within suspectStreakWindow of the one before: the grace
+	// of the k-th is the base grace times 4^(k-1) (bounded), as the SDK backs its polls off
+	// after consecutive failures. last_suspected is when the last one was raised.
+	SuspectStreak int32                  `protobuf:"varint,45,opt,name=suspect_streak,json=suspectStreak,proto3" json:"suspect_streak,omitempty"`
+	LastSuspected *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=last_suspected,json=lastSuspected,proto3" json:"last_suspected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -529,6 +534,20 @@ func (x *WorkerState) GetSuspicionsCleared() int64 {
 		return x.SuspicionsCleared
 	}
 	return 0
+}
+
+func (x *WorkerState) GetSuspectStreak() int32 {
+	if x != nil {
+		return x.SuspectStreak
+	}
+	return 0
+}
+
+func (x *WorkerState) GetLastSuspected() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuspected
+	}
+	return nil
 }
 
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
@@ -912,7 +931,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xb5\x0f\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x9f\x10\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -949,7 +968,9 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0esuspect_reason\x18) \x01(\x0e2\x1e.vigil.worker.v1.SuspectReasonR\rsuspectReason\x12E\n" +
 	"\x10suspect_deadline\x18* \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuspectDeadline\x12+\n" +
 	"\x11suspicions_raised\x18+ \x01(\x03R\x10suspicionsRaised\x12-\n" +
-	"\x12suspicions_cleared\x18, \x01(\x03R\x11suspicionsCleared\"\xe0\x01\n" +
+	"\x12suspicions_cleared\x18, \x01(\x03R\x11suspicionsCleared\x12%\n" +
+	"\x0esuspect_streak\x18- \x01(\x05R\rsuspectStreak\x12A\n" +
+	"\x0elast_suspected\x18. \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuspected\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -1040,15 +1061,16 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	11, // 15: vigil.worker.v1.WorkerState.suspect_since:type_name -> google.protobuf.Timestamp
 	2,  // 16: vigil.worker.v1.WorkerState.suspect_reason:type_name -> vigil.worker.v1.SuspectReason
 	11, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
-	11, // 18: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	4,  // 19: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	11, // 20: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	11, // 21: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	11, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
+	11, // 19: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	4,  // 20: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	11, // 21: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	11, // 22: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
