@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,4 +312,95 @@ func TestMeasureSDKReconnect(t *testing.T) {
 	slices.Sort(gaps)
 	t.Logf("SDK reconnect after a reset over %d resets: min %v p50 %v p90 %v max %v", len(gaps),
 		gaps[0], gaps[len(gaps)/2], gaps[len(gaps)*9/10], gaps[len(gaps)-1])
+}
+
+// TestMeasureKillToRerun is a measurement, not a test: kill → next attempt started on another
+// worker, over VIGIL_MEASURE_KILLS SIGKILLed worker processes (default 20) per heartbeat
+// interval. Run with VIGIL_MEASURE_KILLS=N -v.
+func TestMeasureKillToRerun(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("VIGIL_MEASURE_KILLS"))
+	if n <= 0 {
+		t.Skip("measurement; set VIGIL_MEASURE_KILLS=N")
+	}
+	for _, interval := range []time.Duration{time.Second, time.Minute} {
+		cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+		lc := dialLiveness(t, cluster.Address())
+		events := eventsFile(t)
+		c := dialSDK(t, cluster.Address())
+		inProcessWorker(t, cluster.Address(), "q", "B", events)
+		var gaps []time.Duration
+		reasons := map[livenesspb.InactiveReason]int{}
+		for i := range n {
+			name := fmt.Sprintf("A%d", i)
+			a := startSuspicionWorker(t, cluster.Address(), "q-"+name, name, events, interval)
+			id := fmt.Sprintf("a-%v-%d", interval, i)
+			startActivity(t, c, id, "q-"+name, time.Hour)
+			waitForEvent(t, events, name+" started "+id)
+			key := workerByIdentity(t, lc, name).GetWorkerInstanceKey()
+			// B takes over: the activity's queue gets a B poller only now, so that A got it.
+			inProcessWorker(t, cluster.Address(), "q-"+name, "B", events)
+			require.NoError(t, a.Process.Signal(syscall.SIGKILL))
+			killed := time.Now()
+			started := waitForEventAfter(t, events, "B started "+id, killed)
+			gaps = append(gaps, started.at.Sub(killed))
+			reasons[describeWorker(t, lc, key).GetInactiveReason()]++
+			_ = a.Wait()
+		}
+		slices.Sort(gaps)
+		t.Logf("interval %v: kill → next attempt started on B over %d kills: p50 %v p90 %v p99 %v max %v; reasons %v",
+			interval, n, gaps[n/2].Round(time.Millisecond), gaps[n*9/10].Round(time.Millisecond),
+			gaps[min(n-1, n*99/100)].Round(time.Millisecond), gaps[n-1].Round(time.Millisecond), reasons)
+		cluster.Stop()
+	}
+}
+
+// TestMeasureFalsePositives is a measurement, not a test: VIGIL_MEASURE_RESETS connection
+// resets (default none) spread over 10 live workers running long activities, then how many were
+// ever declared dead and how many of their activities moved. Run with -v.
+func TestMeasureFalsePositives(t *testing.T) {
+	resets, _ := strconv.Atoi(os.Getenv("VIGIL_MEASURE_RESETS"))
+	if resets <= 0 {
+		t.Skip("measurement; set VIGIL_MEASURE_RESETS=N")
+	}
+	cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+	lc := dialLiveness(t, cluster.Address())
+	events := eventsFile(t)
+	c := dialSDK(t, cluster.Address())
+	const workers = 10
+	var proxies []*tcpProxy
+	var keys []string
+	for i := range workers {
+		p := startProxy(t, cluster.Address())
+		proxies = append(proxies, p)
+		name := fmt.Sprintf("L%d", i)
+		inProcessWorker(t, p.Address(), "q-"+name, name, events)
+		keys = append(keys, workerByIdentity(t, lc, name).GetWorkerInstanceKey())
+		startActivity(t, c, "long-"+name, "q-"+name, time.Hour)
+		waitForEvent(t, events, name+" started long-"+name)
+		inProcessWorker(t, cluster.Address(), "q-"+name, "B", events) // would take it if it moved
+	}
+	start := time.Now()
+	for i := range resets {
+		proxies[i%workers].Reset()
+		// Each worker's connection is cut about every 10×this: a worker is cut again while it
+		// is still backing off from the last time, the SDK's worst case.
+		time.Sleep(time.Duration(50+i*7%100) * time.Millisecond)
+	}
+	time.Sleep(20 * time.Second) // every grace, however grown, has run out
+	inactive := 0
+	for _, key := range keys {
+		w := describeWorker(t, lc, key)
+		if w.GetState() != livenesspb.LivenessState_LIVENESS_STATE_ACTIVE || w.GetResurrectionCount() > 0 {
+			inactive++
+		}
+	}
+	moved := 0
+	for i := range workers {
+		if hasEvent(events, fmt.Sprintf("B started long-L%d", i)) {
+			moved++
+		}
+	}
+	raised, _ := scrapeMetric(t, cluster.HTTPAddress(), `vigil_worker_worker_suspicions{outcome="raised"}`)
+	t.Logf("%d resets of %d live workers over %v: %d suspicions raised, %d workers ever declared dead, %d activities moved",
+		resets, workers, time.Since(start).Round(time.Second), int(raised), inactive, moved)
 }
