@@ -5,9 +5,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
 func (b *bundle) report(key string, lost bool) {
@@ -195,5 +198,58 @@ func TestConnectionSuspicion(t *testing.T) {
 		require.NotZero(t, resp.Errors[0].GetCode())
 		require.Zero(t, resp.Errors[1].GetCode())
 		require.NotNil(t, b.describe("w1").State.SuspectSince)
+	})
+}
+
+func TestSuspicionAndTheExpiryBrake(t *testing.T) {
+	t.Parallel()
+
+	setup := func(t *testing.T) *brakeBundle {
+		b := setupBrake(t)
+		b.handler = worker.NewHandler(b.engine, b.config, b.engine.Clock(), tally.NoopScope, zaptest.NewLogger(t), worker.WithBrakeStatus(b.brake))
+		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "500ms")
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 0.3)
+		return b
+	}
+
+	t.Run("OneLostWorkerIsNotHeldBeyondItsGrace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keys := workerKeys("w", 10)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(time.Minute))
+		}
+		b.brake.SetActiveCount(testNamespaceID, 10)
+		b.report(keys[0], true)
+		b.engine.AdvanceTime(500 * time.Millisecond)
+		s := b.describe(keys[0]).State
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, s.Status, "the grace was its settle time (2s otherwise)")
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, s.InactiveReason)
+	})
+
+	t.Run("AMassConnectionLossIsHeld", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		keys := workerKeys("w", 10)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(time.Minute))
+		}
+		b.brake.SetActiveCount(testNamespaceID, 10)
+		for _, k := range keys[:6] { // the server's own network drops: most connections close at once
+			b.report(k, true)
+		}
+		b.engine.AdvanceTime(5 * time.Second)
+		require.Zero(t, b.inactive(keys), "held by the brake")
+		st := b.brake.Status(testNamespaceID)
+		require.True(t, st.Engaged)
+		// The network comes back: the workers reconnect and are cleared; nobody was declared dead.
+		for _, k := range keys[:6] {
+			b.report(k, false)
+		}
+		b.engine.AdvanceTime(5 * time.Second)
+		require.Zero(t, b.inactive(keys))
+		for _, k := range keys[:6] {
+			require.Nil(t, b.describe(k).State.SuspectSince)
+		}
 	})
 }
