@@ -323,7 +323,12 @@ func TestMeasureKillToRerun(t *testing.T) {
 		t.Skip("measurement; set VIGIL_MEASURE_KILLS=N")
 	}
 	for _, interval := range []time.Duration{time.Second, time.Minute} {
-		cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+		// Killing 20 workers of a small fleet within 30 s is what the expiry brake's share rule
+		// is for (more than 55 % of the namespace): it would hold the expiries. Off here, to
+		// measure detection; TestSuspicionAndTheExpiryBrake covers the brake.
+		cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), func(o *testcluster.Options) {
+			o.DynamicConfig[dynamicconfig.ExpiryBrakeThreshold.Key()] = 1.0
+		})
 		lc := dialLiveness(t, cluster.Address())
 		events := eventsFile(t)
 		c := dialSDK(t, cluster.Address())
