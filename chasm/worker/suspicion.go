@@ -53,7 +53,7 @@ const SuspectGracePeriodDefault = 500 * time.Millisecond
 // at most suspectGraceMax (the SDK's 10 s plus a margin), never less than the base grace.
 const (
 	suspectStreakWindow = 2 * time.Minute
-	suspectGraceMax     = 15 * time.Second
+	suspectGraceMax     = 20 * time.Second
 	suspectGraceFactor  = 4
 )
 
@@ -193,7 +193,10 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 		if checkOwner(w, r.GetWorkerInstanceKey(), r.GetPrincipal(), r.GetPrincipalIsAdmin()) != nil || w.Status != statusActive {
 			return false
 		}
-		return r.GetLost() != isSuspect(w.WorkerState)
+		// A loss of a worker already suspect is a new suspicion: the frontend reports a worker
+		// lost again only after it was seen again on another connection, and that report may
+		// have been replaced by the loss before it was sent (the frontend keeps a worker's newest report).
+		return r.GetLost() || isSuspect(w.WorkerState)
 	}
 	need, err := chasm.ReadComponent(ctx, h.engine, ref, func(_ chasm.Context, w *Worker) (bool, error) { return applies(w), nil })
 	var notFound *serviceerror.NotFound

@@ -97,7 +97,8 @@ func TestConnectionSuspicion(t *testing.T) {
 		s := b.describe("w1").State
 		require.Equal(t, s.LeaseDeadline.AsTime(), s.SuspectDeadline.AsTime())
 		b.engine.AdvanceTime(3 * time.Second)
-		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED, b.describe("w1").State.InactiveReason,
+			"the lease ran out: the suspicion did not shorten it")
 	})
 
 	t.Run("GraceGrowsWithSuspicionsInARowAsTheSDKBacksOff", func(t *testing.T) {
@@ -114,7 +115,7 @@ func TestConnectionSuspicion(t *testing.T) {
 			b.report("w1", false)
 			b.engine.AdvanceTime(10 * time.Second)
 		}
-		require.Equal(t, []time.Duration{500 * time.Millisecond, 2 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second}, graces)
+		require.Equal(t, []time.Duration{500 * time.Millisecond, 2 * time.Second, 8 * time.Second, 20 * time.Second, 20 * time.Second}, graces)
 
 		b.engine.AdvanceTime(3 * time.Minute) // its polls have succeeded since: the SDK starts over
 		b.mustBeat("w1", withLease(time.Hour))
@@ -123,15 +124,21 @@ func TestConnectionSuspicion(t *testing.T) {
 		require.Equal(t, 500*time.Millisecond, s.SuspectDeadline.AsTime().Sub(s.SuspectSince.AsTime()))
 	})
 
-	t.Run("RepeatedLossKeepsTheFirstSuspicion", func(t *testing.T) {
+	t.Run("ALossOfASuspectWorkerIsANewSuspicion", func(t *testing.T) {
 		t.Parallel()
+		// The frontend reports a worker lost again only after it saw it again; the report of
+		// that may have been replaced by the new loss before it was sent.
 		b := setup(t)
 		b.dc.OverrideNamespaceValue(worker.SuspectGracePeriod.Key(), testNamespace, "1s")
 		b.mustBeat("w1", withLease(time.Minute))
 		b.report("w1", true)
 		b.engine.AdvanceTime(600 * time.Millisecond)
 		b.report("w1", true)
-		b.engine.AdvanceTime(400 * time.Millisecond)
+		s := b.describe("w1").State
+		require.Equal(t, b.engine.Now(), s.SuspectSince.AsTime())
+		require.Equal(t, b.engine.Now().Add(4*time.Second), s.SuspectDeadline.AsTime(), "the second in a row: 4× the grace")
+		require.EqualValues(t, 2, s.SuspicionsRaised)
+		b.engine.AdvanceTime(4 * time.Second)
 		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, b.describe("w1").State.InactiveReason)
 	})
 

@@ -54,7 +54,9 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 	bound := w.BoundActivityCount
 	transition, reason := TransitionLeaseExpired, "worker lease expired: INACTIVE"
 	var suspectSince time.Time
-	if isSuspect(w.WorkerState) && !w.LeaseDeadline.AsTime().Before(w.SuspectDeadline.AsTime()) {
+	// CONNECTION_LOST only when the suspicion is what ended the lease: a suspect deadline cut
+	// to the lease deadline ends a lease that ran out anyway.
+	if isSuspect(w.WorkerState) && w.SuspectDeadline.AsTime().Before(w.LeaseDeadline.AsTime()) {
 		transition, reason = TransitionConnectionLost, "worker connection lost: INACTIVE"
 		suspectSince = w.SuspectSince.AsTime()
 	}
