@@ -25,7 +25,7 @@ function ago(t) {
   return Math.round(d / 3600) + " h ago";
 }
 const clock = (t) => new Date(ms(t)).toLocaleTimeString();
-const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut down" }[short(w.inactiveReason)] || "–");
+const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut down", CONNECTION_LOST: "connection lost" }[short(w.inactiveReason)] || "–");
 const when = (t) => (t ? `${new Date(ms(t)).toLocaleString()} (${ago(t)})` : "");
 const hostOf = (w) => w.lastHeartbeat?.hostInfo?.hostName || "";
 
