@@ -64,11 +64,13 @@ type ServerConfig struct {
 	DisableConnectionSuspicion bool `yaml:"disableConnectionSuspicion"`
 }
 
-// Server keepalive defaults: a silent peer is noticed within about two seconds. The pings are
-// HTTP/2 frames of a few bytes, sent only on a connection that carried nothing for a second.
+// Server keepalive defaults: a silent peer is noticed within about three seconds, and a client
+// process starved of CPU for a second (a loaded box, CPU throttling) still answers in time: its
+// connection closing would make its workers suspect. The pings are HTTP/2 frames of a few
+// bytes, sent only on a connection that carried nothing for a second.
 const (
 	KeepaliveTimeDefault    = time.Second
-	KeepaliveTimeoutDefault = time.Second
+	KeepaliveTimeoutDefault = 2 * time.Second
 )
 
 // Server is the frontend's gRPC server: Temporal's WorkflowService and vigil's

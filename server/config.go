@@ -41,7 +41,7 @@ type Config struct {
 		Pprof bool `yaml:"pprof"`
 		// KeepaliveTime and KeepaliveTimeout: the server pings a connection silent for
 		// KeepaliveTime and closes it when no answer comes within KeepaliveTimeout, so a worker
-		// whose machine went away is suspected within about their sum (default 1s + 1s).
+		// whose machine went away is suspected within about their sum (default 1s + 2s).
 		KeepaliveTime    time.Duration `yaml:"keepaliveTime"`
 		KeepaliveTimeout time.Duration `yaml:"keepaliveTimeout"`
 		// MaxConnectionAge (with MaxConnectionAgeGrace) closes older connections with GOAWAY;
