@@ -415,3 +415,30 @@ func TestMeasureFalsePositives(t *testing.T) {
 	t.Logf("%d resets of %d live workers over %v: %d suspicions raised, %d confirmed, %d workers ever declared dead, %d activities moved",
 		resets, workers, time.Since(start).Round(time.Second), int(raised), int(confirmed), inactive, moved)
 }
+
+// A worker whose machine stops answering (its network gone, nothing closed) is noticed by the
+// server's keepalive pings, and its activity runs on B long before its 90 s lease runs out.
+func TestSilentPeerIsNoticedByKeepalive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	t.Parallel()
+	cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+	lc := dialLiveness(t, cluster.Address())
+	proxy := startProxy(t, cluster.Address())
+	events := eventsFile(t)
+	c := dialSDK(t, cluster.Address())
+	inProcessWorker(t, proxy.Address(), "q", "A", events)
+	aKey := workerByIdentity(t, lc, "A").GetWorkerInstanceKey()
+	handle := startActivity(t, c, "a-1", "q", time.Hour)
+	waitForEvent(t, events, "A started a-1")
+	inProcessWorker(t, cluster.Address(), "q", "B", events)
+
+	proxy.Pause() // A's traffic is held both ways: to the server A is silent, not gone
+	t.Cleanup(proxy.Resume)
+	paused := time.Now()
+	bStarted := waitForEventAfter(t, events, "B started a-1", paused)
+	t.Logf("the activity restarted on B %v after A's network went silent", bStarted.at.Sub(paused).Round(time.Millisecond))
+	require.Equal(t, "done by B", result(t, handle))
+	require.Equal(t, livenesspb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, describeWorker(t, lc, aKey).GetInactiveReason())
+}
