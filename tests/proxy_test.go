@@ -46,7 +46,10 @@ func (p *tcpProxy) accept() {
 		if err != nil {
 			return
 		}
-		server, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		server, err := net.Dial("tcp", target)
 		if err != nil {
 			_ = client.Close()
 			continue
@@ -104,6 +107,14 @@ func (p *tcpProxy) Reset() {
 		}
 		delete(p.conns, client)
 	}
+}
+
+// SetTarget sends the connections made from now on to another server (a load balancer moving
+// its clients to another host).
+func (p *tcpProxy) SetTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // Pause holds all traffic (both ways, on every connection) until Resume.

@@ -442,3 +442,40 @@ func TestSilentPeerIsNoticedByKeepalive(t *testing.T) {
 	require.Equal(t, "done by B", result(t, handle))
 	require.Equal(t, livenesspb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, describeWorker(t, lc, aKey).GetInactiveReason())
 }
+
+// Cluster: a worker whose connection to host 1 is cut reconnects to host 2 (a load balancer
+// moved it). Host 1 reports it lost, host 2 reports it seen, both to the shard's owner
+// wherever that is: the worker keeps its activity.
+func TestClusterWorkerReconnectingToAnotherHostIsCleared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	hosts := testcluster.NewHosts(t, 2, testcluster.Options{NumShards: 4, DynamicConfig: map[dynamicconfig.Key]any{
+		worker.SuspectGracePeriod.Key(): worker.SuspectGracePeriodDefault.String(),
+	}})
+	lc := dialLiveness(t, hosts[0].Address())
+	proxy := startProxy(t, hosts[0].Address())
+	events := eventsFile(t)
+	c := dialSDK(t, hosts[0].Address())
+	inProcessWorker(t, proxy.Address(), "q", "A", events)
+	aKey := workerByIdentity(t, lc, "A").GetWorkerInstanceKey()
+	handle := startActivity(t, c, "a-1", "q", 8*time.Second)
+	waitForEvent(t, events, "A started a-1")
+	inProcessWorker(t, hosts[1].Address(), "q", "B", events)
+
+	proxy.SetTarget(hosts[1].Address())
+	proxy.Reset()
+	require.Eventually(t, func() bool {
+		cleared := 0.0
+		for _, h := range hosts {
+			v, _ := scrapeMetric(t, h.HTTPAddress(), `vigil_worker_worker_suspicions{outcome="cleared"}`)
+			cleared += v
+		}
+		return cleared >= 1
+	}, time.Minute, 50*time.Millisecond, "A was suspected (host 1) and cleared (host 2)")
+	require.Equal(t, "done by A", result(t, handle))
+	require.False(t, hasEvent(events, "B started a-1"), "A's activity was rescheduled")
+	alive := describeWorker(t, lc, aKey)
+	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_ACTIVE, alive.GetState())
+	require.Zero(t, alive.GetResurrectionCount())
+}
