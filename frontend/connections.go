@@ -171,14 +171,16 @@ func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
 	if c == nil {
 		return
 	}
-	ref, ok := t.ref(namespaceName, key)
-	if !ok {
+	if key == "" {
 		return
 	}
-	var who caller
-	if ns, err := t.namespaces.GetByName(namespaceName); err == nil {
-		who.principal, who.admin = principalOf(ctx, ns)
+	ns, err := t.namespaces.GetByName(namespaceName)
+	if err != nil {
+		return
 	}
+	ref := workerRef{namespaceID: ns.ID, namespace: ns.Name, key: key}
+	var who caller
+	who.principal, who.admin = principalOf(ctx, ns)
 	t.mu.Lock()
 	if _, known := c.workers[ref]; known || c.closed || t.stopping || len(c.workers) >= maxWorkersPerConn {
 		t.mu.Unlock()
