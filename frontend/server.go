@@ -46,7 +46,32 @@ type ServerConfig struct {
 	MaxMessageSize int `yaml:"maxMessageSize"`
 	// TLS, when set, is served on the port (see auth.NewServerTLSConfig); nil: plaintext.
 	TLS *tls.Config `yaml:"-"`
+	// KeepaliveTime is how long a connection may stay silent before the server pings the
+	// client, and KeepaliveTimeout how long it then waits for the answer before it closes the
+	// connection: a worker whose machine went away (no socket closed) is noticed after about
+	// their sum, and its workers become suspect (connections.go). Defaults
+	// KeepaliveTimeDefault and KeepaliveTimeoutDefault.
+	KeepaliveTime    time.Duration `yaml:"keepaliveTime"`
+	KeepaliveTimeout time.Duration `yaml:"keepaliveTimeout"`
+	// MaxConnectionAge, when set, makes the server close connections older than it (GOAWAY,
+	// then MaxConnectionAgeGrace for open calls), e.g. to rebalance clients behind a load
+	// balancer. Zero: never.
+	MaxConnectionAge      time.Duration `yaml:"maxConnectionAge"`
+	MaxConnectionAgeGrace time.Duration `yaml:"maxConnectionAgeGrace"`
+	// DisableConnectionSuspicion stops tracking which connection carries which worker: a dead
+	// worker is then found by its lease alone. (worker.suspectGracePeriod 0 turns suspicion
+	// off per namespace.)
+	DisableConnectionSuspicion bool `yaml:"disableConnectionSuspicion"`
 }
+
+// Server keepalive defaults: a silent peer is noticed within about three seconds, and a client
+// process starved of CPU for a second (a loaded box, CPU throttling) still answers in time: its
+// connection closing would make its workers suspect. The pings are HTTP/2 frames of a few
+// bytes, sent only on a connection that carried nothing for a second.
+const (
+	KeepaliveTimeDefault    = time.Second
+	KeepaliveTimeoutDefault = 2 * time.Second
+)
 
 // Server is the frontend's gRPC server: Temporal's WorkflowService and vigil's
 // WorkerLivenessService on one port.
@@ -67,6 +92,8 @@ type Server struct {
 	// ready is false until Start: calls are answered Unavailable, quickly, which the SDK
 	// retries. See Serve.
 	ready atomic.Bool
+	// conns ties connections to workers (connection suspicion); nil when off.
+	conns *connTracker
 }
 
 // NewServer listens on cfg.Address and registers both services behind Interceptors(deps).
@@ -82,9 +109,27 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	srv := &Server{logger: deps.Logger, listener: lis, workflow: workflow, liveness: liveness, done: make(chan struct{}),
 		health: health.NewServer(), healthStopped: make(chan struct{})}
 	srv.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	unary := append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)
+	if reporter, ok := deps.History.(ConnectionReporter); ok && !cfg.DisableConnectionSuspicion {
+		srv.conns = newConnTracker(reporter, deps.Namespaces, deps.Logger)
+		// Last: only calls that passed auth and validation name workers.
+		unary = append(unary, srv.conns.intercept)
+	}
+	if cfg.KeepaliveTime <= 0 {
+		cfg.KeepaliveTime = KeepaliveTimeDefault
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = KeepaliveTimeoutDefault
+	}
+	keepaliveParams := keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}
+	if cfg.MaxConnectionAge > 0 {
+		keepaliveParams.MaxConnectionAge = cfg.MaxConnectionAge
+		keepaliveParams.MaxConnectionAgeGrace = cfg.MaxConnectionAgeGrace
+	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec()),
-		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{srv.readinessInterceptor}, Interceptors(deps)...)...),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.KeepaliveParams(keepaliveParams),
 		grpc.ChainStreamInterceptor(malformedStreamInterceptor, srv.healthWatchInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
@@ -95,6 +140,9 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	if srv.conns != nil {
+		opts = append(opts, grpc.StatsHandler(srv.conns))
 	}
 	s := grpc.NewServer(opts...)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
@@ -209,6 +257,10 @@ func (s *Server) Stop(ctx context.Context) {
 	// New calls are refused at once while the open ones finish; health checks say so (and
 	// stay NOT_SERVING: Shutdown ignores later updates), and open health watches hear it.
 	s.ready.Store(false)
+	if s.conns != nil {
+		// Before any connection closes: a stopping server is not its workers dying.
+		s.conns.stop()
+	}
 	s.health.Shutdown()
 	close(s.healthStopped)
 	// Without this a graceful stop would wait up to a minute for empty polls.

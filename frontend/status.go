@@ -130,6 +130,8 @@ func inactiveReason(r workerpb.InactiveReason) livenesspb.InactiveReason {
 		return livenesspb.InactiveReason_INACTIVE_REASON_LEASE_EXPIRED
 	case workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN:
 		return livenesspb.InactiveReason_INACTIVE_REASON_SHUTDOWN
+	case workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST:
+		return livenesspb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST
 	}
 	return livenesspb.InactiveReason_INACTIVE_REASON_UNSPECIFIED
 }
@@ -154,6 +156,11 @@ func workerLiveness(record *workerpb.WorkerRecord) *livenesspb.WorkerLiveness {
 		DrainRequested:              s.GetDrainRequested(),
 		BoundActivityCount:          s.GetBoundActivityCount(),
 		PendingRescheduleActivities: pendingRescheduleActivities(s),
+		SuspectSince:                s.GetSuspectSince(),
+		SuspectDeadline:             s.GetSuspectDeadline(),
+	}
+	if s.GetSuspectDeadline() != nil {
+		out.SuspectReason = "connection closed"
 	}
 	if out.WorkerInstanceKey == "" {
 		out.WorkerInstanceKey = s.GetLastHeartbeat().GetWorkerInstanceKey()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -39,6 +40,18 @@ type Config struct {
 		MaxMessageSize int    `yaml:"maxMessageSize"`
 		// Pprof also serves Go's runtime profiles under /debug/pprof/ on HTTPAddress.
 		Pprof bool `yaml:"pprof"`
+		// KeepaliveTime and KeepaliveTimeout: the server pings a connection silent for
+		// KeepaliveTime and closes it when no answer comes within KeepaliveTimeout, so a worker
+		// whose machine went away is suspected within about their sum (default 1s + 2s).
+		KeepaliveTime    time.Duration `yaml:"keepaliveTime"`
+		KeepaliveTimeout time.Duration `yaml:"keepaliveTimeout"`
+		// MaxConnectionAge (with MaxConnectionAgeGrace) closes older connections with GOAWAY;
+		// zero: never.
+		MaxConnectionAge      time.Duration `yaml:"maxConnectionAge"`
+		MaxConnectionAgeGrace time.Duration `yaml:"maxConnectionAgeGrace"`
+		// DisableConnectionSuspicion: dead workers are found by their lease alone (see README,
+		// "Connection suspicion"; worker.suspectGracePeriod 0 does the same per namespace).
+		DisableConnectionSuspicion bool `yaml:"disableConnectionSuspicion"`
 	} `yaml:"frontend"`
 	History       history.Config       `yaml:"history"`
 	HistoryServer history.ServerConfig `yaml:"historyServer"`

@@ -227,7 +227,12 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				}
 			}
 			liveness := frontend.NewLivenessHandler(deps)
-			fs, err := frontend.NewServer(frontend.ServerConfig{Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize, TLS: tlsConfig},
+			fs, err := frontend.NewServer(frontend.ServerConfig{
+				Address: cfg.Frontend.Address, MaxMessageSize: cfg.Frontend.MaxMessageSize, TLS: tlsConfig,
+				KeepaliveTime: cfg.Frontend.KeepaliveTime, KeepaliveTimeout: cfg.Frontend.KeepaliveTimeout,
+				MaxConnectionAge: cfg.Frontend.MaxConnectionAge, MaxConnectionAgeGrace: cfg.Frontend.MaxConnectionAgeGrace,
+				DisableConnectionSuspicion: cfg.Frontend.DisableConnectionSuspicion,
+			},
 				deps, workflow, liveness)
 			if err != nil {
 				return nil, nil, err

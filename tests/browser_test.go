@@ -74,7 +74,8 @@ func TestLivePageInBrowser(t *testing.T) {
 
 	// The worker's detail panel: its record and its transitions.
 	b.eval(t, `[...document.querySelectorAll("#workers tbody tr")].find(tr => tr.dataset.state === "INACTIVE").click()`)
-	b.waitFor(t, `document.querySelector("#detail-fields")?.textContent.includes("LEASE_EXPIRED")`)
+	// Killed: its closed connection gives it away before its lease (connection suspicion).
+	b.waitFor(t, `document.querySelector("#detail-fields")?.textContent.includes("CONNECTION_LOST")`)
 	b.waitFor(t, `document.querySelector("#detail-transitions")?.textContent.includes("INACTIVE")`)
 	b.screenshot(t, filepath.Join(artifacts, "live-page-detail.png"))
 	b.eval(t, `document.querySelector("#detail-close").click()`)

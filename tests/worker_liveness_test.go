@@ -18,6 +18,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/chasm/worker"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/tests/testcluster"
@@ -87,6 +88,8 @@ func TestKilledSDKWorkerBecomesInactiveThenCleanedUp(t *testing.T) {
 	cluster := testcluster.New(t, testcluster.Options{DynamicConfig: map[dynamicconfig.Key]any{
 		dynamicconfig.DefaultLeaseDuration.Key():       "3s",
 		dynamicconfig.InactiveWorkerCleanupDelay.Key(): "2s",
+		// The lease path: connection suspicion off (suspicion_test.go covers it).
+		worker.SuspectGracePeriod.Key(): "0s",
 	}})
 	c := dialSDK(t, cluster.Address())
 	liveness := dialLiveness(t, cluster.Address())

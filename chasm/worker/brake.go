@@ -116,6 +116,9 @@ type namespaceBrake struct {
 type expiryCandidate struct {
 	firstSeen, lastSeen time.Time
 	held                bool
+	// settled, when set, replaces firstSeen + settle: a suspect worker (NoteSuspect) was
+	// counted when its suspicion began, and its grace served as the settle time.
+	settled time.Time
 }
 
 // NewBrake returns a brake; load may be nil (no host-load trigger).
@@ -149,7 +152,11 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 		return recheck, true
 	}
-	if settled := c.firstSeen.Add(b.cfg.Settle(namespace)); now.Before(settled) {
+	settled := c.firstSeen.Add(b.cfg.Settle(namespace))
+	if !c.settled.IsZero() {
+		settled = c.settled
+	}
+	if now.Before(settled) {
 		return b.recheckAfter(settled.Add(-time.Nanosecond)), true
 	}
 	if ns.shareOn {
@@ -165,6 +172,34 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 	}
 	c.held = false
 	return time.Time{}, false
+}
+
+// NoteSuspect counts a worker under connection suspicion as expiring from since: a burst of
+// connection losses (the server's own network failing) engages the share rule when it begins,
+// not when the first grace runs out. Its expiry is settled at settled (the end of its grace).
+func (b *Brake) NoteSuspect(namespaceID, namespace, instanceKey string, since, settled time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ns := b.namespaceLocked(namespaceID, namespace)
+	c, ok := ns.candidates[instanceKey]
+	if !ok {
+		c = &expiryCandidate{firstSeen: since}
+		ns.candidates[instanceKey] = c
+	}
+	c.lastSeen, c.settled = since, settled
+	b.evaluateNamespaceLocked(namespaceID, ns, since, false)
+}
+
+// ForgetSuspect stops counting a worker whose suspicion was cleared (it reconnected), unless
+// its expiry is already being held.
+func (b *Brake) ForgetSuspect(namespaceID, instanceKey string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ns, ok := b.namespaces[namespaceID]; ok {
+		if c, ok := ns.candidates[instanceKey]; ok && !c.held {
+			delete(ns.candidates, instanceKey)
+		}
+	}
 }
 
 // SetActiveCount records a namespace's ACTIVE workers, the base of the share rule (the

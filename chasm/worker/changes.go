@@ -68,8 +68,9 @@ func Changes(key chasm.ExecutionKey, before, after *workerpb.WorkerState, delete
 	from, to := before.GetStatus(), after.GetStatus()
 	switch {
 	case from == to && to == statusActive:
-		// Every accepted heartbeat increments the conflict token.
-		if before.GetConflictToken() != after.GetConflictToken() {
+		// Every accepted heartbeat increments the conflict token. A connection suspicion raised
+		// or cleared is shown the same way: the state it carries says which.
+		if before.GetConflictToken() != after.GetConflictToken() || isSuspect(before) != isSuspect(after) {
 			events = append(events, ev(ChangeHeartbeat))
 		}
 	case from == to:

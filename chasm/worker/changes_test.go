@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/chasmtest"
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -87,4 +90,17 @@ func TestCommittedChangesReachTheSink(t *testing.T) {
 
 	b.mustBeat("w-1", withLease(10*time.Second))
 	require.Equal(t, []worker.ChangeKind{worker.ChangeResurrected}, kindsOf(sink.take()))
+}
+
+func TestSuspicionIsAChangeTheLiveViewSees(t *testing.T) {
+	key := chasm.ExecutionKey{NamespaceID: "ns", BusinessID: "w1"}
+	before := &workerpb.WorkerState{Status: workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, ConflictToken: 3}
+	after := proto.Clone(before).(*workerpb.WorkerState)
+	after.SuspectSince, after.SuspectDeadline = timestamppb.Now(), timestamppb.Now()
+	changes := worker.Changes(key, before, after, false)
+	require.Len(t, changes, 1)
+	require.Equal(t, worker.ChangeHeartbeat, changes[0].Kind)
+	require.NotNil(t, changes[0].State.SuspectDeadline)
+	require.Len(t, worker.Changes(key, after, before, false), 1, "and its clearing")
+	require.Empty(t, worker.Changes(key, after, after, false))
 }

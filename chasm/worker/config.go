@@ -54,6 +54,8 @@ type Config struct {
 	RescheduleChunkSize    int
 	OrphanDetection        func(namespace string) bool
 	OrphanDetectionGrace   func(namespace string) time.Duration
+	// SuspectGracePeriod is worker.suspectGracePeriod (suspicion.go); nil: its default.
+	SuspectGracePeriod func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -72,6 +74,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
 		OrphanDetection:         OrphanDetection.Get(dc),
 		OrphanDetectionGrace:    OrphanDetectionGrace.Get(dc),
+		SuspectGracePeriod:      SuspectGracePeriod.Get(dc),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
@@ -77,4 +78,64 @@ func TestLeaseGraceAfterRestart(t *testing.T) {
 	alive := state(host, "w-alive")
 	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, alive.Status)
 	require.Zero(t, alive.InactiveEpoch, "the reconnected worker was never declared dead")
+}
+
+// TestSuspicionSurvivesARestart: a suspicion is durable. After a restart the suspect worker is
+// still suspect, its expiry gets the restart grace like a lease's, and it ends CONNECTION_LOST
+// unless it is seen again; a worker that was not suspect is not made one.
+func TestSuspicionSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ts := clock.NewFakeTimeSource()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcClient := dynamicconfig.NewMemoryClient()
+	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "5s")
+	dcClient.OverrideValue(worker.SuspectGracePeriod.Key(), "1s")
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+	config := worker.NewConfig(dc, hostNumShards)
+	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	start := func() (*historytest.Host, *worker.Handler) {
+		h := historytest.Start(t, historytest.Options{
+			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
+			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
+		})
+		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
+	}
+	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
+		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
+		require.NoError(t, err)
+		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
+			return w.WorkerState, nil
+		})
+		require.NoError(t, err)
+		return s
+	}
+	host, handler := start()
+	for _, key := range []string{"w-dead", "w-healthy"} {
+		resp, err := handler.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: "ns-id", Namespace: "ns",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat(key), LeaseDuration: durationpb.New(time.Hour)}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+	}
+	_, err := handler.ReportConnections(context.Background(), &workerpb.ReportConnectionsRequest{Reports: []*workerpb.ConnectionReport{
+		{NamespaceId: "ns-id", Namespace: "ns", WorkerInstanceKey: "w-dead", Lost: true},
+	}})
+	require.NoError(t, err)
+	host.Stop() // before the grace ran out
+
+	ts.Advance(10 * time.Second) // the outage
+	host, _ = start()
+	dead := state(host, "w-dead")
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, dead.Status, "the restart grace first")
+	require.NotNil(t, dead.SuspectSince, "the suspicion survived the restart")
+	require.Nil(t, state(host, "w-healthy").SuspectSince, "none was invented")
+
+	ts.Advance(6 * time.Second)
+	require.Eventually(t, func() bool {
+		return state(host, "w-dead").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, state(host, "w-dead").InactiveReason)
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-healthy").Status)
 }

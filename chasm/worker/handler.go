@@ -164,6 +164,8 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 	var (
 		orphans  []Orphan
 		evidence OrphanEvidence
+		// suspectSince is set when this heartbeat cleared a connection suspicion.
+		suspectSince *timestamppb.Timestamp
 	)
 
 	result, _, err := chasm.UpdateWithStart(ctx, h.engine, key,
@@ -198,6 +200,10 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 				}
 			}
 			resurrected := false
+			suspectSince = nil
+			if isSuspect(w.WorkerState) {
+				suspectSince = w.SuspectSince
+			}
 			var prevHeartbeat time.Time // zero unless this heartbeat renews an active lease
 			orphans = nil
 			var err error
@@ -256,6 +262,9 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 			zap.String("found-by", "activity slots: bound attempts outnumbered used slots over consecutive heartbeats"),
 			zap.Int32("used-slots", evidence.UsedSlots), zap.Int32("eligible-bound", evidence.Eligible),
 			zap.Int32("total-processed", evidence.TotalProcessed), zap.Time("suspect-since", evidence.SuspectSince))
+	}
+	if suspectSince != nil {
+		h.suspicionCleared(namespaceID, namespace, instanceKey, suspectSince.AsTime(), "heartbeat")
 	}
 	if result.Resurrected {
 		metrics.WorkerResurrections.With(h.scope).Inc(1)

@@ -150,6 +150,9 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 	w.LeaseDeadline = timestamppb.New(deadline)
 	w.ConflictToken++
 	w.HeartbeatCount++
+	// A heartbeat proves the worker alive: a connection suspicion ends (suspicion.go). The
+	// timer armed at the suspect deadline then re-arms at the new deadline when it fires.
+	clearSuspicion(w)
 	if w.LeaseTimerTime == nil {
 		armLeaseTimer(w, ctx, deadline)
 		return
@@ -220,6 +223,8 @@ func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.Inactiv
 	}
 	w.BoundActivityCount = 0
 	clearOrphanSuspicion(w)
+	w.SuspectSince, w.SuspectDeadline = nil, nil
+	w.SuspectReason = workerpb.SuspectReason_SUSPECT_REASON_UNSPECIFIED
 	return fanOutReschedules(w, ctx, bound, inact, false, nil)
 }
 

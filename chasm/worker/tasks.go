@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
@@ -33,9 +34,11 @@ func (e *LeaseExpiryTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs cha
 
 // Execute makes the worker INACTIVE and fans its activities out to their shards, unless
 // heartbeats extended the lease since the timer was armed: then it re-arms at the current
-// deadline.
+// deadline. The deadline is the suspect deadline while the worker is under connection
+// suspicion (suspicion.go), and the worker then becomes INACTIVE with reason CONNECTION_LOST.
 func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) error {
-	if deadline := w.LeaseDeadline.AsTime(); deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
+	deadline := EffectiveDeadline(w.WorkerState)
+	if deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
 		armLeaseTimer(w, ctx, deadline)
 		return nil
 	}
@@ -44,18 +47,34 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 		// is offered again at recheck. Once it does run, the transition below (or the re-arm
 		// above) makes the validator false as usual.
 		if recheck, held := e.brake.Hold(ctx.ExecutionKey().NamespaceID, w.Namespace, ctx.ExecutionKey().BusinessID,
-			w.LeaseDeadline.AsTime(), ctx.Now()); held {
+			deadline, ctx.Now()); held {
 			return chasm.DeferTask(recheck)
 		}
 	}
 	bound := w.BoundActivityCount
-	if err := TransitionLeaseExpired.Apply(w, ctx, EventLeaseExpired{Inactivation: e.config.inactivation(w.Namespace)}); err != nil {
+	transition, reason := TransitionLeaseExpired, "worker lease expired: INACTIVE"
+	var suspectSince time.Time
+	// CONNECTION_LOST only when the suspicion is what ended the lease: a suspect deadline cut
+	// to the lease deadline ends a lease that ran out anyway.
+	if isSuspect(w.WorkerState) && w.SuspectDeadline.AsTime().Before(w.LeaseDeadline.AsTime()) {
+		transition, reason = TransitionConnectionLost, "worker connection lost: INACTIVE"
+		suspectSince = w.SuspectSince.AsTime()
+	}
+	if err := transition.Apply(w, ctx, EventLeaseExpired{Inactivation: e.config.inactivation(w.Namespace)}); err != nil {
 		return err
 	}
 	metrics.WorkerLeaseExpiries.With(e.scope).Inc(1)
-	e.logger.Info("worker lease expired: INACTIVE",
+	fields := []zap.Field{
 		tag.WorkerID(ctx.ExecutionKey().BusinessID), tag.Namespace(w.Namespace),
-		zap.Int64("bound-activities", bound), zap.Duration("detection-lag", ctx.Now().Sub(attrs.ScheduledTime)))
+		zap.Stringer("reason", w.InactiveReason),
+		zap.Int64("bound-activities", bound), zap.Duration("detection-lag", ctx.Now().Sub(attrs.ScheduledTime)),
+	}
+	if !suspectSince.IsZero() {
+		metrics.WorkerSuspicions.With(e.scope, metrics.OutcomeTag(SuspicionConfirmed)).Inc(1)
+		fields = append(fields, zap.Time("suspect-since", suspectSince),
+			zap.String("found-by", "its connections closed without ShutdownWorker and it did not poll or heartbeat within worker.suspectGracePeriod"))
+	}
+	e.logger.Info(reason, fields...)
 	return nil
 }
 

@@ -124,9 +124,10 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(registered), &ev))
 	require.NotEmpty(t, ev.Cursor)
 
-	// SIGKILL: the lease runs out (about 3 heartbeat intervals), the worker goes INACTIVE.
+	// SIGKILL: its connection closes, the worker goes INACTIVE half a second later (connection
+	// suspicion), long before its lease would run out.
 	require.NoError(t, cmd.Process.Kill())
-	jsonOut.waitFor(t, "WORKER_EVENT_TYPE_INACTIVE", "INACTIVE_REASON_LEASE_EXPIRED", "watched-worker")
+	jsonOut.waitFor(t, "WORKER_EVENT_TYPE_INACTIVE", "INACTIVE_REASON_CONNECTION_LOST", "watched-worker")
 	jsonOut.waitFor(t, "WORKER_EVENT_TYPE_HOST_OFFLINE")
 
 	// The text CLI, resuming from the REGISTERED event's cursor: no snapshot, no resync, the
@@ -137,7 +138,7 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 		textDone <- workerWatch(ctx, []string{"--address", c.Address(), "--cursor", ev.Cursor, "--heartbeat-every", "1ms"}, text, stderr)
 	}()
 	text.waitFor(t, "HEARTBEAT", "state=ACTIVE", "task-queue=watch-queue", "identity=watched-worker")
-	text.waitFor(t, "INACTIVE", "state=INACTIVE", "reason=LEASE_EXPIRED", "identity=watched-worker")
+	text.waitFor(t, "INACTIVE", "state=INACTIVE", "reason=CONNECTION_LOST", "identity=watched-worker")
 	text.waitFor(t, "HOST_OFFLINE")
 	t.Log("vigil worker watch printed:\n" + text.String())
 	require.NotContains(t, text.String(), "SNAPSHOT")

@@ -163,6 +163,13 @@ func stateName(s livenesspb.LivenessState) string {
 func leaseColumn(w *livenesspb.WorkerLiveness, now time.Time) string {
 	switch w.GetState() {
 	case livenesspb.LivenessState_LIVENESS_STATE_ACTIVE:
+		if w.GetSuspectDeadline() != nil {
+			// Connection suspicion: its connections closed; it ends at the suspect deadline
+			// unless it polls or heartbeats first.
+			return fmt.Sprintf("SUSPECT (%s %s ago), expires in %s", w.GetSuspectReason(),
+				now.Sub(w.GetSuspectSince().AsTime()).Round(100*time.Millisecond),
+				w.GetSuspectDeadline().AsTime().Sub(now).Round(100*time.Millisecond))
+		}
 		return "expires in " + w.GetLeaseDeadline().AsTime().Sub(now).Round(100*time.Millisecond).String()
 	case livenesspb.LivenessState_LIVENESS_STATE_INACTIVE:
 		return fmt.Sprintf("%s %s ago", strings.ToLower(strings.TrimPrefix(w.GetInactiveReason().String(), "INACTIVE_REASON_")),

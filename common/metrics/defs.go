@@ -49,6 +49,12 @@ var (
 	// (orphan reconciliation), by why each was picked; each goes back to its shard.
 	WorkerOrphansFound = NewCounterDef("worker_orphans_found",
 		"Activity attempts a live worker's heartbeats showed it does not run (orphans), by why each was picked.", TagReason)
+	// WorkerSuspicions counts connection suspicions by outcome: raised (every connection of an
+	// ACTIVE worker closed without ShutdownWorker), cleared (it polled or heartbeat again),
+	// confirmed (INACTIVE with reason CONNECTION_LOST).
+	WorkerSuspicions = NewCounterDef("worker_suspicions",
+		"Connection suspicions of workers by outcome: raised (every connection it polled or heartbeat on closed without ShutdownWorker), cleared (it polled or heartbeat again), confirmed (declared INACTIVE, reason CONNECTION_LOST).", TagOutcome).
+		WithValues(TagOutcome, "raised", "cleared", "confirmed")
 )
 
 // Persistence.

@@ -62,10 +62,13 @@ const (
 	// TagReason is a small classification of why something was decided, e.g. why an attempt
 	// was picked as an orphan.
 	TagReason = "reason"
+	// TagOutcome is how something that was started ended, e.g. a worker suspicion raised,
+	// cleared or confirmed.
+	TagOutcome = "outcome"
 )
 
 // KnownTags lists every tag key a definition may use.
-var KnownTags = []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason}
+var KnownTags = []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason, TagOutcome}
 
 // NoopScope discards everything recorded on it.
 var NoopScope = tally.NoopScope
@@ -99,6 +102,9 @@ func CodeTag(code string) Tag { return Tag{Key: TagCode, Value: code} }
 
 // ReasonTag returns the reason tag.
 func ReasonTag(reason string) Tag { return Tag{Key: TagReason, Value: reason} }
+
+// OutcomeTag returns the outcome tag.
+func OutcomeTag(outcome string) Tag { return Tag{Key: TagOutcome, Value: outcome} }
 
 // Type is what kind of instrument a definition declares.
 type Type int

@@ -27,7 +27,7 @@ function ago(t) {
   return Math.round(d / 3600) + " h ago";
 }
 const clock = (t) => new Date(ms(t)).toLocaleTimeString();
-const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut down" }[short(w.inactiveReason)] || "–");
+const reasonText = (w) => ({ LEASE_EXPIRED: "lease expired", SHUTDOWN: "shut down", CONNECTION_LOST: "connection lost" }[short(w.inactiveReason)] || "–");
 const when = (t) => (t ? `${new Date(ms(t)).toLocaleString()} (${ago(t)})` : "");
 const hostOf = (w) => w.lastHeartbeat?.hostInfo?.hostName || "";
 
@@ -222,7 +222,7 @@ function draw() {
       <td>${esc(hostOf(w))}</td>
       <td>${esc(hb.taskQueue)}</td>
       <td>${esc([hb.sdkName, hb.sdkVersion].filter(Boolean).join(" "))}</td>
-      <td class="lease-cell" data-deadline="${esc(w.leaseDeadline)}" data-duration="${esc(w.leaseDuration)}" data-active="${st === "ACTIVE"}" data-reason="${esc(reasonText(w))}"></td>
+      <td class="lease-cell" data-deadline="${esc(w.leaseDeadline)}" data-duration="${esc(w.leaseDuration)}" data-active="${st === "ACTIVE"}" data-reason="${esc(reasonText(w))}" data-suspect="${w.suspectDeadline ? "suspect: connection closed" : ""}"></td>
       <td class="ago" data-t="${esc(w.lastHeartbeatTime)}"></td>
       <td class="num">${esc(w.boundActivityCount || "0")}</td></tr>`;
   }).join("");
@@ -243,6 +243,7 @@ function tick() {
     const total = parseFloat(td.dataset.duration) || left;
     const pct = Math.min(100, (left / total) * 100);
     td.innerHTML = `<span class="lease ${pct < 34 ? "low" : ""}"><i style="width:${pct}%"></i></span>${left.toFixed(1)} s`;
+    if (td.dataset.suspect) td.innerHTML += ` <span class="muted">${esc(td.dataset.suspect)}</span>`;
   }
   for (const td of document.querySelectorAll("td.ago")) td.textContent = ago(td.dataset.t);
 }

@@ -41,7 +41,13 @@ type Options struct {
 	// SlowWrites, when set, slows every write to the store by its delay per execution
 	// written: the test hook for an overloaded write path.
 	SlowWrites *SlowWrites
+	// Configure, when set, changes the server's static configuration last (e.g. a fixed
+	// frontend address to restart on, the frontend's connection settings).
+	Configure func(*ServerConfig)
 }
+
+// ServerConfig is the server's static configuration.
+type ServerConfig = server.Config
 
 // SlowWrites slows the store's batch writes by Delay per execution written; change it at any
 // time (0: full speed).
@@ -102,6 +108,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	cfg.TLS = opts.TLS
 	for _, name := range opts.Namespaces {
 		cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: name})
+	}
+	if opts.Configure != nil {
+		opts.Configure(&cfg)
 	}
 	serverOpts := []server.Option{
 		server.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))),

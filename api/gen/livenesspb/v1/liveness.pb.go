@@ -88,6 +88,9 @@ const (
 	InactiveReason_INACTIVE_REASON_UNSPECIFIED   InactiveReason = 0
 	InactiveReason_INACTIVE_REASON_LEASE_EXPIRED InactiveReason = 1
 	InactiveReason_INACTIVE_REASON_SHUTDOWN      InactiveReason = 2
+	// Every connection of the worker closed without its ShutdownWorker, and it did not poll or
+	// heartbeat again within worker.suspectGracePeriod.
+	InactiveReason_INACTIVE_REASON_CONNECTION_LOST InactiveReason = 3
 )
 
 // Enum value maps for InactiveReason.
@@ -96,11 +99,13 @@ var (
 		0: "INACTIVE_REASON_UNSPECIFIED",
 		1: "INACTIVE_REASON_LEASE_EXPIRED",
 		2: "INACTIVE_REASON_SHUTDOWN",
+		3: "INACTIVE_REASON_CONNECTION_LOST",
 	}
 	InactiveReason_value = map[string]int32{
-		"INACTIVE_REASON_UNSPECIFIED":   0,
-		"INACTIVE_REASON_LEASE_EXPIRED": 1,
-		"INACTIVE_REASON_SHUTDOWN":      2,
+		"INACTIVE_REASON_UNSPECIFIED":     0,
+		"INACTIVE_REASON_LEASE_EXPIRED":   1,
+		"INACTIVE_REASON_SHUTDOWN":        2,
+		"INACTIVE_REASON_CONNECTION_LOST": 3,
 	}
 )
 
@@ -601,8 +606,15 @@ type WorkerLiveness struct {
 	// Activities of this worker handed to their shards after it became INACTIVE whose shard has
 	// not acknowledged them yet: 0 once every one is back in play.
 	PendingRescheduleActivities int64 `protobuf:"varint,16,opt,name=pending_reschedule_activities,json=pendingRescheduleActivities,proto3" json:"pending_reschedule_activities,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// Connection suspicion: set while every connection of the ACTIVE worker has closed without
+	// its ShutdownWorker. Unless it polls or heartbeats first, it becomes INACTIVE
+	// (CONNECTION_LOST) at suspect_deadline.
+	SuspectSince *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=suspect_since,json=suspectSince,proto3" json:"suspect_since,omitempty"`
+	// Why it is suspect, e.g. "connection closed".
+	SuspectReason   string                 `protobuf:"bytes,31,opt,name=suspect_reason,json=suspectReason,proto3" json:"suspect_reason,omitempty"`
+	SuspectDeadline *timestamppb.Timestamp `protobuf:"bytes,32,opt,name=suspect_deadline,json=suspectDeadline,proto3" json:"suspect_deadline,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WorkerLiveness) Reset() {
@@ -745,6 +757,27 @@ func (x *WorkerLiveness) GetPendingRescheduleActivities() int64 {
 		return x.PendingRescheduleActivities
 	}
 	return 0
+}
+
+func (x *WorkerLiveness) GetSuspectSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectSince
+	}
+	return nil
+}
+
+func (x *WorkerLiveness) GetSuspectReason() string {
+	if x != nil {
+		return x.SuspectReason
+	}
+	return ""
+}
+
+func (x *WorkerLiveness) GetSuspectDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectDeadline
+	}
+	return nil
 }
 
 type DescribeWorkerLivenessRequest struct {
@@ -1956,7 +1989,7 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05stamp\x18\x03 \x01(\x03R\x05stamp\x129\n" +
 	"\n" +
-	"bound_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\"\x81\b\n" +
+	"bound_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\"\xb0\t\n" +
 	"\x0eWorkerLiveness\x12.\n" +
 	"\x13worker_instance_key\x18\x01 \x01(\tR\x11workerInstanceKey\x12:\n" +
 	"\x05state\x18\x02 \x01(\x0e2$.vigil.api.liveness.v1.LivenessStateR\x05state\x12N\n" +
@@ -1974,7 +2007,10 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x0fdrain_requested\x18\r \x01(\bR\x0edrainRequested\x120\n" +
 	"\x14bound_activity_count\x18\x0e \x01(\x03R\x12boundActivityCount\x12O\n" +
 	"\x10bound_activities\x18\x0f \x03(\v2$.vigil.api.liveness.v1.BoundActivityR\x0fboundActivities\x12B\n" +
-	"\x1dpending_reschedule_activities\x18\x10 \x01(\x03R\x1bpendingRescheduleActivities\"\xe1\x01\n" +
+	"\x1dpending_reschedule_activities\x18\x10 \x01(\x03R\x1bpendingRescheduleActivities\x12?\n" +
+	"\rsuspect_since\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince\x12%\n" +
+	"\x0esuspect_reason\x18\x1f \x01(\tR\rsuspectReason\x12E\n" +
+	"\x10suspect_deadline\x18  \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuspectDeadline\"\xe1\x01\n" +
 	"\x1dDescribeWorkerLivenessRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12.\n" +
 	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x128\n" +
@@ -2067,11 +2103,12 @@ const file_api_proto_v1_liveness_proto_rawDesc = "" +
 	"\x1aLIVENESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15LIVENESS_STATE_ACTIVE\x10\x01\x12\x1b\n" +
 	"\x17LIVENESS_STATE_INACTIVE\x10\x02\x12\x1d\n" +
-	"\x19LIVENESS_STATE_CLEANED_UP\x10\x03*r\n" +
+	"\x19LIVENESS_STATE_CLEANED_UP\x10\x03*\x97\x01\n" +
 	"\x0eInactiveReason\x12\x1f\n" +
 	"\x1bINACTIVE_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dINACTIVE_REASON_LEASE_EXPIRED\x10\x01\x12\x1c\n" +
-	"\x18INACTIVE_REASON_SHUTDOWN\x10\x02*\xf9\x03\n" +
+	"\x18INACTIVE_REASON_SHUTDOWN\x10\x02\x12#\n" +
+	"\x1fINACTIVE_REASON_CONNECTION_LOST\x10\x03*\xf9\x03\n" +
 	"\x0fWorkerEventType\x12!\n" +
 	"\x1dWORKER_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aWORKER_EVENT_TYPE_SNAPSHOT\x10\x01\x12\"\n" +
@@ -2159,45 +2196,47 @@ var file_api_proto_v1_liveness_proto_depIdxs = []int32{
 	28, // 13: vigil.api.liveness.v1.WorkerLiveness.inactive_time:type_name -> google.protobuf.Timestamp
 	28, // 14: vigil.api.liveness.v1.WorkerLiveness.cleanup_time:type_name -> google.protobuf.Timestamp
 	7,  // 15: vigil.api.liveness.v1.WorkerLiveness.bound_activities:type_name -> vigil.api.liveness.v1.BoundActivity
-	8,  // 16: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	12, // 17: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
-	11, // 18: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.moved_activities:type_name -> vigil.api.liveness.v1.MovedActivity
-	28, // 19: vigil.api.liveness.v1.MovedActivity.moved_time:type_name -> google.protobuf.Timestamp
-	28, // 20: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
-	0,  // 21: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
-	8,  // 22: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	12, // 23: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
-	28, // 24: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	18, // 25: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
-	28, // 26: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
-	28, // 27: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
-	28, // 28: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
-	21, // 29: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
-	27, // 30: vigil.api.liveness.v1.WatchWorkersRequest.heartbeat_every:type_name -> google.protobuf.Duration
-	25, // 31: vigil.api.liveness.v1.WatchWorkersResponse.event:type_name -> vigil.api.liveness.v1.WorkerEvent
-	2,  // 32: vigil.api.liveness.v1.WorkerEvent.type:type_name -> vigil.api.liveness.v1.WorkerEventType
-	28, // 33: vigil.api.liveness.v1.WorkerEvent.time:type_name -> google.protobuf.Timestamp
-	8,  // 34: vigil.api.liveness.v1.WorkerEvent.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
-	1,  // 35: vigil.api.liveness.v1.WorkerEvent.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
-	4,  // 36: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
-	9,  // 37: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
-	13, // 38: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
-	15, // 39: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
-	17, // 40: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
-	20, // 41: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
-	23, // 42: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:input_type -> vigil.api.liveness.v1.WatchWorkersRequest
-	5,  // 43: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
-	10, // 44: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
-	14, // 45: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
-	16, // 46: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
-	19, // 47: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
-	22, // 48: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
-	24, // 49: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:output_type -> vigil.api.liveness.v1.WatchWorkersResponse
-	43, // [43:50] is the sub-list for method output_type
-	36, // [36:43] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	28, // 16: vigil.api.liveness.v1.WorkerLiveness.suspect_since:type_name -> google.protobuf.Timestamp
+	28, // 17: vigil.api.liveness.v1.WorkerLiveness.suspect_deadline:type_name -> google.protobuf.Timestamp
+	8,  // 18: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	12, // 19: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	11, // 20: vigil.api.liveness.v1.DescribeWorkerLivenessResponse.moved_activities:type_name -> vigil.api.liveness.v1.MovedActivity
+	28, // 21: vigil.api.liveness.v1.MovedActivity.moved_time:type_name -> google.protobuf.Timestamp
+	28, // 22: vigil.api.liveness.v1.ExpiryBrake.since:type_name -> google.protobuf.Timestamp
+	0,  // 23: vigil.api.liveness.v1.ListWorkerLivenessRequest.state:type_name -> vigil.api.liveness.v1.LivenessState
+	8,  // 24: vigil.api.liveness.v1.ListWorkerLivenessResponse.workers:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	12, // 25: vigil.api.liveness.v1.ListWorkerLivenessResponse.expiry_brake:type_name -> vigil.api.liveness.v1.ExpiryBrake
+	28, // 26: vigil.api.liveness.v1.HostLiveness.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	18, // 27: vigil.api.liveness.v1.ListHostsResponse.hosts:type_name -> vigil.api.liveness.v1.HostLiveness
+	28, // 28: vigil.api.liveness.v1.ClusterHost.start_time:type_name -> google.protobuf.Timestamp
+	28, // 29: vigil.api.liveness.v1.ClusterHost.last_renewal_time:type_name -> google.protobuf.Timestamp
+	28, // 30: vigil.api.liveness.v1.ClusterHost.expiry_time:type_name -> google.protobuf.Timestamp
+	21, // 31: vigil.api.liveness.v1.DescribeClusterResponse.hosts:type_name -> vigil.api.liveness.v1.ClusterHost
+	27, // 32: vigil.api.liveness.v1.WatchWorkersRequest.heartbeat_every:type_name -> google.protobuf.Duration
+	25, // 33: vigil.api.liveness.v1.WatchWorkersResponse.event:type_name -> vigil.api.liveness.v1.WorkerEvent
+	2,  // 34: vigil.api.liveness.v1.WorkerEvent.type:type_name -> vigil.api.liveness.v1.WorkerEventType
+	28, // 35: vigil.api.liveness.v1.WorkerEvent.time:type_name -> google.protobuf.Timestamp
+	8,  // 36: vigil.api.liveness.v1.WorkerEvent.worker:type_name -> vigil.api.liveness.v1.WorkerLiveness
+	1,  // 37: vigil.api.liveness.v1.WorkerEvent.inactive_reason:type_name -> vigil.api.liveness.v1.InactiveReason
+	4,  // 38: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:input_type -> vigil.api.liveness.v1.RecordHeartbeatRequest
+	9,  // 39: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:input_type -> vigil.api.liveness.v1.DescribeWorkerLivenessRequest
+	13, // 40: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:input_type -> vigil.api.liveness.v1.ListWorkerLivenessRequest
+	15, // 41: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:input_type -> vigil.api.liveness.v1.DrainWorkerRequest
+	17, // 42: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:input_type -> vigil.api.liveness.v1.ListHostsRequest
+	20, // 43: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:input_type -> vigil.api.liveness.v1.DescribeClusterRequest
+	23, // 44: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:input_type -> vigil.api.liveness.v1.WatchWorkersRequest
+	5,  // 45: vigil.api.liveness.v1.WorkerLivenessService.RecordHeartbeat:output_type -> vigil.api.liveness.v1.RecordHeartbeatResponse
+	10, // 46: vigil.api.liveness.v1.WorkerLivenessService.DescribeWorkerLiveness:output_type -> vigil.api.liveness.v1.DescribeWorkerLivenessResponse
+	14, // 47: vigil.api.liveness.v1.WorkerLivenessService.ListWorkerLiveness:output_type -> vigil.api.liveness.v1.ListWorkerLivenessResponse
+	16, // 48: vigil.api.liveness.v1.WorkerLivenessService.DrainWorker:output_type -> vigil.api.liveness.v1.DrainWorkerResponse
+	19, // 49: vigil.api.liveness.v1.WorkerLivenessService.ListHosts:output_type -> vigil.api.liveness.v1.ListHostsResponse
+	22, // 50: vigil.api.liveness.v1.WorkerLivenessService.DescribeCluster:output_type -> vigil.api.liveness.v1.DescribeClusterResponse
+	24, // 51: vigil.api.liveness.v1.WorkerLivenessService.WatchWorkers:output_type -> vigil.api.liveness.v1.WatchWorkersResponse
+	45, // [45:52] is the sub-list for method output_type
+	38, // [38:45] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_api_proto_v1_liveness_proto_init() }

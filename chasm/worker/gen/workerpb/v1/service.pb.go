@@ -1467,6 +1467,192 @@ func (x *UpdateBindingsResponse) GetOutcome() BindOutcome {
 	return BindOutcome_BIND_OUTCOME_UNSPECIFIED
 }
 
+type ConnectionReport struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId       string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	Namespace         string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	WorkerInstanceKey string                 `protobuf:"bytes,3,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
+	// true: every connection that carried the worker closed (suspect); false: the worker was
+	// seen on a connection again (clear any suspicion).
+	Lost bool `protobuf:"varint,4,opt,name=lost,proto3" json:"lost,omitempty"`
+	// The principal that polled or heartbeat as the worker and whether it is an admin of the
+	// namespace; a report by another principal than the worker's owner is ignored.
+	Principal        string `protobuf:"bytes,20,opt,name=principal,proto3" json:"principal,omitempty"`
+	PrincipalIsAdmin bool   `protobuf:"varint,21,opt,name=principal_is_admin,json=principalIsAdmin,proto3" json:"principal_is_admin,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConnectionReport) Reset() {
+	*x = ConnectionReport{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionReport) ProtoMessage() {}
+
+func (x *ConnectionReport) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionReport.ProtoReflect.Descriptor instead.
+func (*ConnectionReport) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ConnectionReport) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *ConnectionReport) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ConnectionReport) GetWorkerInstanceKey() string {
+	if x != nil {
+		return x.WorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *ConnectionReport) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *ConnectionReport) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ConnectionReport) GetPrincipalIsAdmin() bool {
+	if x != nil {
+		return x.PrincipalIsAdmin
+	}
+	return false
+}
+
+type ReportConnectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       int32                  `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Reports       []*ConnectionReport    `protobuf:"bytes,2,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportConnectionsRequest) Reset() {
+	*x = ReportConnectionsRequest{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportConnectionsRequest) ProtoMessage() {}
+
+func (x *ReportConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ReportConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReportConnectionsRequest) GetShardId() int32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ReportConnectionsRequest) GetReports() []*ConnectionReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+type ReportConnectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per report, in order: code 0 when applied (or when there was nothing to do: an unknown,
+	// inactive or already suspect worker), else the error.
+	Errors        []*EntryError `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportConnectionsResponse) Reset() {
+	*x = ReportConnectionsResponse{}
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportConnectionsResponse) ProtoMessage() {}
+
+func (x *ReportConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ReportConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReportConnectionsResponse) GetErrors() []*EntryError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 var File_chasm_worker_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
@@ -1567,7 +1753,19 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x05bound\x18\x03 \x03(\v2 .vigil.worker.v1.ActivityBindingR\x05bound\x12:\n" +
 	"\aunbound\x18\x04 \x03(\v2 .vigil.worker.v1.ActivityBindingR\aunbound\"P\n" +
 	"\x16UpdateBindingsResponse\x126\n" +
-	"\aoutcome\x18\x01 \x01(\x0e2\x1c.vigil.worker.v1.BindOutcomeR\aoutcome*\xd8\x01\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1c.vigil.worker.v1.BindOutcomeR\aoutcome\"\xe3\x01\n" +
+	"\x10ConnectionReport\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12.\n" +
+	"\x13worker_instance_key\x18\x03 \x01(\tR\x11workerInstanceKey\x12\x12\n" +
+	"\x04lost\x18\x04 \x01(\bR\x04lost\x12\x1c\n" +
+	"\tprincipal\x18\x14 \x01(\tR\tprincipal\x12,\n" +
+	"\x12principal_is_admin\x18\x15 \x01(\bR\x10principalIsAdmin\"r\n" +
+	"\x18ReportConnectionsRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\x05R\ashardId\x12;\n" +
+	"\areports\x18\x02 \x03(\v2!.vigil.worker.v1.ConnectionReportR\areports\"P\n" +
+	"\x19ReportConnectionsResponse\x123\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1b.vigil.worker.v1.EntryErrorR\x06errors*\xd8\x01\n" +
 	"\x11RescheduleOutcome\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eRESCHEDULE_OUTCOME_RESCHEDULED\x10\x01\x12 \n" +
@@ -1579,14 +1777,15 @@ const file_chasm_worker_proto_v1_service_proto_rawDesc = "" +
 	"\x18BIND_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BIND_OUTCOME_APPLIED\x10\x01\x12\"\n" +
 	"\x1eBIND_OUTCOME_WORKER_NOT_ACTIVE\x10\x02\x12\x1f\n" +
-	"\x1bBIND_OUTCOME_WORKER_UNKNOWN\x10\x032\xdc\x04\n" +
+	"\x1bBIND_OUTCOME_WORKER_UNKNOWN\x10\x032\xc8\x05\n" +
 	"\x14WorkerHistoryService\x12g\n" +
 	"\x10RecordHeartbeats\x12(.vigil.worker.v1.RecordHeartbeatsRequest\x1a).vigil.worker.v1.RecordHeartbeatsResponse\x12a\n" +
 	"\x0eShutdownWorker\x12&.vigil.worker.v1.ShutdownWorkerRequest\x1a'.vigil.worker.v1.ShutdownWorkerResponse\x12X\n" +
 	"\vDrainWorker\x12#.vigil.worker.v1.DrainWorkerRequest\x1a$.vigil.worker.v1.DrainWorkerResponse\x12a\n" +
 	"\x0eDescribeWorker\x12&.vigil.worker.v1.DescribeWorkerRequest\x1a'.vigil.worker.v1.DescribeWorkerResponse\x12X\n" +
 	"\vListWorkers\x12#.vigil.worker.v1.ListWorkersRequest\x1a$.vigil.worker.v1.ListWorkersResponse\x12a\n" +
-	"\x0eUpdateBindings\x12&.vigil.worker.v1.UpdateBindingsRequest\x1a'.vigil.worker.v1.UpdateBindingsResponse2\x91\x01\n" +
+	"\x0eUpdateBindings\x12&.vigil.worker.v1.UpdateBindingsRequest\x1a'.vigil.worker.v1.UpdateBindingsResponse\x12j\n" +
+	"\x11ReportConnections\x12).vigil.worker.v1.ReportConnectionsRequest\x1a*.vigil.worker.v1.ReportConnectionsResponse2\x91\x01\n" +
 	"\x1aActivityReschedulerService\x12s\n" +
 	"\x14RescheduleActivities\x12,.vigil.worker.v1.RescheduleActivitiesRequest\x1a-.vigil.worker.v1.RescheduleActivitiesResponseB@Z>github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1;workerpbb\x06proto3"
 
@@ -1603,7 +1802,7 @@ func file_chasm_worker_proto_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_worker_proto_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_chasm_worker_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_chasm_worker_proto_v1_service_proto_goTypes = []any{
 	(RescheduleOutcome)(0),               // 0: vigil.worker.v1.RescheduleOutcome
 	(BindOutcome)(0),                     // 1: vigil.worker.v1.BindOutcome
@@ -1628,58 +1827,65 @@ var file_chasm_worker_proto_v1_service_proto_goTypes = []any{
 	(*RescheduleActivitiesResponse)(nil), // 20: vigil.worker.v1.RescheduleActivitiesResponse
 	(*UpdateBindingsRequest)(nil),        // 21: vigil.worker.v1.UpdateBindingsRequest
 	(*UpdateBindingsResponse)(nil),       // 22: vigil.worker.v1.UpdateBindingsResponse
-	(*v1.WorkerHeartbeat)(nil),           // 23: temporal.api.worker.v1.WorkerHeartbeat
-	(*durationpb.Duration)(nil),          // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
-	(WorkerStatus)(0),                    // 26: vigil.worker.v1.WorkerStatus
-	(*WorkerState)(nil),                  // 27: vigil.worker.v1.WorkerState
-	(*BoundActivity)(nil),                // 28: vigil.worker.v1.BoundActivity
+	(*ConnectionReport)(nil),             // 23: vigil.worker.v1.ConnectionReport
+	(*ReportConnectionsRequest)(nil),     // 24: vigil.worker.v1.ReportConnectionsRequest
+	(*ReportConnectionsResponse)(nil),    // 25: vigil.worker.v1.ReportConnectionsResponse
+	(*v1.WorkerHeartbeat)(nil),           // 26: temporal.api.worker.v1.WorkerHeartbeat
+	(*durationpb.Duration)(nil),          // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),        // 28: google.protobuf.Timestamp
+	(WorkerStatus)(0),                    // 29: vigil.worker.v1.WorkerStatus
+	(*WorkerState)(nil),                  // 30: vigil.worker.v1.WorkerState
+	(*BoundActivity)(nil),                // 31: vigil.worker.v1.BoundActivity
 }
 var file_chasm_worker_proto_v1_service_proto_depIdxs = []int32{
-	23, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	24, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
+	26, // 0: vigil.worker.v1.HeartbeatEntry.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	27, // 1: vigil.worker.v1.HeartbeatEntry.lease_duration:type_name -> google.protobuf.Duration
 	2,  // 2: vigil.worker.v1.HeartbeatEntry.bound:type_name -> vigil.worker.v1.ActivityBinding
 	2,  // 3: vigil.worker.v1.HeartbeatEntry.unbound:type_name -> vigil.worker.v1.ActivityBinding
 	3,  // 4: vigil.worker.v1.RecordHeartbeatsRequest.heartbeats:type_name -> vigil.worker.v1.HeartbeatEntry
 	6,  // 5: vigil.worker.v1.HeartbeatResult.error:type_name -> vigil.worker.v1.EntryError
-	25, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
-	26, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
+	28, // 6: vigil.worker.v1.HeartbeatResult.lease_deadline:type_name -> google.protobuf.Timestamp
+	29, // 7: vigil.worker.v1.HeartbeatResult.status:type_name -> vigil.worker.v1.WorkerStatus
 	5,  // 8: vigil.worker.v1.RecordHeartbeatsResponse.results:type_name -> vigil.worker.v1.HeartbeatResult
-	23, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	27, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
-	28, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
+	26, // 9: vigil.worker.v1.ShutdownWorkerRequest.heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	30, // 10: vigil.worker.v1.WorkerRecord.state:type_name -> vigil.worker.v1.WorkerState
+	31, // 11: vigil.worker.v1.WorkerRecord.bound_activities:type_name -> vigil.worker.v1.BoundActivity
 	14, // 12: vigil.worker.v1.DescribeWorkerResponse.worker:type_name -> vigil.worker.v1.WorkerRecord
 	16, // 13: vigil.worker.v1.DescribeWorkerResponse.expiry_brake:type_name -> vigil.worker.v1.ExpiryBrakeStatus
-	25, // 14: vigil.worker.v1.ExpiryBrakeStatus.since:type_name -> google.protobuf.Timestamp
-	26, // 15: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
+	28, // 14: vigil.worker.v1.ExpiryBrakeStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 15: vigil.worker.v1.ListWorkersRequest.status:type_name -> vigil.worker.v1.WorkerStatus
 	14, // 16: vigil.worker.v1.ListWorkersResponse.workers:type_name -> vigil.worker.v1.WorkerRecord
 	16, // 17: vigil.worker.v1.ListWorkersResponse.expiry_brake:type_name -> vigil.worker.v1.ExpiryBrakeStatus
-	28, // 18: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
-	25, // 19: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
-	25, // 20: vigil.worker.v1.RescheduleActivitiesRequest.suspect_since:type_name -> google.protobuf.Timestamp
+	31, // 18: vigil.worker.v1.RescheduleActivitiesRequest.activities:type_name -> vigil.worker.v1.BoundActivity
+	28, // 19: vigil.worker.v1.RescheduleActivitiesRequest.inactive_time:type_name -> google.protobuf.Timestamp
+	28, // 20: vigil.worker.v1.RescheduleActivitiesRequest.suspect_since:type_name -> google.protobuf.Timestamp
 	0,  // 21: vigil.worker.v1.RescheduleActivitiesResponse.outcomes:type_name -> vigil.worker.v1.RescheduleOutcome
 	2,  // 22: vigil.worker.v1.UpdateBindingsRequest.bound:type_name -> vigil.worker.v1.ActivityBinding
 	2,  // 23: vigil.worker.v1.UpdateBindingsRequest.unbound:type_name -> vigil.worker.v1.ActivityBinding
 	1,  // 24: vigil.worker.v1.UpdateBindingsResponse.outcome:type_name -> vigil.worker.v1.BindOutcome
-	4,  // 25: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
-	9,  // 26: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
-	11, // 27: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
-	13, // 28: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
-	17, // 29: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
-	21, // 30: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
-	19, // 31: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
-	8,  // 32: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
-	10, // 33: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
-	12, // 34: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
-	15, // 35: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
-	18, // 36: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
-	22, // 37: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
-	20, // 38: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	23, // 25: vigil.worker.v1.ReportConnectionsRequest.reports:type_name -> vigil.worker.v1.ConnectionReport
+	6,  // 26: vigil.worker.v1.ReportConnectionsResponse.errors:type_name -> vigil.worker.v1.EntryError
+	4,  // 27: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:input_type -> vigil.worker.v1.RecordHeartbeatsRequest
+	9,  // 28: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:input_type -> vigil.worker.v1.ShutdownWorkerRequest
+	11, // 29: vigil.worker.v1.WorkerHistoryService.DrainWorker:input_type -> vigil.worker.v1.DrainWorkerRequest
+	13, // 30: vigil.worker.v1.WorkerHistoryService.DescribeWorker:input_type -> vigil.worker.v1.DescribeWorkerRequest
+	17, // 31: vigil.worker.v1.WorkerHistoryService.ListWorkers:input_type -> vigil.worker.v1.ListWorkersRequest
+	21, // 32: vigil.worker.v1.WorkerHistoryService.UpdateBindings:input_type -> vigil.worker.v1.UpdateBindingsRequest
+	24, // 33: vigil.worker.v1.WorkerHistoryService.ReportConnections:input_type -> vigil.worker.v1.ReportConnectionsRequest
+	19, // 34: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:input_type -> vigil.worker.v1.RescheduleActivitiesRequest
+	8,  // 35: vigil.worker.v1.WorkerHistoryService.RecordHeartbeats:output_type -> vigil.worker.v1.RecordHeartbeatsResponse
+	10, // 36: vigil.worker.v1.WorkerHistoryService.ShutdownWorker:output_type -> vigil.worker.v1.ShutdownWorkerResponse
+	12, // 37: vigil.worker.v1.WorkerHistoryService.DrainWorker:output_type -> vigil.worker.v1.DrainWorkerResponse
+	15, // 38: vigil.worker.v1.WorkerHistoryService.DescribeWorker:output_type -> vigil.worker.v1.DescribeWorkerResponse
+	18, // 39: vigil.worker.v1.WorkerHistoryService.ListWorkers:output_type -> vigil.worker.v1.ListWorkersResponse
+	22, // 40: vigil.worker.v1.WorkerHistoryService.UpdateBindings:output_type -> vigil.worker.v1.UpdateBindingsResponse
+	25, // 41: vigil.worker.v1.WorkerHistoryService.ReportConnections:output_type -> vigil.worker.v1.ReportConnectionsResponse
+	20, // 42: vigil.worker.v1.ActivityReschedulerService.RescheduleActivities:output_type -> vigil.worker.v1.RescheduleActivitiesResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_service_proto_init() }
@@ -1695,7 +1901,7 @@ func file_chasm_worker_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_service_proto_rawDesc), len(file_chasm_worker_proto_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerHistoryService_RecordHeartbeats_FullMethodName = "/vigil.worker.v1.WorkerHistoryService/RecordHeartbeats"
-	WorkerHistoryService_ShutdownWorker_FullMethodName   = "/vigil.worker.v1.WorkerHistoryService/ShutdownWorker"
-	WorkerHistoryService_DrainWorker_FullMethodName      = "/vigil.worker.v1.WorkerHistoryService/DrainWorker"
-	WorkerHistoryService_DescribeWorker_FullMethodName   = "/vigil.worker.v1.WorkerHistoryService/DescribeWorker"
-	WorkerHistoryService_ListWorkers_FullMethodName      = "/vigil.worker.v1.WorkerHistoryService/ListWorkers"
-	WorkerHistoryService_UpdateBindings_FullMethodName   = "/vigil.worker.v1.WorkerHistoryService/UpdateBindings"
+	WorkerHistoryService_RecordHeartbeats_FullMethodName  = "/vigil.worker.v1.WorkerHistoryService/RecordHeartbeats"
+	WorkerHistoryService_ShutdownWorker_FullMethodName    = "/vigil.worker.v1.WorkerHistoryService/ShutdownWorker"
+	WorkerHistoryService_DrainWorker_FullMethodName       = "/vigil.worker.v1.WorkerHistoryService/DrainWorker"
+	WorkerHistoryService_DescribeWorker_FullMethodName    = "/vigil.worker.v1.WorkerHistoryService/DescribeWorker"
+	WorkerHistoryService_ListWorkers_FullMethodName       = "/vigil.worker.v1.WorkerHistoryService/ListWorkers"
+	WorkerHistoryService_UpdateBindings_FullMethodName    = "/vigil.worker.v1.WorkerHistoryService/UpdateBindings"
+	WorkerHistoryService_ReportConnections_FullMethodName = "/vigil.worker.v1.WorkerHistoryService/ReportConnections"
 )
 
 // WorkerHistoryServiceClient is the client API for WorkerHistoryService service.
@@ -48,6 +49,11 @@ type WorkerHistoryServiceClient interface {
 	// UpdateBindings binds activity attempts to a worker (or unbinds them) without renewing its
 	// lease: the server calls it when it dispatches an attempt to a poll that named the worker.
 	UpdateBindings(ctx context.Context, in *UpdateBindingsRequest, opts ...grpc.CallOption) (*UpdateBindingsResponse, error)
+	// ReportConnections tells the shard what frontends saw of its workers' connections: a worker
+	// whose every connection closed without ShutdownWorker becomes suspect (its lease is cut to
+	// worker.suspectGracePeriod); a worker seen again on a connection is cleared. Entries apply
+	// in order, each on its own; a failed entry is reported and the caller may resend it.
+	ReportConnections(ctx context.Context, in *ReportConnectionsRequest, opts ...grpc.CallOption) (*ReportConnectionsResponse, error)
 }
 
 type workerHistoryServiceClient struct {
@@ -118,6 +124,16 @@ func (c *workerHistoryServiceClient) UpdateBindings(ctx context.Context, in *Upd
 	return out, nil
 }
 
+func (c *workerHistoryServiceClient) ReportConnections(ctx context.Context, in *ReportConnectionsRequest, opts ...grpc.CallOption) (*ReportConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportConnectionsResponse)
+	err := c.cc.Invoke(ctx, WorkerHistoryService_ReportConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerHistoryServiceServer is the server API for WorkerHistoryService service.
 // All implementations must embed UnimplementedWorkerHistoryServiceServer
 // for forward compatibility.
@@ -139,6 +155,11 @@ type WorkerHistoryServiceServer interface {
 	// UpdateBindings binds activity attempts to a worker (or unbinds them) without renewing its
 	// lease: the server calls it when it dispatches an attempt to a poll that named the worker.
 	UpdateBindings(context.Context, *UpdateBindingsRequest) (*UpdateBindingsResponse, error)
+	// ReportConnections tells the shard what frontends saw of its workers' connections: a worker
+	// whose every connection closed without ShutdownWorker becomes suspect (its lease is cut to
+	// worker.suspectGracePeriod); a worker seen again on a connection is cleared. Entries apply
+	// in order, each on its own; a failed entry is reported and the caller may resend it.
+	ReportConnections(context.Context, *ReportConnectionsRequest) (*ReportConnectionsResponse, error)
 	mustEmbedUnimplementedWorkerHistoryServiceServer()
 }
 
@@ -166,6 +187,9 @@ func (UnimplementedWorkerHistoryServiceServer) ListWorkers(context.Context, *Lis
 }
 func (UnimplementedWorkerHistoryServiceServer) UpdateBindings(context.Context, *UpdateBindingsRequest) (*UpdateBindingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateBindings not implemented")
+}
+func (UnimplementedWorkerHistoryServiceServer) ReportConnections(context.Context, *ReportConnectionsRequest) (*ReportConnectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportConnections not implemented")
 }
 func (UnimplementedWorkerHistoryServiceServer) mustEmbedUnimplementedWorkerHistoryServiceServer() {}
 func (UnimplementedWorkerHistoryServiceServer) testEmbeddedByValue()                              {}
@@ -296,6 +320,24 @@ func _WorkerHistoryService_UpdateBindings_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerHistoryService_ReportConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerHistoryServiceServer).ReportConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerHistoryService_ReportConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerHistoryServiceServer).ReportConnections(ctx, req.(*ReportConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerHistoryService_ServiceDesc is the grpc.ServiceDesc for WorkerHistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -326,6 +368,10 @@ var WorkerHistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateBindings",
 			Handler:    _WorkerHistoryService_UpdateBindings_Handler,
+		},
+		{
+			MethodName: "ReportConnections",
+			Handler:    _WorkerHistoryService_ReportConnections_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -88,6 +88,9 @@ const (
 	InactiveReason_INACTIVE_REASON_UNSPECIFIED   InactiveReason = 0
 	InactiveReason_INACTIVE_REASON_LEASE_EXPIRED InactiveReason = 1
 	InactiveReason_INACTIVE_REASON_SHUTDOWN      InactiveReason = 2
+	// The worker's connection closed without its ShutdownWorker, and no poll or heartbeat of
+	// it came within worker.suspectGracePeriod (chasm/worker/suspicion.go).
+	InactiveReason_INACTIVE_REASON_CONNECTION_LOST InactiveReason = 3
 )
 
 // Enum value maps for InactiveReason.
@@ -96,11 +99,13 @@ var (
 		0: "INACTIVE_REASON_UNSPECIFIED",
 		1: "INACTIVE_REASON_LEASE_EXPIRED",
 		2: "INACTIVE_REASON_SHUTDOWN",
+		3: "INACTIVE_REASON_CONNECTION_LOST",
 	}
 	InactiveReason_value = map[string]int32{
-		"INACTIVE_REASON_UNSPECIFIED":   0,
-		"INACTIVE_REASON_LEASE_EXPIRED": 1,
-		"INACTIVE_REASON_SHUTDOWN":      2,
+		"INACTIVE_REASON_UNSPECIFIED":     0,
+		"INACTIVE_REASON_LEASE_EXPIRED":   1,
+		"INACTIVE_REASON_SHUTDOWN":        2,
+		"INACTIVE_REASON_CONNECTION_LOST": 3,
 	}
 )
 
@@ -129,6 +134,56 @@ func (x InactiveReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use InactiveReason.Descriptor instead.
 func (InactiveReason) EnumDescriptor() ([]byte, []int) {
 	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{1}
+}
+
+// SuspectReason says why a worker is suspected dead before its lease ran out.
+type SuspectReason int32
+
+const (
+	SuspectReason_SUSPECT_REASON_UNSPECIFIED SuspectReason = 0
+	// Every connection that carried the worker's polls or heartbeats to a frontend closed
+	// without its ShutdownWorker (a process that dies closes its sockets; a peer that stops
+	// answering keepalive pings is closed by the server).
+	SuspectReason_SUSPECT_REASON_CONNECTION_CLOSED SuspectReason = 1
+)
+
+// Enum value maps for SuspectReason.
+var (
+	SuspectReason_name = map[int32]string{
+		0: "SUSPECT_REASON_UNSPECIFIED",
+		1: "SUSPECT_REASON_CONNECTION_CLOSED",
+	}
+	SuspectReason_value = map[string]int32{
+		"SUSPECT_REASON_UNSPECIFIED":       0,
+		"SUSPECT_REASON_CONNECTION_CLOSED": 1,
+	}
+)
+
+func (x SuspectReason) Enum() *SuspectReason {
+	p := new(SuspectReason)
+	*p = x
+	return p
+}
+
+func (x SuspectReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SuspectReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_chasm_worker_proto_v1_state_proto_enumTypes[2].Descriptor()
+}
+
+func (SuspectReason) Type() protoreflect.EnumType {
+	return &file_chasm_worker_proto_v1_state_proto_enumTypes[2]
+}
+
+func (x SuspectReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SuspectReason.Descriptor instead.
+func (SuspectReason) EnumDescriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{2}
 }
 
 // WorkerState is the persisted state of the Worker component. It stays small whatever the
@@ -195,8 +250,22 @@ type WorkerState struct {
 	// on. Heartbeats and shutdowns by another principal that is not an admin of the namespace
 	// are refused. Empty: not claimed (auth off).
 	OwnerPrincipal string `protobuf:"bytes,20,opt,name=owner_principal,json=ownerPrincipal,proto3" json:"owner_principal,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Connection suspicion (suspicion.go): set while the worker is suspected dead because its
+	// connections closed. The lease then ends at suspect_deadline when that is earlier than
+	// lease_deadline; a poll or heartbeat of the worker clears all three.
+	SuspectSince    *timestamppb.Timestamp `protobuf:"bytes,40,opt,name=suspect_since,json=suspectSince,proto3" json:"suspect_since,omitempty"`
+	SuspectReason   SuspectReason          `protobuf:"varint,41,opt,name=suspect_reason,json=suspectReason,proto3,enum=vigil.worker.v1.SuspectReason" json:"suspect_reason,omitempty"`
+	SuspectDeadline *timestamppb.Timestamp `protobuf:"bytes,42,opt,name=suspect_deadline,json=suspectDeadline,proto3" json:"suspect_deadline,omitempty"`
+	// How many suspicions were raised and cleared over the worker's life.
+	SuspicionsRaised  int64 `protobuf:"varint,43,opt,name=suspicions_raised,json=suspicionsRaised,proto3" json:"suspicions_raised,omitempty"`
+	SuspicionsCleared int64 `protobuf:"varint,44,opt,name=suspicions_cleared,json=suspicionsCleared,proto3" json:"suspicions_cleared,omitempty"`
+	// Suspicions raised in a row, each within suspectStreakWindow of the one before: the grace
+	// of the k-th is the base grace times 4^(k-1) (bounded), as the SDK backs its polls off
+	// after consecutive failures. last_suspected is when the last one was raised.
+	SuspectStreak int32                  `protobuf:"varint,45,opt,name=suspect_streak,json=suspectStreak,proto3" json:"suspect_streak,omitempty"`
+	LastSuspected *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=last_suspected,json=lastSuspected,proto3" json:"last_suspected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -430,6 +499,55 @@ func (x *WorkerState) GetOwnerPrincipal() string {
 		return x.OwnerPrincipal
 	}
 	return ""
+}
+
+func (x *WorkerState) GetSuspectSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectSince
+	}
+	return nil
+}
+
+func (x *WorkerState) GetSuspectReason() SuspectReason {
+	if x != nil {
+		return x.SuspectReason
+	}
+	return SuspectReason_SUSPECT_REASON_UNSPECIFIED
+}
+
+func (x *WorkerState) GetSuspectDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SuspectDeadline
+	}
+	return nil
+}
+
+func (x *WorkerState) GetSuspicionsRaised() int64 {
+	if x != nil {
+		return x.SuspicionsRaised
+	}
+	return 0
+}
+
+func (x *WorkerState) GetSuspicionsCleared() int64 {
+	if x != nil {
+		return x.SuspicionsCleared
+	}
+	return 0
+}
+
+func (x *WorkerState) GetSuspectStreak() int32 {
+	if x != nil {
+		return x.SuspectStreak
+	}
+	return 0
+}
+
+func (x *WorkerState) GetLastSuspected() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuspected
+	}
+	return nil
 }
 
 // BoundActivity is one entry of the "bound_activities" collection: an activity attempt that
@@ -813,7 +931,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x8a\r\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x9f\x10\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -845,7 +963,14 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0eorphan_unbinds\x18$ \x01(\x03R\rorphanUnbinds\x122\n" +
 	"\x15orphan_seen_processed\x18% \x01(\x05R\x13orphanSeenProcessed\x12.\n" +
 	"\x13orphan_seen_unbinds\x18& \x01(\x03R\x11orphanSeenUnbinds\x12'\n" +
-	"\x0fowner_principal\x18\x14 \x01(\tR\x0eownerPrincipal\"\xe0\x01\n" +
+	"\x0fowner_principal\x18\x14 \x01(\tR\x0eownerPrincipal\x12?\n" +
+	"\rsuspect_since\x18( \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince\x12E\n" +
+	"\x0esuspect_reason\x18) \x01(\x0e2\x1e.vigil.worker.v1.SuspectReasonR\rsuspectReason\x12E\n" +
+	"\x10suspect_deadline\x18* \x01(\v2\x1a.google.protobuf.TimestampR\x0fsuspectDeadline\x12+\n" +
+	"\x11suspicions_raised\x18+ \x01(\x03R\x10suspicionsRaised\x12-\n" +
+	"\x12suspicions_cleared\x18, \x01(\x03R\x11suspicionsCleared\x12%\n" +
+	"\x0esuspect_streak\x18- \x01(\x05R\rsuspectStreak\x12A\n" +
+	"\x0elast_suspected\x18. \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuspected\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -878,11 +1003,15 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
 	"\x16WORKER_STATUS_INACTIVE\x10\x02\x12\x1c\n" +
-	"\x18WORKER_STATUS_CLEANED_UP\x10\x03*r\n" +
+	"\x18WORKER_STATUS_CLEANED_UP\x10\x03*\x97\x01\n" +
 	"\x0eInactiveReason\x12\x1f\n" +
 	"\x1bINACTIVE_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dINACTIVE_REASON_LEASE_EXPIRED\x10\x01\x12\x1c\n" +
-	"\x18INACTIVE_REASON_SHUTDOWN\x10\x02B@Z>github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1;workerpbb\x06proto3"
+	"\x18INACTIVE_REASON_SHUTDOWN\x10\x02\x12#\n" +
+	"\x1fINACTIVE_REASON_CONNECTION_LOST\x10\x03*U\n" +
+	"\rSuspectReason\x12\x1e\n" +
+	"\x1aSUSPECT_REASON_UNSPECIFIED\x10\x00\x12$\n" +
+	" SUSPECT_REASON_CONNECTION_CLOSED\x10\x01B@Z>github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1;workerpbb\x06proto3"
 
 var (
 	file_chasm_worker_proto_v1_state_proto_rawDescOnce sync.Once
@@ -896,47 +1025,52 @@ func file_chasm_worker_proto_v1_state_proto_rawDescGZIP() []byte {
 	return file_chasm_worker_proto_v1_state_proto_rawDescData
 }
 
-var file_chasm_worker_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_chasm_worker_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_chasm_worker_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_chasm_worker_proto_v1_state_proto_goTypes = []any{
 	(WorkerStatus)(0),              // 0: vigil.worker.v1.WorkerStatus
 	(InactiveReason)(0),            // 1: vigil.worker.v1.InactiveReason
-	(*WorkerState)(nil),            // 2: vigil.worker.v1.WorkerState
-	(*BoundActivity)(nil),          // 3: vigil.worker.v1.BoundActivity
-	(*PendingReschedule)(nil),      // 4: vigil.worker.v1.PendingReschedule
-	(*LeaseExpiryTask)(nil),        // 5: vigil.worker.v1.LeaseExpiryTask
-	(*WorkerCleanupTask)(nil),      // 6: vigil.worker.v1.WorkerCleanupTask
-	(*WorkerDeleteTask)(nil),       // 7: vigil.worker.v1.WorkerDeleteTask
-	(*ActivityRescheduleTask)(nil), // 8: vigil.worker.v1.ActivityRescheduleTask
-	(*v1.WorkerHeartbeat)(nil),     // 9: temporal.api.worker.v1.WorkerHeartbeat
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 11: google.protobuf.Duration
+	(SuspectReason)(0),             // 2: vigil.worker.v1.SuspectReason
+	(*WorkerState)(nil),            // 3: vigil.worker.v1.WorkerState
+	(*BoundActivity)(nil),          // 4: vigil.worker.v1.BoundActivity
+	(*PendingReschedule)(nil),      // 5: vigil.worker.v1.PendingReschedule
+	(*LeaseExpiryTask)(nil),        // 6: vigil.worker.v1.LeaseExpiryTask
+	(*WorkerCleanupTask)(nil),      // 7: vigil.worker.v1.WorkerCleanupTask
+	(*WorkerDeleteTask)(nil),       // 8: vigil.worker.v1.WorkerDeleteTask
+	(*ActivityRescheduleTask)(nil), // 9: vigil.worker.v1.ActivityRescheduleTask
+	(*v1.WorkerHeartbeat)(nil),     // 10: temporal.api.worker.v1.WorkerHeartbeat
+	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 12: google.protobuf.Duration
 }
 var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.worker.v1.WorkerState.status:type_name -> vigil.worker.v1.WorkerStatus
-	9,  // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	10, // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
-	11, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
-	10, // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	10, // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	10, // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	11, // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
+	12, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
+	11, // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	11, // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: vigil.worker.v1.WorkerState.inactive_reason:type_name -> vigil.worker.v1.InactiveReason
-	10, // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
-	10, // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
-	4,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
-	10, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
-	10, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
-	10, // 12: vigil.worker.v1.WorkerState.orphan_suspect_since:type_name -> google.protobuf.Timestamp
-	10, // 13: vigil.worker.v1.WorkerState.orphan_suspect_cutoff:type_name -> google.protobuf.Timestamp
-	10, // 14: vigil.worker.v1.WorkerState.orphan_seen_cutoff:type_name -> google.protobuf.Timestamp
-	10, // 15: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	3,  // 16: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	10, // 17: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	10, // 18: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	11, // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
+	11, // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
+	5,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
+	11, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
+	11, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
+	11, // 12: vigil.worker.v1.WorkerState.orphan_suspect_since:type_name -> google.protobuf.Timestamp
+	11, // 13: vigil.worker.v1.WorkerState.orphan_suspect_cutoff:type_name -> google.protobuf.Timestamp
+	11, // 14: vigil.worker.v1.WorkerState.orphan_seen_cutoff:type_name -> google.protobuf.Timestamp
+	11, // 15: vigil.worker.v1.WorkerState.suspect_since:type_name -> google.protobuf.Timestamp
+	2,  // 16: vigil.worker.v1.WorkerState.suspect_reason:type_name -> vigil.worker.v1.SuspectReason
+	11, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
+	11, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
+	11, // 19: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	4,  // 20: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	11, // 21: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	11, // 22: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
@@ -949,7 +1083,7 @@ func file_chasm_worker_proto_v1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_state_proto_rawDesc), len(file_chasm_worker_proto_v1_state_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
