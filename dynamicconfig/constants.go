@@ -15,9 +15,12 @@ and forgotten. A heartbeat within this delay resurrects it.`,
 	)
 	DefaultLeaseDuration = NewNamespaceDurationSetting(
 		"worker.defaultLeaseDuration",
-		30*time.Second,
-		`Lease granted to a worker that does not ask for one. The worker is declared lost when a
-lease passes without a heartbeat.`,
+		3*time.Minute,
+		`Lease granted to a worker that does not ask for one and reports no interval yet (an SDK
+worker's first heartbeat). The worker is declared lost when a lease passes without a heartbeat.
+It must outlast the longest interval an SDK may use (60 s, also the Go SDK's default) with the
+same margin as later beats get (worker.leaseIntervalMultiplier), or a worker left at the SDK's
+defaults would lose its first lease before its second beat.`,
 	)
 	MinLeaseDuration = NewNamespaceDurationSetting(
 		"worker.minLeaseDuration",

@@ -22,7 +22,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		def     any
 	}{
 		{InactiveWorkerCleanupDelay, "matching.InactiveWorkerCleanupDelay", 60 * time.Minute},
-		{DefaultLeaseDuration, "worker.defaultLeaseDuration", 30 * time.Second},
+		{DefaultLeaseDuration, "worker.defaultLeaseDuration", 3 * time.Minute},
 		{CleanedUpWorkerRetention, "worker.cleanedUpRetention", 24 * time.Hour},
 		{MinLeaseDuration, "worker.minLeaseDuration", time.Second},
 		{MaxLeaseDuration, "worker.maxLeaseDuration", 10 * time.Minute},

@@ -86,7 +86,7 @@ func TestFileClientLoad(t *testing.T) {
 		require.Equal(t, 60*time.Minute, cleanup("other-ns"))
 		require.Equal(t, 5000, MaxBindingsPerWorker.Get(b.coll)("any"))
 		require.Equal(t, 2*time.Millisecond, GroupCommitMaxWait.Get(b.coll)())
-		require.Equal(t, 30*time.Second, DefaultLeaseDuration.Get(b.coll)("any"), "absent keys use the default")
+		require.Equal(t, 3*time.Minute, DefaultLeaseDuration.Get(b.coll)("any"), "absent keys use the default")
 	})
 
 	t.Run("KeysAreCaseInsensitive", func(t *testing.T) {

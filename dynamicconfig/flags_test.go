@@ -80,7 +80,7 @@ func TestOverlayClient(t *testing.T) {
 		c := NewCollection(NewOverlayClient(overrides, base), zap.NewNop())
 		require.Equal(t, 2*time.Hour, InactiveWorkerCleanupDelay.Get(c)("fast-ns"))
 		require.Equal(t, 10, MaxBindingsPerWorker.Get(c)("ns"), "keys without overrides come from base")
-		require.Equal(t, 30*time.Second, DefaultLeaseDuration.Get(c)("ns"))
+		require.Equal(t, 3*time.Minute, DefaultLeaseDuration.Get(c)("ns"))
 	})
 
 	t.Run("NilLayersAreSkipped", func(t *testing.T) {

@@ -291,6 +291,20 @@ func TestShutdown(t *testing.T) {
 	})
 }
 
+// An SDK worker left at its defaults heartbeats every 60 s, and its first beat reports no
+// interval. Its first lease must outlast that interval, or every such worker would be declared
+// INACTIVE once, and lose its activities, before its second beat.
+func TestWorkerAtTheSDKsDefaultIntervalKeepsItsFirstLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.useDefaultLease()
+	b.mustBeat("w1")
+	b.engine.AdvanceTime(60*time.Second + 2*time.Second) // the second beat, a little late
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+	require.False(t, b.mustBeat("w1", withElapsed(62*time.Second)).GetResurrected())
+	require.Equal(t, int64(0), b.describe("w1").GetState().GetResurrectionCount())
+}
+
 func TestConfigLeaseFor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -299,7 +313,7 @@ func TestConfigLeaseFor(t *testing.T) {
 		requested, interval time.Duration
 		want                time.Duration
 	}{
-		{"Default", 0, 0, 30 * time.Second},
+		{"Default", 0, 0, 30 * time.Second}, // setup's; the built-in one is 3m
 		{"Requested", 15 * time.Second, 0, 15 * time.Second},
 		{"RequestedWinsOverInterval", 15 * time.Second, time.Second, 15 * time.Second},
 		{"AdaptiveFromInterval", 0, 5 * time.Second, 15 * time.Second},

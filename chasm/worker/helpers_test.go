@@ -62,11 +62,16 @@ type bundle struct {
 	dc          *dynamicconfig.MemoryClient
 	config      *worker.Config
 	ctx         context.Context
+	// useDefaultLease removes setup's 30 s worker.defaultLeaseDuration.
+	useDefaultLease func()
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	dcClient := dynamicconfig.NewMemoryClient()
+	// The tests were written around 30 s first leases (shorter than the built-in default, which
+	// covers the SDK's 60 s interval); useDefaultLease restores the built-in one.
+	useDefaultLease := dcClient.OverrideValue(dynamicconfig.DefaultLeaseDuration.Key(), "30s")
 	logger := zaptest.NewLogger(t)
 	config := worker.NewConfig(dynamicconfig.NewCollection(dcClient, logger), testNumShards)
 	rescheduler := &recordingRescheduler{}
@@ -80,6 +85,8 @@ func setup(t *testing.T) *bundle {
 		dc:          dcClient,
 		config:      config,
 		ctx:         context.Background(),
+
+		useDefaultLease: useDefaultLease,
 	}
 }
 
