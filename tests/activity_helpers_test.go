@@ -14,9 +14,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
 
 const (
@@ -200,3 +206,40 @@ func readEvents(path string) []event {
 }
 
 func eventsFile(t *testing.T) string { return filepath.Join(t.TempDir(), "events") }
+
+// explainOnFailure logs, if the test fails, what the server holds of the workers of namespace
+// default and of the activities named: a failed wait for a worker's event then says where the
+// activity was (its state, attempt and worker) and which workers were alive. Register it after
+// the cluster, so that it runs before the cluster stops.
+func explainOnFailure(t *testing.T, address string, activityIDs ...string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Logf("explain: %v", err)
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		workers, err := livenesspb.NewWorkerLivenessServiceClient(conn).ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{Namespace: "default"})
+		if err != nil {
+			t.Logf("explain: workers: %v", err)
+		}
+		for _, w := range workers.GetWorkers() {
+			t.Logf("explain: worker %s", protojson.Format(w))
+		}
+		for _, id := range activityIDs {
+			resp, err := workflowservice.NewWorkflowServiceClient(conn).DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
+				Namespace: "default", ActivityId: id, IncludeLastFailure: true,
+			})
+			if err != nil {
+				t.Logf("explain: activity %s: %v", id, err)
+				continue
+			}
+			t.Logf("explain: activity %s: %s", id, protojson.Format(resp.GetInfo()))
+		}
+	})
+}

@@ -71,6 +71,7 @@ func TestActivityOfSIGKILLedWorkerRunsOnAnotherWorker(t *testing.T) {
 	}
 	t.Parallel()
 	cluster := testcluster.New(t, testcluster.Options{DynamicConfig: shortLeases})
+	explainOnFailure(t, cluster.Address(), "a-1")
 	events := eventsFile(t)
 	a := startActivityWorker(t, cluster.Address(), "q", "A", events, "")
 	c := dialSDK(t, cluster.Address())
@@ -81,9 +82,10 @@ func TestActivityOfSIGKILLedWorkerRunsOnAnotherWorker(t *testing.T) {
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
-	// Usually attempt 2; on a starved machine A may have missed a lease before the kill, so any
-	// attempt B starts after the kill counts.
-	bStarted := waitForEventAfter(t, events, "B started a-1", killed)
+	// Usually after the kill. On a starved machine A may have missed its lease before the kill,
+	// and B may then have started (and finished) a-1 before it: either way B runs it, long
+	// before StartToClose.
+	bStarted := waitForEvent(t, events, "B started a-1")
 	t.Logf("the activity restarted on B %v after A was killed (StartToClose 10m)", bStarted.at.Sub(killed).Round(time.Millisecond))
 	require.Less(t, bStarted.at.Sub(killed), time.Minute, "far below StartToClose")
 	require.Equal(t, "done by B", result(t, handle))
@@ -119,6 +121,7 @@ func TestLateCompletionOfPausedWorkerIsRefused(t *testing.T) {
 	}
 	t.Parallel()
 	cluster := testcluster.New(t, testcluster.Options{DynamicConfig: shortLeases})
+	explainOnFailure(t, cluster.Address(), "a-1")
 	events := eventsFile(t)
 	a := startActivityWorker(t, cluster.Address(), "q", "A", events, "")
 	c := dialSDK(t, cluster.Address())
@@ -263,6 +266,7 @@ func TestGracefulStopReschedulesAtOnce(t *testing.T) {
 		dynamicconfig.DefaultLeaseDuration.Key():    "10m",
 		dynamicconfig.LeaseIntervalMultiplier.Key(): 600,
 	}})
+	explainOnFailure(t, cluster.Address(), "a-1")
 	events := eventsFile(t)
 	ca, err := client.Dial(client.Options{HostPort: cluster.Address(), Identity: "A", WorkerHeartbeatInterval: time.Second, Logger: quietLogger{}})
 	require.NoError(t, err)

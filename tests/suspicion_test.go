@@ -20,6 +20,7 @@ import (
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/chasm/worker"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -154,6 +155,7 @@ func TestSIGKILLedWorkerIsKnownDeadByItsConnection(t *testing.T) {
 	}
 	t.Parallel()
 	cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+	explainOnFailure(t, cluster.Address(), "a-1")
 	lc := dialLiveness(t, cluster.Address())
 	events := eventsFile(t)
 	a := startSuspicionWorker(t, cluster.Address(), "q", "A", events, slowHeartbeat)
@@ -172,7 +174,7 @@ func TestSIGKILLedWorkerIsKnownDeadByItsConnection(t *testing.T) {
 	require.Equal(t, livenesspb.LivenessState_LIVENESS_STATE_INACTIVE, dead.GetState())
 	require.Equal(t, livenesspb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, dead.GetInactiveReason())
 	require.Equal(t, "done by B", result(t, handle))
-	require.Eventually(t, func() bool { return metricAtLeast(t, cluster, "vigil_worker_worker_suspicions", 2) },
+	require.Eventually(t, func() bool { return metricAtLeast(t, cluster, metrics.WorkerSuspicions.ExportedName(), 2) },
 		30*time.Second, 100*time.Millisecond, "worker_suspicions counts A's raised and confirmed")
 }
 
@@ -264,6 +266,7 @@ func TestRestartWhileSuspectKeepsTheOutcome(t *testing.T) {
 	}
 	// A grace long enough to see the suspicion and restart the server within it.
 	cluster := suspicionCluster(t, "20s", opts)
+	explainOnFailure(t, cluster.Address(), "a-1")
 	lc := dialLiveness(t, cluster.Address())
 	events := eventsFile(t)
 	a := startSuspicionWorker(t, address, "q", "A", events, slowHeartbeat)
@@ -373,6 +376,7 @@ func TestMeasureFalsePositives(t *testing.T) {
 	cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), func(o *testcluster.Options) {
 		o.DynamicConfig[dynamicconfig.DefaultLeaseDuration.Key()] = "90s"
 	})
+	explainOnFailure(t, cluster.Address(), "a-1")
 	lc := dialLiveness(t, cluster.Address())
 	events := eventsFile(t)
 	c := dialSDK(t, cluster.Address())
@@ -410,8 +414,8 @@ func TestMeasureFalsePositives(t *testing.T) {
 			moved++
 		}
 	}
-	raised, _ := scrapeMetric(t, cluster.HTTPAddress(), `vigil_worker_worker_suspicions{outcome="raised"}`)
-	confirmed, _ := scrapeMetric(t, cluster.HTTPAddress(), `vigil_worker_worker_suspicions{outcome="confirmed"}`)
+	raised, _ := scrapeMetric(t, cluster.HTTPAddress(), metrics.WorkerSuspicions.ExportedName()+`{outcome="raised"}`)
+	confirmed, _ := scrapeMetric(t, cluster.HTTPAddress(), metrics.WorkerSuspicions.ExportedName()+`{outcome="confirmed"}`)
 	t.Logf("%d resets of %d live workers over %v: %d suspicions raised, %d confirmed, %d workers ever declared dead, %d activities moved",
 		resets, workers, time.Since(start).Round(time.Second), int(raised), int(confirmed), inactive, moved)
 }
@@ -424,6 +428,7 @@ func TestSilentPeerIsNoticedByKeepalive(t *testing.T) {
 	}
 	t.Parallel()
 	cluster := suspicionCluster(t, worker.SuspectGracePeriodDefault.String(), nil)
+	explainOnFailure(t, cluster.Address(), "a-1")
 	lc := dialLiveness(t, cluster.Address())
 	proxy := startProxy(t, cluster.Address())
 	events := eventsFile(t)
