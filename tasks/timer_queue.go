@@ -79,6 +79,9 @@ type TimerQueue struct {
 	// from it: dropping the older from memory spares a pointless run (a lease timer replaced by
 	// every heartbeat would otherwise fire once per heartbeat, only to be found stale).
 	singletons map[singletonKey]*timerEntry
+	// knownPeak is the most tasks known held since the maps were last made: Go maps keep the
+	// buckets they grew, so once a burst has drained they are made anew (shrinkLocked).
+	knownPeak int
 	// lastReadKey is where the next read starts (exclusive).
 	lastReadKey persistence.TimerTaskKey
 	// loadedUpTo is the invariant the notification path relies on: every stored task with a key
@@ -315,6 +318,39 @@ func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
 	}
 	heap.Push(&q.pending, e)
 	q.known[mapKeyOf(e.key)] = e
+	q.knownPeak = max(q.knownPeak, len(q.known))
+}
+
+// timerMapShrinkMin is the peak from which the queue's maps are made anew once they shrink to
+// a quarter of it.
+const timerMapShrinkMin = 1024
+
+// shrinkLocked gives back the memory of a burst that has drained: the maps are rebuilt at
+// their current size, and the heap's array, which append only grows, is copied down.
+func (q *TimerQueue) shrinkLocked() {
+	if q.knownPeak < timerMapShrinkMin || len(q.known) > q.knownPeak/4 {
+		return
+	}
+	known := make(map[timerMapKey]*timerEntry, len(q.known))
+	for k, e := range q.known {
+		known[k] = e
+	}
+	singletons := make(map[singletonKey]*timerEntry, len(q.singletons))
+	for k, e := range q.singletons {
+		singletons[k] = e
+	}
+	q.known, q.singletons, q.knownPeak = known, singletons, len(known)
+	if cap(q.pending) > 2*len(q.pending)+timerMapShrinkMin {
+		q.pending = append(timerHeap(nil), q.pending...)
+	}
+}
+
+// InMemory returns how many tasks the queue holds (pending, retrying or executing) and how many
+// singleton timers it tracks.
+func (q *TimerQueue) InMemory() (tasks, singletons int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.known), len(q.singletons)
 }
 
 // makeRoomLocked decides whether a notified task k, which is inside the loaded range, can be
@@ -594,6 +630,7 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		if e.alerted {
 			q.stuck--
 		}
+		q.shrinkLocked()
 		needRead := q.moreToRead && readFits(true, len(q.known), q.cfg.maxInMemory(), q.cfg.pageSize())
 		inMemory, stuck := len(q.known), q.stuck
 		q.mu.Unlock()

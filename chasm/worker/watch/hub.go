@@ -52,7 +52,12 @@ type Options struct {
 	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
 	// before while nothing else of that worker follows it).
 	BufferSize int
-	TimeSource clock.TimeSource
+	// RingRetention is how long an event stays in the ring (default 1 minute). Events hold the
+	// worker's state, so a ring full after a burst would otherwise keep tens of megabytes for
+	// as long as the host is quiet; a watcher away for longer resyncs, as it does after an
+	// overflow.
+	RingRetention time.Duration
+	TimeSource    clock.TimeSource
 }
 
 // Hub is one history host's event log. It implements worker.ChangeSink.
@@ -63,6 +68,10 @@ type Hub struct {
 	mu   sync.Mutex
 	seq  uint64
 	ring []Event // ring[seq % len]: the last len(ring) events
+	// trimmed is the number of the last event dropped from the ring for its age: the ring holds
+	// events trimmed+1 .. seq (and at most len(ring) of them).
+	trimmed  uint64
+	trimming clock.Timer
 	subs map[*Subscription]struct{}
 	// active maps namespace ID → host name → the host's ACTIVE workers.
 	active map[string]map[string]map[string]struct{}
@@ -81,6 +90,9 @@ func NewHub(opts Options) *Hub {
 	}
 	if opts.TimeSource == nil {
 		opts.TimeSource = clock.NewRealTimeSource()
+	}
+	if opts.RingRetention <= 0 {
+		opts.RingRetention = time.Minute
 	}
 	return &Hub{
 		opts:   opts,
@@ -110,6 +122,36 @@ func (h *Hub) Publish(changes ...worker.Change) {
 			h.append(Event{Time: now, Kind: hostEvent, NamespaceID: c.NamespaceID, HostName: host})
 		}
 	}
+	h.trimLocked(now)
+}
+
+// trimLocked drops the events older than RingRetention from the ring and, while it holds
+// any, arms a timer to do it again when the oldest comes of age, so that a host gone quiet
+// lets go of them too.
+func (h *Hub) trimLocked(now time.Time) {
+	size := uint64(len(h.ring))
+	if h.seq > size && h.trimmed < h.seq-size {
+		h.trimmed = h.seq - size // overwritten already
+	}
+	horizon := now.Add(-h.opts.RingRetention)
+	for h.trimmed < h.seq {
+		i := (h.trimmed + 1) % size
+		if h.ring[i].Time.After(horizon) {
+			break
+		}
+		h.ring[i] = Event{}
+		h.trimmed++
+	}
+	if h.trimmed == h.seq || h.trimming != nil {
+		return
+	}
+	wait := h.ring[(h.trimmed+1)%size].Time.Sub(horizon)
+	h.trimming = h.opts.TimeSource.AfterFunc(wait, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.trimming = nil
+		h.trimLocked(h.opts.TimeSource.Now())
+	})
 }
 
 // trackHost updates the host's set of ACTIVE workers; it reports a host that went online
@@ -188,6 +230,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 	if h.seq > uint64(len(h.ring)) {
 		oldest = h.seq - uint64(len(h.ring)) + 1
 	}
+	oldest = max(oldest, h.trimmed+1)
 	switch {
 	case epoch == 0:
 	case epoch == h.epoch && after <= h.seq && after+1 >= oldest:

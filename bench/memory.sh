@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/memory.sh: how much memory a vigil server holds per registered worker, and whether it
+# gives it back once the workers are gone (issues 13 and 19).
+#
+# For each fleet size N it starts a fresh server (SQLite in a temporary directory), and
+#   1. records the idle RSS;
+#   2. registers N workers (`vigil bench --api liveness`, no activities) that keep heartbeating
+#      every INTERVAL with a lease of LEASE, and records the RSS once all are registered and
+#      heartbeating: (RSS - idle) / N is the memory per idle registered worker;
+#   3. stops the fleet without ShutdownWorker, so every lease expires; with a cleanup delay and
+#      a retention of 1 s each worker is then cleaned up and deleted; once the server has
+#      deleted all N, it waits SETTLE and records the RSS again: after / idle is the ratio the
+#      issue asks to keep within 1.2.
+#
+# Usage: bench/memory.sh [N ...]            (default: 50000 100000)
+# Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
+#        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), SETTLE (150s),
+#        OUT (directory for logs, heap profiles and summary.txt; default a temporary one).
+# Needs curl. The server runs with --pprof; heap profiles of each phase are saved in OUT.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(50000 100000)
+PORT=${PORT:-22233}
+HTTP_PORT=$((PORT + 10))
+HISTORY_PORT=$((PORT + 20))
+INTERVAL=${INTERVAL:-30s}
+LEASE=${LEASE:-90s}
+SETTLE=${SETTLE:-150s}
+OUT=${OUT:-$(mktemp -d /tmp/vigil-memory.XXXXXX)}
+mkdir -p "$OUT"
+if [ -z "${VIGIL:-}" ]; then
+	VIGIL="$OUT/vigil"
+	go build -o "$VIGIL" ./cmd/vigil
+fi
+METRICS="http://127.0.0.1:$HTTP_PORT/metrics"
+
+secs() { # 90s | 2m → seconds
+	case "$1" in
+	*ms) echo 1 ;;
+	*s) echo "${1%s}" ;;
+	*m) echo $((${1%m} * 60)) ;;
+	*) echo "$1" ;;
+	esac
+}
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+metric() { # sum of a metric's series
+	curl -sf "$METRICS" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {printf "%d\n", s}'
+}
+heap() { curl -sf -o "$1" "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?gc=1" || true; }
+heap_alloc_mib() {
+	curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
+		awk '/^# HeapAlloc = / {printf "%.1f\n", $4 / 1048576}'
+}
+
+summary="$OUT/summary.txt"
+printf '%-8s %10s %14s %12s %14s %12s %8s\n' workers idle_MiB registered_MiB KiB/worker after_MiB heap_MiB after/idle | tee "$summary"
+
+for n in "${SIZES[@]}"; do
+	dir="$OUT/n$n"
+	mkdir -p "$dir"
+	"$VIGIL" server start --db-filename "$dir/vigil.db" --port "$PORT" --http-port "$HTTP_PORT" \
+		--history-port "$HISTORY_PORT" --pprof --log-level warn \
+		--dynamic-config-value 'matching.InactiveWorkerCleanupDelay="1s"' \
+		--dynamic-config-value 'worker.cleanedUpRetention="1s"' \
+		--dynamic-config-value 'worker.registrationRPS=0' \
+		--dynamic-config-value 'frontend.namespaceRegistrationRPS=0' \
+		--dynamic-config-value 'frontend.namespaceRPS=1000000' \
+		--dynamic-config-value 'history.registrationAdmitRPS=0' \
+		--dynamic-config-value 'worker.expiryBrakeThreshold=1' \
+		--dynamic-config-value 'worker.stateGaugeInterval="2s"' \
+		>"$dir/server.log" 2>&1 &
+	pid=$!
+	trap 'kill $pid 2>/dev/null || true' EXIT
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	sleep 5
+	idle=$(rss_kib $pid)
+	heap "$dir/heap-idle.pb.gz"
+	echo "N=$n: idle RSS $((idle / 1024)) MiB; registering" >&2
+
+	# Two intervals and a half: every worker registered and heartbeating at a steady pace.
+	interval_s=$(secs "$INTERVAL")
+	"$VIGIL" bench --address "127.0.0.1:$PORT" --server-pid $pid --api liveness --workers "$n" \
+		--lease "$LEASE" --interval "$INTERVAL" --duration "$((interval_s * 5 / 2))s" --warmup "$INTERVAL" \
+		--shutdown-at-end=false --json "$dir/bench.json" >"$dir/bench.txt" 2>"$dir/bench.err"
+	registered=$(rss_kib $pid)
+	heap "$dir/heap-registered.pb.gz"
+	echo "N=$n: registered RSS $((registered / 1024)) MiB; waiting for every lease to expire and every worker to be deleted" >&2
+
+	deadline=$((SECONDS + $(secs "$LEASE") + 600))
+	until [ "$(metric vigil_worker_worker_deletions)" -ge "$n" ]; do
+		if [ $SECONDS -ge $deadline ]; then
+			echo "N=$n: workers not all deleted after $((SECONDS))s: $(metric vigil_worker_worker_deletions)" >&2
+			break
+		fi
+		sleep 2
+	done
+	echo "N=$n: all deleted; settling $SETTLE" >&2
+	sleep "$(secs "$SETTLE")"
+	after=$(rss_kib $pid)
+	heap "$dir/heap-after.pb.gz"
+	alloc=$(heap_alloc_mib)
+	kill $pid
+	wait $pid 2>/dev/null || true
+	trap - EXIT
+
+	awk -v n="$n" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" 'BEGIN {
+		printf "%-8d %10.1f %14.1f %12.2f %14.1f %12.1f %8.2f\n", n, i/1024, r/1024, (r-i)/n, a/1024, h, a/i
+	}' | tee -a "$summary"
+done
+echo "logs, heap profiles and $summary in $OUT" >&2
