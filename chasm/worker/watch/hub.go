@@ -72,7 +72,7 @@ type Hub struct {
 	// events trimmed+1 .. seq (and at most len(ring) of them).
 	trimmed  uint64
 	trimming clock.Timer
-	subs map[*Subscription]struct{}
+	subs     map[*Subscription]struct{}
 	// active maps namespace ID → host name → the host's ACTIVE workers.
 	active map[string]map[string]map[string]struct{}
 }
