@@ -33,10 +33,11 @@ type cacheKey struct {
 // transaction on any run of the business ID holds it, which is what makes create-or-update
 // atomic. The lock is a channel so that waiting for it honours the caller's deadline.
 type cacheEntry struct {
-	key  cacheKey
-	lock chan struct{}
+	key cacheKey
 
 	// Guarded by executionCache.mu.
+	// lock exists while refs > 0: an idle entry of a large fleet does not carry one.
+	lock chan struct{}
 	refs int
 	// waiters counts PollComponent calls waiting for the current run to change: the entry
 	// (and its decoded execution, whose change signal they wait on) is kept while any wait.
@@ -52,19 +53,16 @@ type cacheEntry struct {
 }
 
 // loadedRun is a run held in memory with the store version it was read or written at. While
-// the run is idle and cold, exec is nil and encoded holds it instead.
+// the run is idle and cold, exec is nil and the run is held in its persisted form instead
+// (chasm.Execution.Persisted): state, entries, indexed and runID.
 type loadedRun struct {
 	exec      *chasm.Execution
 	dbVersion int64
-	encoded   *encodedRun
-}
 
-// encodedRun is an execution in its persisted form (chasm.Execution.Persisted).
-type encodedRun struct {
-	key     chasm.ExecutionKey
 	state   []byte
 	entries []chasm.CollectionEntry
 	indexed chasm.IndexedFields
+	runID   string
 }
 
 // executionCache keeps recently used executions of one shard, least recently used evicted
@@ -102,13 +100,17 @@ func (c *executionCache) lock(ctx context.Context, key cacheKey) (*cacheEntry, f
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	if !ok {
-		e = &cacheEntry{key: key, lock: make(chan struct{}, 1)}
+		e = &cacheEntry{key: key}
 		e.elem = c.lru.PushFront(e)
 		c.entries[key] = e
 		c.peak = max(c.peak, len(c.entries))
 	} else {
 		c.lru.MoveToFront(e.elem)
 	}
+	if e.lock == nil {
+		e.lock = make(chan struct{}, 1)
+	}
+	lock := e.lock
 	// Whoever takes the lock may decode the run: it joins the decoded LRU now, so that the
 	// bound counts it once released.
 	if e.decodedElem == nil {
@@ -120,13 +122,13 @@ func (c *executionCache) lock(ctx context.Context, key cacheKey) (*cacheEntry, f
 	c.mu.Unlock()
 
 	select {
-	case e.lock <- struct{}{}:
+	case lock <- struct{}{}:
 	case <-ctx.Done():
 		c.unref(e)
 		return nil, nil, ctx.Err()
 	}
 	return e, func() {
-		<-e.lock
+		<-lock
 		c.unref(e)
 	}, nil
 }
@@ -151,6 +153,9 @@ func (c *executionCache) unref(e *cacheEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.refs--
+	if e.refs == 0 {
+		e.lock = nil // nobody holds it or waits for it
+	}
 	c.boundLocked(e)
 }
 
@@ -212,7 +217,7 @@ func (e *cacheEntry) encode() bool {
 	if err != nil {
 		return false
 	}
-	run.encoded = &encodedRun{key: run.exec.Key(), state: state, entries: entries, indexed: run.exec.Indexed()}
+	run.state, run.entries, run.indexed, run.runID = state, entries, run.exec.Indexed(), run.exec.Key().RunID
 	run.exec = nil
 	return true
 }
@@ -223,13 +228,13 @@ func (e *cacheEntry) decode(registry *chasm.Registry, rc *chasm.RegistrableCompo
 	if run == nil || run.exec != nil {
 		return nil
 	}
-	enc := run.encoded
-	exec, err := chasm.LoadExecution(registry, rc, enc.key, enc.state, enc.entries)
+	key := chasm.ExecutionKey{NamespaceID: e.key.namespaceID, BusinessID: e.key.businessID, RunID: run.runID}
+	exec, err := chasm.LoadExecution(registry, rc, key, run.state, run.entries)
 	if err != nil {
 		return err
 	}
-	exec.SetStoredIndexed(enc.indexed)
-	run.exec, run.encoded = exec, nil
+	exec.SetStoredIndexed(run.indexed)
+	run.exec, run.state, run.entries, run.indexed, run.runID = exec, nil, nil, chasm.IndexedFields{}, ""
 	return nil
 }
 

@@ -46,7 +46,8 @@ type Event struct {
 
 // Options size a hub. Zero values take the defaults.
 type Options struct {
-	// RingSize is how many events the hub keeps for resuming watchers (default 32,768).
+	// RingSize is how many events the hub keeps for resuming watchers (default 8,192; each holds
+	// the worker's state, about a kilobyte).
 	RingSize int
 	// BufferSize is how many undelivered events a watcher may have before it must resync
 	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
@@ -83,7 +84,7 @@ var _ worker.ChangeSink = (*Hub)(nil)
 // from one of an earlier process.
 func NewHub(opts Options) *Hub {
 	if opts.RingSize <= 0 {
-		opts.RingSize = 32768
+		opts.RingSize = 8192
 	}
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = 16384
