@@ -14,7 +14,8 @@
 #
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
-#        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), SETTLE (150s),
+#        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
+#        of steady heartbeats after the registrations), SETTLE (150s),
 #        OUT (directory for logs, heap profiles and summary.txt; default a temporary one).
 # Needs curl. The server runs with --pprof; heap profiles of each phase are saved in OUT.
 set -euo pipefail
@@ -53,6 +54,13 @@ heap_alloc_mib() {
 	curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
 		awk '/^# HeapAlloc = / {printf "%.1f\n", $4 / 1048576}'
 }
+memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstats.txt
+	{
+		echo "== $1: VmRSS $(rss_kib "$pid") KiB"
+		curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
+			grep -E '^# (HeapAlloc|HeapSys|HeapIdle|HeapInuse|HeapReleased|Stack|NextGC) ' || true
+	} >>"$dir/memstats.txt"
+}
 
 summary="$OUT/summary.txt"
 printf '%-8s %10s %14s %12s %14s %12s %8s\n' workers idle_MiB registered_MiB KiB/worker after_MiB heap_MiB after/idle | tee "$summary"
@@ -79,15 +87,18 @@ for n in "${SIZES[@]}"; do
 	done
 	sleep 5
 	idle=$(rss_kib $pid)
+	memstats idle
 	heap "$dir/heap-idle.pb.gz"
 	echo "N=$n: idle RSS $((idle / 1024)) MiB; registering" >&2
 
-	# Two intervals and a half: every worker registered and heartbeating at a steady pace.
+	# Every worker registers within the first interval, then all heartbeat at a steady pace for
+	# STEADY intervals more, so that the RSS is read well after the registration burst.
 	interval_s=$(secs "$INTERVAL")
 	"$VIGIL" bench --address "127.0.0.1:$PORT" --server-pid $pid --api liveness --workers "$n" \
-		--lease "$LEASE" --interval "$INTERVAL" --duration "$((interval_s * 5 / 2))s" --warmup "$INTERVAL" \
+		--lease "$LEASE" --interval "$INTERVAL" --duration "$((interval_s * (1 + ${STEADY:-3})))s" --warmup "$INTERVAL" \
 		--shutdown-at-end=false --json "$dir/bench.json" >"$dir/bench.txt" 2>"$dir/bench.err"
 	registered=$(rss_kib $pid)
+	memstats registered
 	heap "$dir/heap-registered.pb.gz"
 	echo "N=$n: registered RSS $((registered / 1024)) MiB; waiting for every lease to expire and every worker to be deleted" >&2
 
@@ -102,6 +113,7 @@ for n in "${SIZES[@]}"; do
 	echo "N=$n: all deleted; settling $SETTLE" >&2
 	sleep "$(secs "$SETTLE")"
 	after=$(rss_kib $pid)
+	memstats after
 	heap "$dir/heap-after.pb.gz"
 	alloc=$(heap_alloc_mib)
 	kill $pid

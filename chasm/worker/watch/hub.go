@@ -74,9 +74,16 @@ type Hub struct {
 	trimmed  uint64
 	trimming clock.Timer
 	subs     map[*Subscription]struct{}
-	// active maps namespace ID → host name → the host's ACTIVE workers.
-	active map[string]map[string]map[string]struct{}
+	// active maps each ACTIVE worker to its host; hosts counts the ACTIVE workers of each host.
+	// One flat entry per worker: a fleet of one worker per host costs no map per host.
+	active map[workerRef]string
+	hosts  map[hostRef]int
+	peaks  struct{ active, hosts int }
 }
+
+type workerRef struct{ namespaceID, workerInstanceKey string }
+
+type hostRef struct{ namespaceID, host string }
 
 var _ worker.ChangeSink = (*Hub)(nil)
 
@@ -100,7 +107,8 @@ func NewHub(opts Options) *Hub {
 		epoch:  uint64(time.Now().UnixNano()),
 		ring:   make([]Event, opts.RingSize),
 		subs:   make(map[*Subscription]struct{}),
-		active: make(map[string]map[string]map[string]struct{}),
+		active: make(map[workerRef]string),
+		hosts:  make(map[hostRef]int),
 	}
 }
 
@@ -119,9 +127,7 @@ func (h *Hub) Publish(changes ...worker.Change) {
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
 		})
-		if hostEvent, ok := h.trackHost(c, host); ok {
-			h.append(Event{Time: now, Kind: hostEvent, NamespaceID: c.NamespaceID, HostName: host})
-		}
+		h.trackHost(c, host, now)
 	}
 	h.trimLocked(now)
 }
@@ -155,40 +161,67 @@ func (h *Hub) trimLocked(now time.Time) {
 	})
 }
 
-// trackHost updates the host's set of ACTIVE workers; it reports a host that went online
+// trackHost updates the host's count of ACTIVE workers and appends the host's going online
 // (its first ACTIVE worker) or offline (its last one left).
-func (h *Hub) trackHost(c worker.Change, host string) (Kind, bool) {
-	byHost := h.active[c.NamespaceID]
-	if byHost == nil {
-		byHost = make(map[string]map[string]struct{})
-		h.active[c.NamespaceID] = byHost
-	}
-	workers := byHost[host]
+func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
+	wk := workerRef{c.NamespaceID, c.WorkerInstanceKey}
+	prev, wasActive := h.active[wk]
 	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
-		if workers == nil {
-			workers = make(map[string]struct{})
-			byHost[host] = workers
+		if wasActive && prev == host {
+			return
 		}
-		if _, ok := workers[c.WorkerInstanceKey]; ok {
-			return 0, false
+		if wasActive {
+			h.leaveHost(c.NamespaceID, prev, now) // it reports from another host now
 		}
-		workers[c.WorkerInstanceKey] = struct{}{}
+		h.active[wk] = host
+		hk := hostRef{c.NamespaceID, host}
+		h.hosts[hk]++
+		h.peaks.active = max(h.peaks.active, len(h.active))
+		h.peaks.hosts = max(h.peaks.hosts, len(h.hosts))
 		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
 		// it without announcing a host the watchers' snapshot already shows online.
-		return KindHostOnline, len(workers) == 1 && c.Kind != worker.ChangeHeartbeat
-	}
-	if c.Kind != worker.ChangeInactive {
-		if workers != nil {
-			delete(workers, c.WorkerInstanceKey)
+		if h.hosts[hk] == 1 && c.Kind != worker.ChangeHeartbeat {
+			h.append(Event{Time: now, Kind: KindHostOnline, NamespaceID: c.NamespaceID, HostName: host})
 		}
-		return 0, false
+		return
 	}
-	delete(workers, c.WorkerInstanceKey)
-	if len(workers) == 0 {
-		delete(byHost, host)
-		return KindHostOffline, true
+	if !wasActive {
+		return
 	}
-	return 0, false
+	delete(h.active, wk)
+	h.leaveHost(c.NamespaceID, prev, now)
+	h.shrinkLocked()
+}
+
+func (h *Hub) leaveHost(namespaceID, host string, now time.Time) {
+	hk := hostRef{namespaceID, host}
+	if h.hosts[hk]--; h.hosts[hk] > 0 {
+		return
+	}
+	delete(h.hosts, hk)
+	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: host})
+}
+
+// shrinkLocked makes the maps anew once they hold a quarter of their peak: a fleet that has
+// gone would otherwise leave them sized for it.
+func (h *Hub) shrinkLocked() {
+	if h.peaks.active >= 1024 && len(h.active) <= h.peaks.active/4 {
+		h.active = resized(h.active)
+		h.peaks.active = len(h.active)
+	}
+	if h.peaks.hosts >= 1024 && len(h.hosts) <= h.peaks.hosts/4 {
+		h.hosts = resized(h.hosts)
+		h.peaks.hosts = len(h.hosts)
+	}
+}
+
+// resized copies m into a map sized for what it holds (maps.Clone keeps the capacity).
+func resized[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func (h *Hub) append(ev Event) {
@@ -206,8 +239,10 @@ func (h *Hub) HostsOnline(namespaceID string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
-	for host := range h.active[namespaceID] {
-		out = append(out, host)
+	for hk := range h.hosts {
+		if hk.namespaceID == namespaceID {
+			out = append(out, hk.host)
+		}
 	}
 	return out
 }
