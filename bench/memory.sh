@@ -111,7 +111,11 @@ for n in "${SIZES[@]}"; do
 		sleep 2
 	done
 	echo "N=$n: all deleted; settling $SETTLE" >&2
-	sleep "$(secs "$SETTLE")"
+	settle_end=$((SECONDS + $(secs "$SETTLE")))
+	while [ $SECONDS -lt $settle_end ]; do
+		memstats "settling, $((settle_end - SECONDS)) s left"
+		sleep $((settle_end - SECONDS < 30 ? settle_end - SECONDS : 30))
+	done
 	after=$(rss_kib $pid)
 	memstats after
 	heap "$dir/heap-after.pb.gz"
