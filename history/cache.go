@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 // executionCacheSizeDefault bounds the business IDs a shard keeps loaded. Entries in use are
@@ -192,6 +193,7 @@ func (c *executionCache) boundLocked(e *cacheEntry) {
 			fresh[k] = v
 		}
 		c.entries, c.peak = fresh, len(fresh)
+		memrelease.Note()
 	}
 }
 

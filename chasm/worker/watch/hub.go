@@ -11,6 +11,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 // Kind is what an event reports: a worker change (worker.ChangeKind values) or a host one.
@@ -141,6 +142,7 @@ func (h *Hub) trimLocked(now time.Time) {
 		h.trimmed = h.seq - size // overwritten already
 	}
 	horizon := now.Add(-h.opts.RingRetention)
+	held := h.seq - h.trimmed
 	for h.trimmed < h.seq {
 		i := (h.trimmed + 1) % size
 		if h.ring[i].Time.After(horizon) {
@@ -148,6 +150,9 @@ func (h *Hub) trimLocked(now time.Time) {
 		}
 		h.ring[i] = Event{}
 		h.trimmed++
+	}
+	if h.trimmed == h.seq && held >= 1024 {
+		memrelease.Note() // a burst's events (and worker states) are all gone
 	}
 	if h.trimmed == h.seq || h.trimming != nil {
 		return
