@@ -18,7 +18,7 @@ const executionCacheSizeDefault = 50_000
 // few kilobytes of protobuf messages), and decoded again by the next transaction that needs
 // them: a fleet of 100,000 heartbeating workers touches each one only every few seconds,
 // while a small hot set (a busy worker, an activity being polled) stays decoded.
-const executionCacheDecodedDefault = 512
+const executionCacheDecodedDefault = 128
 
 // cacheShrinkMin is the map size from which the entries map is rebuilt once it shrinks to a
 // quarter of its peak: a Go map never gives back the buckets it grew for a burst.
