@@ -11,6 +11,9 @@
 #      a retention of 1 s each worker is then cleaned up and deleted; once the server has
 #      deleted all N, it waits SETTLE and records the RSS again: after / idle is the ratio the
 #      issue asks to keep within 1.2.
+# Besides RSS it reports the live Go heap (HeapAlloc just after the collection the heap
+# profile forces): live_KiB/worker is what the server's data structures hold per worker, RSS
+# adds the garbage collector's headroom (GOGC) and what a burst left fragmented.
 #
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
@@ -63,7 +66,7 @@ memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstat
 }
 
 summary="$OUT/summary.txt"
-printf '%-8s %10s %14s %12s %14s %12s %8s\n' workers idle_MiB registered_MiB KiB/worker after_MiB heap_MiB after/idle | tee "$summary"
+printf '%-8s %9s %15s %11s %17s %10s %15s %11s\n' workers idle_MiB registered_MiB KiB/worker live_KiB/worker after_MiB after_live_MiB after/idle | tee "$summary"
 
 for n in "${SIZES[@]}"; do
 	dir="$OUT/n$n"
@@ -89,6 +92,7 @@ for n in "${SIZES[@]}"; do
 	idle=$(rss_kib $pid)
 	memstats idle
 	heap "$dir/heap-idle.pb.gz"
+	idle_live=$(heap_alloc_mib) # just after the profile's collection: the live heap
 	echo "N=$n: idle RSS $((idle / 1024)) MiB; registering" >&2
 
 	# Every worker registers within the first interval, then all heartbeat at a steady pace for
@@ -100,6 +104,7 @@ for n in "${SIZES[@]}"; do
 	registered=$(rss_kib $pid)
 	memstats registered
 	heap "$dir/heap-registered.pb.gz"
+	registered_live=$(heap_alloc_mib)
 	echo "N=$n: registered RSS $((registered / 1024)) MiB; waiting for every lease to expire and every worker to be deleted" >&2
 
 	deadline=$((SECONDS + $(secs "$LEASE") + 600))
@@ -124,8 +129,8 @@ for n in "${SIZES[@]}"; do
 	wait $pid 2>/dev/null || true
 	trap - EXIT
 
-	awk -v n="$n" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" 'BEGIN {
-		printf "%-8d %10.1f %14.1f %12.2f %14.1f %12.1f %8.2f\n", n, i/1024, r/1024, (r-i)/n, a/1024, h, a/i
+	awk -v n="$n" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" -v il="$idle_live" -v rl="$registered_live" 'BEGIN {
+		printf "%-8d %9.1f %15.1f %11.2f %17.2f %10.1f %15.1f %11.2f\n", n, i/1024, r/1024, (r-i)/n, (rl-il)*1024/n, a/1024, h, a/i
 	}' | tee -a "$summary"
 done
 echo "logs, heap profiles and $summary in $OUT" >&2
