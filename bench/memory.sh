@@ -18,7 +18,8 @@
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
 #        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
-#        of steady heartbeats after the registrations), SETTLE (150s),
+#        of steady heartbeats after the registrations), SETTLE (150s), SERVER_ARGS (more flags
+#        for `vigil server start`, e.g. --config with history.executionCacheSize),
 #        OUT (directory for logs, heap profiles and summary.txt; default a temporary one).
 # Needs curl. The server runs with --pprof; heap profiles of each phase are saved in OUT.
 set -euo pipefail
@@ -81,7 +82,7 @@ for n in "${SIZES[@]}"; do
 		--dynamic-config-value 'history.registrationAdmitRPS=0' \
 		--dynamic-config-value 'worker.expiryBrakeThreshold=1' \
 		--dynamic-config-value 'worker.stateGaugeInterval="2s"' \
-		>"$dir/server.log" 2>&1 &
+		${SERVER_ARGS:-} >"$dir/server.log" 2>&1 &
 	pid=$!
 	trap 'kill $pid 2>/dev/null || true' EXIT
 	for _ in $(seq 100); do
