@@ -22,7 +22,7 @@ const executionCacheDecodedDefault = 128
 
 // cacheShrinkMin is the map size from which the entries map is rebuilt once it shrinks to a
 // quarter of its peak: a Go map never gives back the buckets it grew for a burst.
-const cacheShrinkMin = 4096
+const cacheShrinkMin = 256
 
 type cacheKey struct {
 	archetypeID uint32

@@ -348,7 +348,7 @@ func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
 
 // timerMapShrinkMin is the peak from which the queue's maps are made anew once they shrink to
 // a quarter of it.
-const timerMapShrinkMin = 1024
+const timerMapShrinkMin = 256
 
 // shrinkLocked gives back the memory of a burst that has drained: the maps are rebuilt at
 // their current size, and the heap's array, which append only grows, is copied down.

@@ -10,11 +10,13 @@
 // burst) call Note, and once such notes have been quiet for Quiet, debug.FreeOSMemory runs:
 // one collection and a full scavenge. That costs a few milliseconds at the heap sizes left
 // after a fleet has gone, and happens at most once per Quiet however many notes come in.
-// Under steady load nothing notes, and the runtime's own pacing applies.
+// Under steady load nothing notes, and the runtime's own pacing applies. Follow-up looks for a
+// few minutes catch what is let go later (see FollowUps).
 package memrelease
 
 import (
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +25,22 @@ import (
 // Quiet is how long after the last Note the memory is released.
 const Quiet = 10 * time.Second
 
+// What a fleet held is not all garbage at once: the watch ring keeps its last events for a
+// minute, caches and maps shrink step by step. For FollowUps × FollowUpEvery after a release,
+// the heap's free pages not yet returned are looked at (a runtime/metrics read, no
+// collection), and released again when they exceed FollowUpMinBytes.
+const (
+	FollowUps        = 10
+	FollowUpEvery    = 30 * time.Second
+	FollowUpMinBytes = 4 << 20
+)
+
 var (
-	quiet    = Quiet // tests shorten it
-	mu       sync.Mutex
-	timer    *time.Timer
-	releases atomic.Int64
+	quiet         = Quiet // tests shorten them
+	followUpEvery = FollowUpEvery
+	mu            sync.Mutex
+	timer         *time.Timer
+	releases      atomic.Int64
 )
 
 // Note records that a large amount of memory was just let go. The release follows once no
@@ -43,8 +56,34 @@ func Note() {
 		mu.Lock()
 		timer = nil
 		mu.Unlock()
-		debug.FreeOSMemory()
-		releases.Add(1)
+		release()
+		followUp(FollowUps)
+	})
+}
+
+func release() {
+	debug.FreeOSMemory()
+	releases.Add(1)
+}
+
+// followUp looks again every FollowUpEvery, n times, unless a new Note took over.
+func followUp(n int) {
+	if n == 0 {
+		return
+	}
+	time.AfterFunc(followUpEvery, func() {
+		mu.Lock()
+		noted := timer != nil
+		mu.Unlock()
+		if noted {
+			return // a new burst of notes: its own release and follow-ups come
+		}
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() >= FollowUpMinBytes {
+			release()
+		}
+		followUp(n - 1)
 	})
 }
 
