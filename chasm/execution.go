@@ -329,3 +329,27 @@ func (e *Execution) Apply(m *Mutation) {
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
+
+// Persisted returns the execution in the form the store keeps it, from which LoadExecution
+// rebuilds it (then SetStoredIndexed with Indexed()). An engine may hold this instead of the
+// execution while it is idle: the encoded state is a fraction of the decoded message's size.
+// Collection values are shared, not copied; they are never modified in place.
+func (e *Execution) Persisted() (state []byte, entries []CollectionEntry, err error) {
+	state, err = proto.MarshalOptions{Deterministic: true}.Marshal(e.state)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+	}
+	n := 0
+	for _, c := range e.collections {
+		n += len(c)
+	}
+	if n > 0 {
+		entries = make([]CollectionEntry, 0, n)
+		for name, c := range e.collections {
+			for key, value := range c {
+				entries = append(entries, CollectionEntry{Collection: name, Key: key, Value: value})
+			}
+		}
+	}
+	return state, entries, nil
+}

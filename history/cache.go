@@ -6,11 +6,23 @@ import (
 	"sync"
 
 	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 // executionCacheSizeDefault bounds the business IDs a shard keeps loaded. Entries in use are
 // never evicted, so the bound can be exceeded briefly under load.
 const executionCacheSizeDefault = 50_000
+
+// executionCacheDecodedDefault bounds the executions a shard keeps decoded. The others are
+// kept encoded, as the store holds them (a few hundred bytes for an idle worker instead of a
+// few kilobytes of protobuf messages), and decoded again by the next transaction that needs
+// them: a fleet of 100,000 heartbeating workers touches each one only every few seconds,
+// while a small hot set (a busy worker, an activity being polled) stays decoded.
+const executionCacheDecodedDefault = 128
+
+// cacheShrinkMin is the map size from which the entries map is rebuilt once it shrinks to a
+// quarter of its peak: a Go map never gives back the buckets it grew for a burst.
+const cacheShrinkMin = 256
 
 type cacheKey struct {
 	archetypeID uint32
@@ -22,39 +34,65 @@ type cacheKey struct {
 // transaction on any run of the business ID holds it, which is what makes create-or-update
 // atomic. The lock is a channel so that waiting for it honours the caller's deadline.
 type cacheEntry struct {
-	key  cacheKey
-	lock chan struct{}
+	key cacheKey
 
 	// Guarded by executionCache.mu.
+	// lock exists while refs > 0: an idle entry of a large fleet does not carry one.
+	lock chan struct{}
 	refs int
-	elem *list.Element
+	// waiters counts PollComponent calls waiting for the current run to change: the entry
+	// (and its decoded execution, whose change signal they wait on) is kept while any wait.
+	waiters int
+	elem    *list.Element
+	// decodedElem is the entry's place in the decoded LRU (nil once encoded or never decoded).
+	decodedElem *list.Element
 
-	// Guarded by lock.
+	// Guarded by lock; read or changed by the cache only while refs == 0 (nobody holds or
+	// waits for the lock), under executionCache.mu.
 	loaded  bool
 	current *loadedRun
 }
 
-// loadedRun is a run held in memory with the store version it was read or written at.
+// loadedRun is a run held in memory with the store version it was read or written at. While
+// the run is idle and cold, exec is nil and the run is held in its persisted form instead
+// (chasm.Execution.Persisted): state, entries, indexed and runID.
 type loadedRun struct {
 	exec      *chasm.Execution
 	dbVersion int64
+
+	state   []byte
+	entries []chasm.CollectionEntry
+	indexed chasm.IndexedFields
+	runID   string
 }
 
 // executionCache keeps recently used executions of one shard, least recently used evicted
-// first.
+// first. Of those, the maxDecoded most recently used are kept decoded, the others encoded.
+// An entry whose business ID has no run (deleted, or never created) is dropped as soon as
+// nobody uses it: there is nothing to keep, and a fleet that came and went leaves nothing
+// behind.
 type executionCache struct {
-	maxSize int
+	maxSize    int
+	maxDecoded int
 
 	mu      sync.Mutex
 	entries map[cacheKey]*cacheEntry
 	lru     *list.List
+	decoded *list.List
+	peak    int
 }
 
-func newExecutionCache(maxSize int) *executionCache {
+func newExecutionCache(maxSize, maxDecoded int) *executionCache {
 	if maxSize <= 0 {
 		maxSize = executionCacheSizeDefault
 	}
-	return &executionCache{maxSize: maxSize, entries: make(map[cacheKey]*cacheEntry), lru: list.New()}
+	if maxDecoded <= 0 {
+		maxDecoded = executionCacheDecodedDefault
+	}
+	return &executionCache{
+		maxSize: maxSize, maxDecoded: maxDecoded,
+		entries: make(map[cacheKey]*cacheEntry), lru: list.New(), decoded: list.New(),
+	}
 }
 
 // lock returns the entry for key with its execution lock held. The caller must call the
@@ -63,50 +101,164 @@ func (c *executionCache) lock(ctx context.Context, key cacheKey) (*cacheEntry, f
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	if !ok {
-		e = &cacheEntry{key: key, lock: make(chan struct{}, 1)}
+		e = &cacheEntry{key: key}
 		e.elem = c.lru.PushFront(e)
 		c.entries[key] = e
+		c.peak = max(c.peak, len(c.entries))
 	} else {
 		c.lru.MoveToFront(e.elem)
+	}
+	if e.lock == nil {
+		e.lock = make(chan struct{}, 1)
+	}
+	lock := e.lock
+	// Whoever takes the lock may decode the run: it joins the decoded LRU now, so that the
+	// bound counts it once released.
+	if e.decodedElem == nil {
+		e.decodedElem = c.decoded.PushFront(e)
+	} else {
+		c.decoded.MoveToFront(e.decodedElem)
 	}
 	e.refs++
 	c.mu.Unlock()
 
 	select {
-	case e.lock <- struct{}{}:
+	case lock <- struct{}{}:
 	case <-ctx.Done():
 		c.unref(e)
 		return nil, nil, ctx.Err()
 	}
 	return e, func() {
-		<-e.lock
+		<-lock
 		c.unref(e)
 	}, nil
 }
+
+// addWaiter and removeWaiter bracket a PollComponent wait on e's current run.
+func (c *executionCache) addWaiter(e *cacheEntry) {
+	c.mu.Lock()
+	e.waiters++
+	c.mu.Unlock()
+}
+
+func (c *executionCache) removeWaiter(e *cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.waiters--
+	c.boundLocked(e)
+}
+
+func (c *executionCache) idle(e *cacheEntry) bool { return e.refs == 0 && e.waiters == 0 }
 
 func (c *executionCache) unref(e *cacheEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.refs--
+	if e.refs == 0 {
+		e.lock = nil // nobody holds it or waits for it
+	}
+	c.boundLocked(e)
+}
+
+// boundLocked drops e if it is idle and holds no run, then brings the cache within its bounds:
+// decoded runs beyond maxDecoded are encoded, entries beyond maxSize dropped, least recently
+// used first, skipping those in use.
+func (c *executionCache) boundLocked(e *cacheEntry) {
+	if c.idle(e) && (!e.loaded || e.current == nil) {
+		c.removeLocked(e)
+	}
+	for elem := c.decoded.Back(); elem != nil && c.decoded.Len() > c.maxDecoded; {
+		victim := elem.Value.(*cacheEntry)
+		elem = elem.Prev()
+		if !c.idle(victim) {
+			continue
+		}
+		c.decoded.Remove(victim.decodedElem)
+		victim.decodedElem = nil
+		if !victim.encode() {
+			c.removeLocked(victim) // could not encode: forget it, the store has it
+		}
+	}
 	for elem := c.lru.Back(); elem != nil && len(c.entries) > c.maxSize; {
 		victim := elem.Value.(*cacheEntry)
 		elem = elem.Prev()
-		if victim.refs > 0 {
+		if !c.idle(victim) {
 			continue
 		}
-		c.lru.Remove(victim.elem)
-		delete(c.entries, victim.key)
+		c.removeLocked(victim)
 	}
+	if c.peak >= cacheShrinkMin && len(c.entries) <= c.peak/4 {
+		fresh := make(map[cacheKey]*cacheEntry, len(c.entries))
+		for k, v := range c.entries {
+			fresh[k] = v
+		}
+		c.entries, c.peak = fresh, len(fresh)
+		memrelease.Note()
+	}
+}
+
+func (c *executionCache) removeLocked(e *cacheEntry) {
+	if c.entries[e.key] != e {
+		return
+	}
+	c.lru.Remove(e.elem)
+	if e.decodedElem != nil {
+		c.decoded.Remove(e.decodedElem)
+		e.decodedElem = nil
+	}
+	delete(c.entries, e.key)
+}
+
+// encode replaces the entry's decoded run by its persisted form; false if it cannot.
+func (e *cacheEntry) encode() bool {
+	run := e.current
+	if !e.loaded || run == nil || run.exec == nil {
+		return true
+	}
+	state, entries, err := run.exec.Persisted()
+	if err != nil {
+		return false
+	}
+	run.state, run.entries, run.indexed, run.runID = state, entries, run.exec.Indexed(), run.exec.Key().RunID
+	run.exec = nil
+	return true
+}
+
+// decode makes the entry's current run usable again (execution lock held).
+func (e *cacheEntry) decode(registry *chasm.Registry, rc *chasm.RegistrableComponent) error {
+	run := e.current
+	if run == nil || run.exec != nil {
+		return nil
+	}
+	key := chasm.ExecutionKey{NamespaceID: e.key.namespaceID, BusinessID: e.key.businessID, RunID: run.runID}
+	exec, err := chasm.LoadExecution(registry, rc, key, run.state, run.entries)
+	if err != nil {
+		return err
+	}
+	exec.SetStoredIndexed(run.indexed)
+	run.exec, run.state, run.entries, run.indexed, run.runID = exec, nil, nil, chasm.IndexedFields{}, ""
+	return nil
+}
+
+// len returns the number of entries, and of those not in use, how many hold a decoded run.
+func (c *executionCache) len() (entries, decoded int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if c.idle(e) && e.loaded && e.current != nil && e.current.exec != nil {
+			decoded++
+		}
+	}
+	return len(c.entries), decoded
 }
 
 // clear drops every entry not in use; used when a shard closes.
 func (c *executionCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for key, e := range c.entries {
-		if e.refs == 0 {
-			c.lru.Remove(e.elem)
-			delete(c.entries, key)
+	for _, e := range c.entries {
+		if c.idle(e) {
+			c.removeLocked(e)
 		}
 	}
 }

@@ -17,6 +17,9 @@ type Config struct {
 	HostID string `yaml:"hostID"`
 	// ExecutionCacheSize bounds the business IDs each shard keeps in memory.
 	ExecutionCacheSize int `yaml:"executionCacheSize"`
+	// ExecutionCacheDecodedSize bounds the executions each shard keeps decoded; the other
+	// cached ones are kept in their (much smaller) persisted form.
+	ExecutionCacheDecodedSize int `yaml:"executionCacheDecodedSize"`
 }
 
 // withDefaults returns c with zero fields filled in, validated.
@@ -32,6 +35,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ExecutionCacheSize < 0 {
 		return c, errors.New("history: executionCacheSize must not be negative")
+	}
+	if c.ExecutionCacheDecodedSize < 0 {
+		return c, errors.New("history: executionCacheDecodedSize must not be negative")
 	}
 	return c, nil
 }

@@ -357,6 +357,16 @@ func (c *shardController) owned() []int32 {
 	return out
 }
 
+func (c *shardController) ownedShards() []*Shard {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		out = append(out, s)
+	}
+	return out
+}
+
 func (c *shardController) subscribe() (<-chan struct{}, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -134,6 +134,30 @@ func (e *Engine) Ready() error {
 	return nil
 }
 
+// MemoryStats counts what this host holds in memory for its executions, over its shards.
+type MemoryStats struct {
+	// CachedExecutions is the business IDs in the execution caches; DecodedExecutions, of those
+	// not in use, how many are held decoded (the others are held in their persisted form).
+	CachedExecutions, DecodedExecutions int
+	// TimerTasks is the timer tasks in memory (pending, retrying or executing); SingletonTimers
+	// the singleton timers the queues track.
+	TimerTasks, SingletonTimers int
+}
+
+// MemoryStats returns the counts of what the owned shards hold in memory.
+func (e *Engine) MemoryStats() MemoryStats {
+	var st MemoryStats
+	for _, s := range e.controller.ownedShards() {
+		n, d := s.cache.len()
+		t, sg := s.timerQueue.InMemory()
+		st.CachedExecutions += n
+		st.DecodedExecutions += d
+		st.TimerTasks += t
+		st.SingletonTimers += sg
+	}
+	return st
+}
+
 // OwnedShards returns the shards this host serves now, sorted.
 func (e *Engine) OwnedShards() []int32 { return e.controller.owned() }
 
@@ -356,6 +380,11 @@ func (e *Engine) PollComponent(
 			return err
 		})
 		changed := l.run.exec.Changed()
+		entry, cache := l.entry, l.shard.cache
+		if entry != nil && err == nil && !done {
+			// Keeps the entry, and the execution whose signal this waits on, in the cache.
+			cache.addWaiter(entry)
+		}
 		l.release()
 		if err != nil || done {
 			return err
@@ -363,6 +392,11 @@ func (e *Engine) PollComponent(
 		select {
 		case <-changed:
 		case <-ctx.Done():
+		}
+		if entry != nil {
+			cache.removeWaiter(entry)
+		}
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}

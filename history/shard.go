@@ -63,7 +63,7 @@ func newShard(engine *Engine, id int32, rangeID int64, released bool) *Shard {
 		id:       id,
 		rangeID:  rangeID,
 		logger:   engine.logger.With(tag.ShardID(id), tag.RangeID(rangeID)),
-		cache:    newExecutionCache(engine.config.ExecutionCacheSize),
+		cache:    newExecutionCache(engine.config.ExecutionCacheSize, engine.config.ExecutionCacheDecodedSize),
 		nextSeq:  1,
 		inflight: make(map[int64]struct{}),
 
@@ -170,6 +170,14 @@ func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, k
 	entry, release, err := s.cache.lock(ctx, cacheKey{archetypeID: rc.ID(), namespaceID: key.NamespaceID, businessID: key.BusinessID})
 	if err != nil {
 		return nil, nil, err
+	}
+	if entry.loaded {
+		if err := entry.decode(s.engine.registry, rc); err != nil {
+			// Encoded by this process from a state it had decoded: not expected. The store
+			// has the run; read it again.
+			s.logger.Error("cached execution does not decode; reloading it", tag.BusinessID(key.BusinessID), tag.Error(err))
+			entry.loaded, entry.current = false, nil
+		}
 	}
 	if !entry.loaded {
 		if err := s.loadCurrent(ctx, entry, rc, key); err != nil {

@@ -60,9 +60,35 @@ type Matcher struct {
 	// call that checked ownership just before the release.
 	owns func(namespaceID, queue string) bool
 
+	// peaks are the largest sizes the per-worker maps had since they were last made (sampled by
+	// the sweep): a Go map keeps the buckets it grew for a fleet that has gone.
+	peaks mapPeaks
+
 	startOnce, stopOnce sync.Once
 	stopCh              chan struct{}
 	sweeperDone         chan struct{}
+}
+
+type mapPeaks struct {
+	activityQueues, tasks, pollsByWorker, tombstones, commandQueues int
+}
+
+// mapShrinkMin is the peak from which a map is made anew once it holds a quarter of it.
+const mapShrinkMin = 1024
+
+// shrinkMap returns m, or a copy of it sized for what it holds now when it has shrunk to a
+// quarter of its peak; peak tracks the largest size seen.
+func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	*peak = max(*peak, len(m))
+	if *peak < mapShrinkMin || len(m) > *peak/4 {
+		return m
+	}
+	fresh := make(map[K]V, len(m))
+	for k, v := range m {
+		fresh[k] = v
+	}
+	*peak = len(fresh)
+	return fresh
 }
 
 type tombstone struct {
@@ -214,6 +240,15 @@ func (m *Matcher) sweep() {
 		case *commandQueue:
 			delete(m.commandQueues, q.key)
 		}
+	}
+
+	m.activityQueues = shrinkMap(m.activityQueues, &m.peaks.activityQueues)
+	m.tasks = shrinkMap(m.tasks, &m.peaks.tasks)
+	m.pollsByWorker = shrinkMap(m.pollsByWorker, &m.peaks.pollsByWorker)
+	m.tombstones = shrinkMap(m.tombstones, &m.peaks.tombstones)
+	m.commandQueues = shrinkMap(m.commandQueues, &m.peaks.commandQueues)
+	if cap(m.tombstoneOrder) > mapShrinkMin && len(m.tombstoneOrder) < cap(m.tombstoneOrder)/4 {
+		m.tombstoneOrder = append([]tombstone(nil), m.tombstoneOrder...)
 	}
 }
 

@@ -3,6 +3,7 @@ package tasks
 import (
 	"container/heap"
 	"context"
+	"hash/maphash"
 	"math"
 	"strconv"
 	"sync"
@@ -79,6 +80,12 @@ type TimerQueue struct {
 	// from it: dropping the older from memory spares a pointless run (a lease timer replaced by
 	// every heartbeat would otherwise fire once per heartbeat, only to be found stale).
 	singletons map[singletonKey]*timerEntry
+	// knownPeak is the most tasks known held since the maps were last made: Go maps keep the
+	// buckets they grew, so once a burst has drained they are made anew (shrinkLocked).
+	knownPeak int
+	seed      maphash.Seed
+	// namespaces interns namespace IDs (a handful) for the timers in memory.
+	namespaces map[string]string
 	// lastReadKey is where the next read starts (exclusive).
 	lastReadKey persistence.TimerTaskKey
 	// loadedUpTo is the invariant the notification path relies on: every stored task with a key
@@ -170,6 +177,8 @@ func NewTimerQueue(
 		limiter:           rate.NewLimiter(rate.Limit(cfg.overdueFireRate()), cfg.overdueFireBurst()),
 		known:             make(map[timerMapKey]*timerEntry),
 		singletons:        make(map[singletonKey]*timerEntry),
+		seed:              maphash.MakeSeed(),
+		namespaces:        make(map[string]string),
 		recent:            newRecentSet[timerMapKey](cfg.recentlyCompleted),
 		readRequested:     true,
 	}
@@ -249,20 +258,33 @@ func (q *TimerQueue) NotifyNewTimers(tasks []*persistence.TimerTask) {
 	}
 }
 
-type singletonKey struct {
+// singletonKey is a hash of a singleton timer's (execution, task type). The full pair would
+// hold the execution key's strings once more for every timer in memory; a collision is told
+// apart by comparing the tasks themselves.
+type singletonKey uint64
+
+type singletonID struct {
 	execution  persistence.ExecutionKey
 	taskTypeID uint32
 }
 
+func (q *TimerQueue) singletonKeyOf(t *persistence.TimerTask) singletonKey {
+	return singletonKey(maphash.Comparable(q.seed, singletonID{execution: t.Execution, taskTypeID: t.TaskTypeID}))
+}
+
 // supersedeLocked keeps one singleton timer per (execution, task type) in memory: the one with
-// the highest task ID, which is the one in the store. It reports false if t itself is older
-// than one already held. A superseded timer that is already running is left to finish (its
-// executor finds it stale).
-func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) bool {
-	sk := singletonKey{execution: t.Execution, taskTypeID: t.TaskTypeID}
-	old, ok := q.singletons[sk]
+// the highest task ID, which is the one in the store. keep is false if t itself is older than
+// one already held. A superseded timer that is already running is left to finish (its
+// executor finds it stale). track is false when another execution's timer holds t's hash:
+// t is then held without being tracked (if a newer one replaces it, it fires and is found
+// stale, as before this bookkeeping existed).
+func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) (keep, track bool) {
+	old, ok := q.singletons[q.singletonKeyOf(t)]
+	if ok && (old.task.Execution != t.Execution || old.task.TaskTypeID != t.TaskTypeID) {
+		return true, false
+	}
 	if ok && old.task.TaskID > t.TaskID {
-		return false
+		return false, false
 	}
 	if ok && old.index >= 0 {
 		heap.Remove(&q.pending, old.index)
@@ -271,14 +293,14 @@ func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) bool {
 		q.recent.add(mk)
 		q.supersededCounter.Inc(1)
 	}
-	return true
+	return true, true
 }
 
 func (q *TimerQueue) forgetSingletonLocked(e *timerEntry) {
 	if !e.task.Singleton {
 		return
 	}
-	sk := singletonKey{execution: e.task.Execution, taskTypeID: e.task.TaskTypeID}
+	sk := q.singletonKeyOf(e.task)
 	if q.singletons[sk] == e {
 		delete(q.singletons, sk)
 	}
@@ -286,13 +308,19 @@ func (q *TimerQueue) forgetSingletonLocked(e *timerEntry) {
 
 // insertLocked adds a task read or notified for the first time, applying restart recovery.
 func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
-	if t.Singleton && !q.supersedeLocked(t) {
-		q.recent.add(mapKeyOf(t.Key()))
-		return
-	}
-	e := &timerEntry{task: t, key: t.Key(), fireAt: t.VisibilityTime}
+	track := false
 	if t.Singleton {
-		q.singletons[singletonKey{execution: t.Execution, taskTypeID: t.TaskTypeID}] = e
+		var keep bool
+		if keep, track = q.supersedeLocked(t); !keep {
+			q.recent.add(mapKeyOf(t.Key()))
+			return
+		}
+	}
+	// Every timer of a namespace shares one copy of its ID.
+	t.Execution.NamespaceID = q.intern(t.Execution.NamespaceID)
+	e := &timerEntry{task: t, key: t.Key(), fireAt: t.VisibilityTime}
+	if track {
+		q.singletons[q.singletonKeyOf(t)] = e
 	}
 	// Restart recovery, rule 1 (grace): a task type with a grace period does not fire before
 	// startTime + grace, whether it came due while the shard had no owner or comes due during
@@ -315,6 +343,50 @@ func (q *TimerQueue) insertLocked(t *persistence.TimerTask) {
 	}
 	heap.Push(&q.pending, e)
 	q.known[mapKeyOf(e.key)] = e
+	q.knownPeak = max(q.knownPeak, len(q.known))
+}
+
+// timerMapShrinkMin is the peak from which the queue's maps are made anew once they shrink to
+// a quarter of it.
+const timerMapShrinkMin = 256
+
+// shrinkLocked gives back the memory of a burst that has drained: the maps are rebuilt at
+// their current size, and the heap's array, which append only grows, is copied down.
+func (q *TimerQueue) shrinkLocked() {
+	if q.knownPeak < timerMapShrinkMin || len(q.known) > q.knownPeak/4 {
+		return
+	}
+	known := make(map[timerMapKey]*timerEntry, len(q.known))
+	for k, e := range q.known {
+		known[k] = e
+	}
+	singletons := make(map[singletonKey]*timerEntry, len(q.singletons))
+	for k, e := range q.singletons {
+		singletons[k] = e
+	}
+	q.known, q.singletons, q.knownPeak = known, singletons, len(known)
+	if cap(q.pending) > 2*len(q.pending)+timerMapShrinkMin {
+		q.pending = append(timerHeap(nil), q.pending...)
+	}
+}
+
+func (q *TimerQueue) intern(namespaceID string) string {
+	if s, ok := q.namespaces[namespaceID]; ok {
+		return s
+	}
+	if len(q.namespaces) >= 1024 {
+		return namespaceID // not a handful after all: do not grow without bound
+	}
+	q.namespaces[namespaceID] = namespaceID
+	return namespaceID
+}
+
+// InMemory returns how many tasks the queue holds (pending, retrying or executing) and how many
+// singleton timers it tracks.
+func (q *TimerQueue) InMemory() (tasks, singletons int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.known), len(q.singletons)
 }
 
 // makeRoomLocked decides whether a notified task k, which is inside the loaded range, can be
@@ -594,6 +666,7 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		if e.alerted {
 			q.stuck--
 		}
+		q.shrinkLocked()
 		needRead := q.moreToRead && readFits(true, len(q.known), q.cfg.maxInMemory(), q.cfg.pageSize())
 		inMemory, stuck := len(q.known), q.stuck
 		q.mu.Unlock()

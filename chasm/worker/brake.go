@@ -105,12 +105,13 @@ type namespaceBrake struct {
 	active      int64
 	activeKnown bool
 	// candidates are the workers whose lease ran out within the window, by instance key.
-	candidates map[string]*expiryCandidate
-	prunedAt   time.Time
-	shareOn    bool
-	shareSince time.Time
-	secondary  *rate.Limiter
-	secRate    float64
+	candidates     map[string]*expiryCandidate
+	candidatesPeak int
+	prunedAt       time.Time
+	shareOn        bool
+	shareSince     time.Time
+	secondary      *rate.Limiter
+	secRate        float64
 }
 
 type expiryCandidate struct {
@@ -139,6 +140,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 	if !ok {
 		c = &expiryCandidate{firstSeen: now}
 		ns.candidates[instanceKey] = c
+		ns.candidatesPeak = max(ns.candidatesPeak, len(ns.candidates))
 	}
 	c.lastSeen = now
 	// Only this namespace, and its pruning at most once a second: Hold runs for every held
@@ -320,6 +322,14 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 			if now.Sub(c.lastSeen) > window {
 				delete(ns.candidates, key)
 			}
+		}
+		// A mass expiry grew the map; once it has passed, give its buckets back.
+		if ns.candidatesPeak >= 1024 && len(ns.candidates) <= ns.candidatesPeak/4 {
+			fresh := make(map[string]*expiryCandidate, len(ns.candidates))
+			for key, c := range ns.candidates {
+				fresh[key] = c
+			}
+			ns.candidates, ns.candidatesPeak = fresh, len(fresh)
 		}
 	}
 	n := len(ns.candidates)

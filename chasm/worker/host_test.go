@@ -44,6 +44,13 @@ const hostNumShards = 4
 
 func startHost(t *testing.T, dcYAML string) *hostBundle {
 	t.Helper()
+	return startHostCached(t, dcYAML, 0)
+}
+
+// startHostCached is startHost with at most cacheDecoded executions kept decoded per shard
+// (0: the default).
+func startHostCached(t *testing.T, dcYAML string, cacheDecoded int) *hostBundle {
+	t.Helper()
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	dcFile := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
 	require.NoError(t, os.WriteFile(dcFile, []byte(dcYAML), 0o600))
@@ -62,11 +69,12 @@ func startHost(t *testing.T, dcYAML string) *hostBundle {
 
 	var handler *worker.Handler
 	host := historytest.Start(t, historytest.Options{
-		NumShards:     hostNumShards,
-		Libraries:     []chasm.Library{lib},
-		DynamicConfig: dcClient,
-		Logger:        logger,
-		WrapStore:     writes.wrap,
+		NumShards:        hostNumShards,
+		Libraries:        []chasm.Library{lib},
+		DynamicConfig:    dcClient,
+		Logger:           logger,
+		WrapStore:        writes.wrap,
+		CacheDecodedSize: cacheDecoded,
 		Services: func(e *history.Engine) []history.ServiceRegistration {
 			handler = worker.NewHandler(e, config, clock.NewRealTimeSource(), tally.NoopScope, logger)
 			return []history.ServiceRegistration{func(s grpc.ServiceRegistrar) {

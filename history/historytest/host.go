@@ -34,6 +34,8 @@ type Options struct {
 	TimeSource clock.TimeSource
 	Logger     *zap.Logger
 	Scope      tally.Scope
+	// CacheDecodedSize bounds the executions each shard keeps decoded (0: the default).
+	CacheDecodedSize int
 }
 
 // Host is a running history host.
@@ -104,7 +106,7 @@ func StartE(t testing.TB, opts Options) (*Host, error) {
 	scheduler.Start()
 
 	engine, err := history.NewEngine(history.EngineParams{
-		Config:        history.Config{NumShards: opts.NumShards},
+		Config:        history.Config{NumShards: opts.NumShards, ExecutionCacheDecodedSize: opts.CacheDecodedSize},
 		Registry:      registry,
 		Store:         store,
 		Committer:     committer,

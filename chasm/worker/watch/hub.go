@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 // Kind is what an event reports: a worker change (worker.ChangeKind values) or a host one.
@@ -52,13 +53,19 @@ type Event struct {
 
 // Options size a hub. Zero values take the defaults.
 type Options struct {
-	// RingSize is how many events the hub keeps for resuming watchers (default 32,768).
+	// RingSize is how many events the hub keeps for resuming watchers (default 8,192; each holds
+	// the worker's state, about a kilobyte).
 	RingSize int
 	// BufferSize is how many undelivered events a watcher may have before it must resync
 	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
 	// before while nothing else of that worker follows it).
 	BufferSize int
-	TimeSource clock.TimeSource
+	// RingRetention is how long an event stays in the ring (default 1 minute). Events hold the
+	// worker's state, so a ring full after a burst would otherwise keep tens of megabytes for
+	// as long as the host is quiet; a watcher away for longer resyncs, as it does after an
+	// overflow.
+	RingRetention time.Duration
+	TimeSource    clock.TimeSource
 }
 
 // Hub is one history host's event log. It implements worker.ChangeSink.
@@ -69,14 +76,26 @@ type Hub struct {
 	mu   sync.Mutex
 	seq  uint64
 	ring []Event // ring[seq % len]: the last len(ring) events
-	subs map[*Subscription]struct{}
-	// active maps namespace ID → host name → the host's ACTIVE workers.
-	active map[string]map[string]map[string]struct{}
+	// trimmed is the number of the last event dropped from the ring for its age: the ring holds
+	// events trimmed+1 .. seq (and at most len(ring) of them).
+	trimmed  uint64
+	trimming clock.Timer
+	subs     map[*Subscription]struct{}
+	// active maps each ACTIVE worker to its host; hosts counts the ACTIVE workers of each host.
+	// One flat entry per worker: a fleet of one worker per host costs no map per host.
+	active map[workerRef]string
+	hosts  map[hostRef]int
+	peaks  struct{ active, hosts int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
-	// the latest state relayed per worker (namespace ID + "\x00" + key), to drop a late event.
+	// how far each worker's relayed states went (namespace ID + "\x00" + key), to drop a late
+	// event. A mark, not the state: a frontend relays every worker of the cluster.
 	gapSeq  uint64
-	relayed map[string]*workerpb.WorkerState
+	relayed map[string]progress
 }
+
+type workerRef struct{ namespaceID, workerInstanceKey string }
+
+type hostRef struct{ namespaceID, host string }
 
 var _ worker.ChangeSink = (*Hub)(nil)
 
@@ -84,7 +103,7 @@ var _ worker.ChangeSink = (*Hub)(nil)
 // from one of an earlier process.
 func NewHub(opts Options) *Hub {
 	if opts.RingSize <= 0 {
-		opts.RingSize = 32768
+		opts.RingSize = 8192
 	}
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = 16384
@@ -92,13 +111,17 @@ func NewHub(opts Options) *Hub {
 	if opts.TimeSource == nil {
 		opts.TimeSource = clock.NewRealTimeSource()
 	}
+	if opts.RingRetention <= 0 {
+		opts.RingRetention = time.Minute
+	}
 	return &Hub{
 		opts:    opts,
 		epoch:   uint64(time.Now().UnixNano()),
 		ring:    make([]Event, opts.RingSize),
 		subs:    make(map[*Subscription]struct{}),
-		active:  make(map[string]map[string]map[string]struct{}),
-		relayed: make(map[string]*workerpb.WorkerState),
+		active:  make(map[workerRef]string),
+		hosts:   make(map[hostRef]int),
+		relayed: make(map[string]progress),
 	}
 }
 
@@ -117,46 +140,105 @@ func (h *Hub) Publish(changes ...worker.Change) {
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
 		})
-		if hostEvent, ok := h.trackHost(c, host); ok {
-			h.append(Event{Time: now, Kind: hostEvent, NamespaceID: c.NamespaceID, HostName: host})
+		h.trackHost(c, host, now)
+	}
+	h.trimLocked(now)
+}
+
+// trimLocked drops the events older than RingRetention from the ring and, while it holds
+// any, arms a timer to do it again when the oldest comes of age, so that a host gone quiet
+// lets go of them too.
+func (h *Hub) trimLocked(now time.Time) {
+	size := uint64(len(h.ring))
+	if h.seq > size && h.trimmed < h.seq-size {
+		h.trimmed = h.seq - size // overwritten already
+	}
+	horizon := now.Add(-h.opts.RingRetention)
+	held := h.seq - h.trimmed
+	for h.trimmed < h.seq {
+		i := (h.trimmed + 1) % size
+		if h.ring[i].Time.After(horizon) {
+			break
 		}
+		h.ring[i] = Event{}
+		h.trimmed++
+	}
+	if h.trimmed == h.seq && held >= 1024 {
+		memrelease.Note() // a burst's events (and worker states) are all gone
+	}
+	if h.trimmed == h.seq || h.trimming != nil {
+		return
+	}
+	wait := h.ring[(h.trimmed+1)%size].Time.Sub(horizon)
+	h.trimming = h.opts.TimeSource.AfterFunc(wait, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.trimming = nil
+		h.trimLocked(h.opts.TimeSource.Now())
+	})
+}
+
+// trackHost updates the host's count of ACTIVE workers and appends the host's going online
+// (its first ACTIVE worker) or offline (its last one left).
+func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
+	wk := workerRef{c.NamespaceID, c.WorkerInstanceKey}
+	prev, wasActive := h.active[wk]
+	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
+		if wasActive && prev == host {
+			return
+		}
+		if wasActive {
+			h.leaveHost(c.NamespaceID, prev, now) // it reports from another host now
+		}
+		h.active[wk] = host
+		hk := hostRef{c.NamespaceID, host}
+		h.hosts[hk]++
+		h.peaks.active = max(h.peaks.active, len(h.active))
+		h.peaks.hosts = max(h.peaks.hosts, len(h.hosts))
+		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
+		// it without announcing a host the watchers' snapshot already shows online.
+		if h.hosts[hk] == 1 && c.Kind != worker.ChangeHeartbeat {
+			h.append(Event{Time: now, Kind: KindHostOnline, NamespaceID: c.NamespaceID, HostName: host})
+		}
+		return
+	}
+	if !wasActive {
+		return
+	}
+	delete(h.active, wk)
+	h.leaveHost(c.NamespaceID, prev, now)
+	h.shrinkLocked()
+}
+
+func (h *Hub) leaveHost(namespaceID, host string, now time.Time) {
+	hk := hostRef{namespaceID, host}
+	if h.hosts[hk]--; h.hosts[hk] > 0 {
+		return
+	}
+	delete(h.hosts, hk)
+	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: host})
+}
+
+// shrinkLocked makes the maps anew once they hold a quarter of their peak: a fleet that has
+// gone would otherwise leave them sized for it.
+func (h *Hub) shrinkLocked() {
+	if h.peaks.active >= 1024 && len(h.active) <= h.peaks.active/4 {
+		h.active = resized(h.active)
+		h.peaks.active = len(h.active)
+	}
+	if h.peaks.hosts >= 1024 && len(h.hosts) <= h.peaks.hosts/4 {
+		h.hosts = resized(h.hosts)
+		h.peaks.hosts = len(h.hosts)
 	}
 }
 
-// trackHost updates the host's set of ACTIVE workers; it reports a host that went online
-// (its first ACTIVE worker) or offline (its last one left).
-func (h *Hub) trackHost(c worker.Change, host string) (Kind, bool) {
-	byHost := h.active[c.NamespaceID]
-	if byHost == nil {
-		byHost = make(map[string]map[string]struct{})
-		h.active[c.NamespaceID] = byHost
+// resized copies m into a map sized for what it holds (maps.Clone keeps the capacity).
+func resized[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
-	workers := byHost[host]
-	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
-		if workers == nil {
-			workers = make(map[string]struct{})
-			byHost[host] = workers
-		}
-		if _, ok := workers[c.WorkerInstanceKey]; ok {
-			return 0, false
-		}
-		workers[c.WorkerInstanceKey] = struct{}{}
-		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
-		// it without announcing a host the watchers' snapshot already shows online.
-		return KindHostOnline, len(workers) == 1 && c.Kind != worker.ChangeHeartbeat
-	}
-	if c.Kind != worker.ChangeInactive {
-		if workers != nil {
-			delete(workers, c.WorkerInstanceKey)
-		}
-		return 0, false
-	}
-	delete(workers, c.WorkerInstanceKey)
-	if len(workers) == 0 {
-		delete(byHost, host)
-		return KindHostOffline, true
-	}
-	return 0, false
+	return out
 }
 
 func (h *Hub) append(ev Event) {
@@ -182,21 +264,19 @@ func (h *Hub) Relay(events ...Event) {
 			continue
 		}
 		id := ev.NamespaceID + "\x00" + ev.WorkerInstanceKey
-		if last := h.relayed[id]; last != nil && Older(ev.State, last) {
+		if last, ok := h.relayed[id]; ok && progressOf(ev.State).before(last) {
 			continue
 		}
 		if ev.Kind == KindDeleted {
 			delete(h.relayed, id)
 		} else {
-			h.relayed[id] = ev.State
+			h.relayed[id] = progressOf(ev.State)
 		}
 		host := ev.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		ev.HostName = host
 		h.append(ev)
 		c := worker.Change{Kind: worker.ChangeKind(ev.Kind), NamespaceID: ev.NamespaceID, WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State, Count: ev.Count}
-		if hostEvent, ok := h.trackHost(c, host); ok {
-			h.append(Event{Time: ev.Time, Kind: hostEvent, NamespaceID: ev.NamespaceID, HostName: host})
-		}
+		h.trackHost(c, host, ev.Time)
 	}
 }
 
@@ -214,22 +294,36 @@ func (h *Hub) Gap(reason string) {
 	for s := range h.subs {
 		s.lose(reason)
 	}
-	h.active = make(map[string]map[string]map[string]struct{})
-	h.relayed = make(map[string]*workerpb.WorkerState)
+	h.active = make(map[workerRef]string)
+	h.hosts = make(map[hostRef]int)
+	h.peaks.active, h.peaks.hosts = 0, 0
+	h.relayed = make(map[string]progress)
 }
 
 // Older reports whether a is an earlier state of a worker than b. A worker's states only move
 // forward: every accepted heartbeat counts up heartbeat_count, every lapse inactive_epoch, and
 // with both equal the status goes ACTIVE → INACTIVE → CLEANED_UP. (A change that moves none
 // of them, a drain request or an acknowledgement, is never older.)
-func Older(a, b *workerpb.WorkerState) bool {
-	if x, y := a.GetHeartbeatCount(), b.GetHeartbeatCount(); x != y {
-		return x < y
+func Older(a, b *workerpb.WorkerState) bool { return progressOf(a).before(progressOf(b)) }
+
+// progress is how far a worker's state went, in the order Older compares.
+type progress struct {
+	heartbeats, inactiveEpoch int64
+	status                    int
+}
+
+func progressOf(s *workerpb.WorkerState) progress {
+	return progress{s.GetHeartbeatCount(), s.GetInactiveEpoch(), statusRank(s.GetStatus())}
+}
+
+func (p progress) before(q progress) bool {
+	if p.heartbeats != q.heartbeats {
+		return p.heartbeats < q.heartbeats
 	}
-	if x, y := a.GetInactiveEpoch(), b.GetInactiveEpoch(); x != y {
-		return x < y
+	if p.inactiveEpoch != q.inactiveEpoch {
+		return p.inactiveEpoch < q.inactiveEpoch
 	}
-	return statusRank(a.GetStatus()) < statusRank(b.GetStatus())
+	return p.status < q.status
 }
 
 func statusRank(s workerpb.WorkerStatus) int {
@@ -248,8 +342,10 @@ func (h *Hub) HostsOnline(namespaceID string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
-	for host := range h.active[namespaceID] {
-		out = append(out, host)
+	for hk := range h.hosts {
+		if hk.namespaceID == namespaceID {
+			out = append(out, hk.host)
+		}
 	}
 	return out
 }
@@ -273,6 +369,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 	if h.seq > uint64(len(h.ring)) {
 		oldest = h.seq - uint64(len(h.ring)) + 1
 	}
+	oldest = max(oldest, h.trimmed+1)
 	switch {
 	case epoch == 0:
 	case epoch == h.epoch && after <= h.seq && after+1 >= oldest && after >= h.gapSeq:

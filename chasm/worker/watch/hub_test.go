@@ -261,3 +261,44 @@ func TestHubBusyWatcherHoldsOneHeartbeatPerWorker(t *testing.T) {
 	require.Equal(t, ts.Now().Add(-time.Millisecond), events[4].State.GetLastHeartbeatTime().AsTime(), "the latest heartbeat of a before its drain")
 	require.Equal(t, ts.Now(), events[8].State.GetLastHeartbeatTime().AsTime())
 }
+
+// The ring lets go of events (and the worker states they hold) once they are older than
+// RingRetention, also when no later event comes: a quiet host keeps nothing of a past burst.
+// A cursor from before them can no longer resume; one that saw everything still can.
+func TestHubRingForgetsOldEvents(t *testing.T) {
+	ts := clock.NewFakeTimeSource()
+	h := NewHub(Options{TimeSource: ts, RingRetention: time.Minute})
+	for i := range 100 {
+		h.Publish(change(worker.ChangeRegistered, fmt.Sprintf("w%d", i), state(active, "m1", ts.Now())))
+	}
+	held := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, ev := range h.ring {
+			if ev.State != nil {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 100, held())
+	s, _, resumed := h.Subscribe(ns, h.Epoch(), 50, 0)
+	require.True(t, resumed, "within the retention a cursor resumes")
+	s.Close()
+
+	ts.Advance(time.Minute + time.Second)
+	require.Eventually(t, func() bool { return held() == 0 }, 10*time.Second, time.Millisecond,
+		"a minute later the ring holds no state")
+
+	s, _, resumed = h.Subscribe(ns, h.Epoch(), 50, 0)
+	require.False(t, resumed, "events since the cursor are gone: resync")
+	s.Close()
+	h.mu.Lock()
+	last := h.seq
+	h.mu.Unlock()
+	s, pos, resumed := h.Subscribe(ns, h.Epoch(), last, 0)
+	require.True(t, resumed, "a cursor that saw every event resumes")
+	require.Equal(t, last, pos)
+	s.Close()
+}

@@ -49,9 +49,9 @@ func TestRelayDropsLateEvents(t *testing.T) {
 	h.Relay(relayed(KindHeartbeat, "w-1", counted(active, "m1", 5, 0)))        // A, late: dropped
 	h.Relay(relayed(KindDrainRequested, "w-1", counted(inactive, "m1", 5, 1))) // same progress: kept
 	h.Relay(relayed(KindResurrected, "w-1", counted(active, "m1", 6, 1)))      // B
-	h.Relay(relayed(KindDeleted, "w-1", counted(inactive, "m1", 6, 1)))        // forgotten after
+	h.Relay(relayed(KindDeleted, "w-1", counted(inactive, "m1", 6, 1)))        // forgotten after (m1 offline)
 	h.Relay(relayed(KindRegistered, "w-1", counted(active, "m1", 1, 0)))       // a new worker under the key
-	require.Equal(t, []string{"2:w-1m1", "3:w-1m1", "101:m1", "7:w-1m1", "4:w-1m1", "100:m1", "6:w-1m1", "1:w-1m1", "100:m1"}, kinds(drain(t, s)))
+	require.Equal(t, []string{"2:w-1m1", "3:w-1m1", "101:m1", "7:w-1m1", "4:w-1m1", "100:m1", "6:w-1m1", "101:m1", "1:w-1m1", "100:m1"}, kinds(drain(t, s)))
 
 	require.True(t, Older(counted(active, "", 3, 0), counted(active, "", 4, 0)))
 	require.True(t, Older(counted(inactive, "", 4, 1), counted(active, "", 4, 2)))

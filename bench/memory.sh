@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# bench/memory.sh: how much memory a vigil server holds per registered worker, and whether it
+# gives it back once the workers are gone (issues 13 and 19).
+#
+# For each fleet size N it starts a fresh server (SQLite in a temporary directory), and
+#   1. records the idle RSS;
+#   2. registers N workers (`vigil bench --api liveness`, no activities) that keep heartbeating
+#      every INTERVAL with a lease of LEASE, and records the RSS once all are registered and
+#      heartbeating: (RSS - idle) / N is the memory per idle registered worker;
+#   3. stops the fleet without ShutdownWorker, so every lease expires; with a cleanup delay and
+#      a retention of 1 s each worker is then cleaned up and deleted; once the server has
+#      deleted all N, it waits SETTLE and records the RSS again: after / idle is the ratio the
+#      issue asks to keep within 1.2.
+# Besides RSS it reports the live Go heap (HeapAlloc just after the collection the heap
+# profile forces): live_KiB/worker is what the server's data structures hold per worker, RSS
+# adds the garbage collector's headroom (GOGC) and what a burst left fragmented.
+#
+# Usage: bench/memory.sh [N ...]            (default: 50000 100000)
+# Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
+#        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
+#        of steady heartbeats after the registrations), SETTLE (150s), SERVER_ARGS (more flags
+#        for `vigil server start`, e.g. --config with history.executionCacheSize),
+#        OUT (directory for logs, heap profiles and summary.txt; default a temporary one).
+# Needs curl. The server runs with --pprof; heap profiles of each phase are saved in OUT.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(50000 100000)
+PORT=${PORT:-22233}
+HTTP_PORT=$((PORT + 10))
+HISTORY_PORT=$((PORT + 20))
+INTERVAL=${INTERVAL:-30s}
+LEASE=${LEASE:-90s}
+SETTLE=${SETTLE:-150s}
+OUT=${OUT:-$(mktemp -d /tmp/vigil-memory.XXXXXX)}
+mkdir -p "$OUT"
+if [ -z "${VIGIL:-}" ]; then
+	VIGIL="$OUT/vigil"
+	go build -o "$VIGIL" ./cmd/vigil
+fi
+METRICS="http://127.0.0.1:$HTTP_PORT/metrics"
+
+secs() { # 90s | 2m → seconds
+	case "$1" in
+	*ms) echo 1 ;;
+	*s) echo "${1%s}" ;;
+	*m) echo $((${1%m} * 60)) ;;
+	*) echo "$1" ;;
+	esac
+}
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+metric() { # sum of a metric's series
+	curl -sf "$METRICS" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {printf "%d\n", s}'
+}
+heap() { curl -sf -o "$1" "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?gc=1" || true; }
+heap_alloc_mib() {
+	curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
+		awk '/^# HeapAlloc = / {printf "%.1f\n", $4 / 1048576}'
+}
+memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstats.txt
+	{
+		echo "== $1: VmRSS $(rss_kib "$pid") KiB"
+		curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
+			grep -E '^# (HeapAlloc|HeapSys|HeapIdle|HeapInuse|HeapReleased|Stack|NextGC) ' || true
+	} >>"$dir/memstats.txt"
+}
+
+summary="$OUT/summary.txt"
+printf '%-8s %9s %15s %11s %17s %10s %15s %11s\n' workers idle_MiB registered_MiB KiB/worker live_KiB/worker after_MiB after_live_MiB after/idle | tee "$summary"
+
+for n in "${SIZES[@]}"; do
+	dir="$OUT/n$n"
+	mkdir -p "$dir"
+	"$VIGIL" server start --db-filename "$dir/vigil.db" --port "$PORT" --http-port "$HTTP_PORT" \
+		--history-port "$HISTORY_PORT" --pprof --log-level warn \
+		--dynamic-config-value 'matching.InactiveWorkerCleanupDelay="1s"' \
+		--dynamic-config-value 'worker.cleanedUpRetention="1s"' \
+		--dynamic-config-value 'worker.registrationRPS=0' \
+		--dynamic-config-value 'frontend.namespaceRegistrationRPS=0' \
+		--dynamic-config-value 'frontend.namespaceRPS=1000000' \
+		--dynamic-config-value 'history.registrationAdmitRPS=0' \
+		--dynamic-config-value 'worker.expiryBrakeThreshold=1' \
+		--dynamic-config-value 'worker.stateGaugeInterval="2s"' \
+		${SERVER_ARGS:-} >"$dir/server.log" 2>&1 &
+	pid=$!
+	trap 'kill $pid 2>/dev/null || true' EXIT
+	for _ in $(seq 100); do
+		curl -sf "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	sleep 5
+	idle=$(rss_kib $pid)
+	memstats idle
+	heap "$dir/heap-idle.pb.gz"
+	idle_live=$(heap_alloc_mib) # just after the profile's collection: the live heap
+	echo "N=$n: idle RSS $((idle / 1024)) MiB; registering" >&2
+
+	# Every worker registers within the first interval, then all heartbeat at a steady pace for
+	# STEADY intervals more, so that the RSS is read well after the registration burst.
+	interval_s=$(secs "$INTERVAL")
+	"$VIGIL" bench --address "127.0.0.1:$PORT" --server-pid $pid --api liveness --workers "$n" \
+		--lease "$LEASE" --interval "$INTERVAL" --duration "$((interval_s * (1 + ${STEADY:-3})))s" --warmup "$INTERVAL" \
+		--shutdown-at-end=false --json "$dir/bench.json" >"$dir/bench.txt" 2>"$dir/bench.err"
+	registered=$(rss_kib $pid)
+	memstats registered
+	heap "$dir/heap-registered.pb.gz"
+	registered_live=$(heap_alloc_mib)
+	# The workers the server holds (recounted from the store every 2 s): on a loaded box some
+	# registrations may have failed, and the figures are per worker actually registered.
+	sleep 3
+	held=$(metric vigil_worker_workers_by_state)
+	echo "N=$n: registered RSS $((registered / 1024)) MiB, $held workers held; waiting for every lease to expire and every worker to be deleted" >&2
+
+	deadline=$((SECONDS + $(secs "$LEASE") + 900))
+	zero=0
+	while [ $zero -lt 2 ]; do # two recounts in a row find no worker
+		if [ $SECONDS -ge $deadline ]; then
+			echo "N=$n: workers still held after $((SECONDS))s: $(metric vigil_worker_workers_by_state)" >&2
+			break
+		fi
+		sleep 3
+		if [ "$(metric vigil_worker_workers_by_state)" -eq 0 ]; then zero=$((zero + 1)); else zero=0; fi
+	done
+	echo "N=$n: all deleted; settling $SETTLE" >&2
+	settle_end=$((SECONDS + $(secs "$SETTLE")))
+	while [ $SECONDS -lt $settle_end ]; do
+		memstats "settling, $((settle_end - SECONDS)) s left"
+		sleep $((settle_end - SECONDS < 30 ? settle_end - SECONDS : 30))
+	done
+	after=$(rss_kib $pid)
+	memstats after
+	heap "$dir/heap-after.pb.gz"
+	alloc=$(heap_alloc_mib)
+	kill $pid
+	wait $pid 2>/dev/null || true
+	trap - EXIT
+
+	awk -v n="$held" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" -v il="$idle_live" -v rl="$registered_live" 'BEGIN {
+		printf "%-8d %9.1f %15.1f %11.2f %17.2f %10.1f %15.1f %11.2f\n", n, i/1024, r/1024, (r-i)/n, (rl-il)*1024/n, a/1024, h, a/i
+	}' | tee -a "$summary"
+done
+echo "logs, heap profiles and $summary in $OUT" >&2

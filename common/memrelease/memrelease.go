@@ -1,0 +1,91 @@
+// Package memrelease gives the memory of a fleet that has gone back to the operating system
+// soon after it went, instead of minutes later.
+//
+// The Go runtime returns freed memory by itself, but late on a quiet server: with nothing
+// allocating, garbage is collected only by the forced collection every two minutes, and the
+// background scavenger then hands free pages back gradually. A host that has just dropped
+// 100,000 workers would keep hundreds of megabytes resident for minutes, which is exactly when
+// an operator looks at it. So the components that let go of a large amount at once (an
+// execution cache shrinking to a quarter of a large peak, the watch ring emptying after a
+// burst) call Note, and once such notes have been quiet for Quiet, debug.FreeOSMemory runs:
+// one collection and a full scavenge. That costs a few milliseconds at the heap sizes left
+// after a fleet has gone, and happens at most once per Quiet however many notes come in.
+// Under steady load nothing notes, and the runtime's own pacing applies. Follow-up looks for a
+// few minutes catch what is let go later (see FollowUps).
+package memrelease
+
+import (
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Quiet is how long after the last Note the memory is released.
+const Quiet = 10 * time.Second
+
+// What a fleet held is not all garbage at once: the watch ring keeps its last events for a
+// minute, caches and maps shrink step by step. For FollowUps × FollowUpEvery after a release,
+// the heap's free pages not yet returned are looked at (a runtime/metrics read, no
+// collection), and released again when they exceed FollowUpMinBytes.
+const (
+	FollowUps        = 10
+	FollowUpEvery    = 30 * time.Second
+	FollowUpMinBytes = 4 << 20
+)
+
+var (
+	quiet         = Quiet // tests shorten them
+	followUpEvery = FollowUpEvery
+	mu            sync.Mutex
+	timer         *time.Timer
+	releases      atomic.Int64
+)
+
+// Note records that a large amount of memory was just let go. The release follows once no
+// other Note came for Quiet.
+func Note() {
+	mu.Lock()
+	defer mu.Unlock()
+	if timer != nil {
+		timer.Reset(quiet)
+		return
+	}
+	timer = time.AfterFunc(quiet, func() {
+		mu.Lock()
+		timer = nil
+		mu.Unlock()
+		release()
+		followUp(FollowUps)
+	})
+}
+
+func release() {
+	debug.FreeOSMemory()
+	releases.Add(1)
+}
+
+// followUp looks again every FollowUpEvery, n times, unless a new Note took over.
+func followUp(n int) {
+	if n == 0 {
+		return
+	}
+	time.AfterFunc(followUpEvery, func() {
+		mu.Lock()
+		noted := timer != nil
+		mu.Unlock()
+		if noted {
+			return // a new burst of notes: its own release and follow-ups come
+		}
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() >= FollowUpMinBytes {
+			release()
+		}
+		followUp(n - 1)
+	})
+}
+
+// Releases returns how many releases have run in this process.
+func Releases() int64 { return releases.Load() }

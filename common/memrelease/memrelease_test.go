@@ -1,0 +1,35 @@
+package memrelease
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Notes in a burst release once, after the burst; the memory freed by then goes back to the
+// operating system at once rather than when the runtime gets to it.
+func TestNotesReleaseOnceAfterTheBurst(t *testing.T) {
+	quiet = 2 * time.Second
+	t.Cleanup(func() { quiet = Quiet })
+
+	big := make([][]byte, 64)
+	for i := range big {
+		big[i] = make([]byte, 1<<20)
+	}
+	runtime.KeepAlive(big)
+	big = nil
+
+	before := Releases()
+	for range 5 {
+		Note()
+		time.Sleep(20 * time.Millisecond) // a burst of notes, each well within quiet of the last
+	}
+	require.Eventually(t, func() bool { return Releases() == before+1 }, 30*time.Second, 10*time.Millisecond)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	require.GreaterOrEqual(t, ms.HeapReleased, uint64(64<<20), "the 64 MiB freed went back to the OS")
+	time.Sleep(quiet)
+	require.Equal(t, before+1, Releases(), "one release for the burst")
+}
