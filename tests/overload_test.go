@@ -279,6 +279,12 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	}, 3*time.Minute, 100*time.Millisecond, "the flood was not refused, or the fleet could not beat")
 	t.Logf("flood: %d calls, %d refused with ResourceExhausted", floodCalls.Load(), exhausted.Load())
 	neverInactive(t, client, live)
+	// The host serves fewer calls at once while its writes are slow (the operator sees the
+	// adaptive limit fall below history.admissionMaxInFlightPerShard).
+	require.Eventually(t, func() bool {
+		limit, ok := metricLine(cluster.HTTPAddress(), "vigil_history_admission_in_flight_limit ")
+		return ok && limit < 4
+	}, time.Minute, 50*time.Millisecond, "the in-flight limit does not adapt: %s", metricsMatching(cluster.HTTPAddress(), "admission"))
 
 	// The slowdown ends and the flood stops: the backlog clears and the fleet carries on.
 	stopFlood()

@@ -150,6 +150,8 @@ var (
 	AdmissionQueued = NewGaugeDef("admission_queued")
 	// AdmissionQueuedBytes is the payload bytes of the calls waiting for a slot, host-wide.
 	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes")
+	// AdmissionInFlightLimit is the adaptive limit of calls history serves at once per shard.
+	AdmissionInFlightLimit = NewGaugeDef("admission_in_flight_limit")
 	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
 	AdmissionQueueDelay = NewTimerDef("admission_queue_delay", TagKind)
 	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
@@ -192,6 +194,7 @@ var All = []interface {
 	RPCRequests, RPCErrors, RPCLatency,
 	AuthDenials, AuthAdminActions, AbuseLimited, TaskTokensRefused,
 	AdmissionShed, AdmissionDropped, AdmissionQueued, AdmissionQueuedBytes, AdmissionQueueDelay,
+	AdmissionInFlightLimit,
 	ExpiryBrakeEngaged, LeaseExpiriesDeferred,
 	WatchersOpen, WatchEventsSent, WatchResyncs,
 }
