@@ -72,12 +72,17 @@ run() {
     --log-level warn >"$out/$name.server.log" 2>&1 &
   local pid=$!
   wait_port 127.0.0.1 "$port" 60
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "$name: the server did not start (is port $port taken?); see $out/$name.server.log" >&2
+    exit 1
+  fi
   echo "== $name: vigil bench --api liveness $* (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
   bin/vigil bench --api liveness --address "127.0.0.1:$port" --server-pid "$pid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || true
   curl -sf "http://127.0.0.1:$http/metrics" >"$out/$name.metrics" || true
-  kill "$pid"; wait "$pid" 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
   rm -rf "$dir"
   sed -n '/^offered/,/^generator/p' "$out/$name.txt" >&2
 }
@@ -106,8 +111,10 @@ header='| run | offered/s | ok/s | of capacity | p99 ms | errors | resurrections
 |---|---|---|---|---|---|---|---|---|---|---|---|'
 rows=()
 
+capacity_note=""
 if [[ " $runs " == *" capacity "* && -z $capacity ]]; then
   best=0
+  capacity_note=" (every rate of RATES was carried: capacity is at least this; extend RATES)"
   for r in $rates; do
     interval=$(awk -v w="$ow" -v r="$r" 'BEGIN {printf "%.3f", w / r}')
     warmup=$(awk -v i="$interval" 'BEGIN {w = 2 * i; if (w < 15) w = 15; printf "%d", w}')
@@ -120,6 +127,7 @@ if [[ " $runs " == *" capacity "* && -z $capacity ]]; then
     if [[ $good == 1 ]]; then
       best=$(awk -v a="$best" -v b="$ok" 'BEGIN {print (b > a ? b : a)}')
     else
+      capacity_note=""
       break # past capacity: the next, higher rates would only repeat it
     fi
   done
@@ -127,7 +135,7 @@ if [[ " $runs " == *" capacity "* && -z $capacity ]]; then
   if [[ ${capacity:-0} -le 0 ]]; then
     capacity=$(jq -r '.throughput_per_s | floor' "$out/capacity-${rates%% *}.json" 2>/dev/null || echo 0)
   fi
-  echo "capacity: $capacity heartbeats/s" | tee -a "$out/machine.txt" >&2
+  echo "capacity: $capacity heartbeats/s$capacity_note" | tee -a "$out/machine.txt" >&2
 fi
 
 if [[ " $runs " == *" overload "* ]]; then
@@ -153,7 +161,7 @@ echo "finished: $(date -u +%FT%TZ)" >>"$out/machine.txt"
 {
   cat "$out/machine.txt"
   echo
-  echo "capacity: ${capacity:-not measured} heartbeats/s ($ow workers; >= 98 % carried with p99 <= 1 s)"
+  echo "capacity: ${capacity:-not measured} heartbeats/s$capacity_note ($ow workers; >= 98 % carried with p99 <= 1 s)"
   echo
   echo "$header"
   printf '%s\n' "${rows[@]}"
