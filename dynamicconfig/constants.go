@@ -224,6 +224,14 @@ a slot, then for their write):
 the host is behind, and a lease that runs out now more likely lost its heartbeat in the queue
 than its worker. 0 disables this trigger.`,
 	)
+	ExpiryBrakeRefusedShare = NewGlobalFloatSetting(
+		"history.expiryBrakeRefusedShare",
+		0.01,
+		`Share of recent heartbeats (about the last 200) refused with ResourceExhausted or dropped
+past their deadline above which the host counts as behind for history.expiryBrakeQueueDelay,
+as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
+three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
+	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",
 		15*time.Second,

@@ -57,6 +57,9 @@ type AdmissionConfig struct {
 	MaxQueued            func() int
 	MaxQueuedBytes       func() int
 	RegistrationAdmitRPS func() float64
+	// RefusedShareBehind is the share of heartbeats refused (or dropped) above which the host
+	// counts as behind for HeartbeatQueueDelay. <= 0 disables.
+	RefusedShareBehind func() float64
 }
 
 // NewAdmissionConfig reads the settings from dynamic config.
@@ -69,6 +72,7 @@ func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 		MaxQueued:            dynamicconfig.AdmissionMaxQueued.Get(dc),
 		MaxQueuedBytes:       dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
 		RegistrationAdmitRPS: dynamicconfig.RegistrationAdmitRPS.Get(dc),
+		RefusedShareBehind:   dynamicconfig.ExpiryBrakeRefusedShare.Get(dc),
 	}
 }
 
@@ -106,6 +110,11 @@ type Admission struct {
 	regRate      float64
 	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
 	hbDelayAt    time.Time
+	// hbRefused is the share of recent heartbeats refused or dropped, smoothed over about
+	// the last 200; hbLost is the smoothed wait those would have needed (at least what was
+	// left of their deadline).
+	hbRefused float64
+	hbLost    time.Duration
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
@@ -166,7 +175,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		return nil, exhausted("history is serving heartbeats first; retry the read later")
 	}
 	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
-		a.stillBehindLocked(class, 0)
+		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, 0))
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
@@ -182,11 +191,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		// A heartbeat refused here is as lost as one that waited out its deadline: count it
 		// so for the host's delay measure, which the expiry brake reads.
-		lost := wait
-		if hasDeadline {
-			lost = max(lost, deadline.Sub(now))
-		}
-		a.stillBehindLocked(class, lost)
+		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, wait))
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history shard %d is behind: about %v of work queued ahead of this call; retry later",
@@ -234,19 +239,37 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 // slot and then for their write (smoothed, or the oldest still waiting, and decaying to zero
 // once nothing arrives): the measure of how far behind the host is. A slow write path shows
 // here even when the slots keep the queue short.
+//
+// While more than RefusedShareBehind of recent heartbeats were refused or dropped, it is at
+// least the wait those heartbeats would have needed (at least their deadline): a host that
+// refuses heartbeats is behind however quickly it serves the others, and at a refused share
+// r a worker beating three times per lease loses all three with odds r³. Averaging the refused
+// with the served would let the measure dip below the brake's threshold while leases run out.
 func (a *Admission) HeartbeatQueueDelay() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// A delay measured long ago says nothing about now: it halves every second without news.
 	elapsed := a.ts.Now().Sub(a.hbDelayAt)
-	d := a.hbQueueDelay
-	for i := time.Duration(0); i < elapsed/time.Second && d > 0; i++ {
-		d /= 2
+	d, refused, lost := a.hbQueueDelay, a.hbRefused, a.hbLost
+	for i := time.Duration(0); i < elapsed/time.Second && (d > 0 || refused > 0); i++ {
+		d, refused, lost = d/2, refused/2, lost/2
+	}
+	if share := a.cfg.RefusedShareBehind(); share > 0 && refused > share {
+		d = max(d, lost)
 	}
 	if a.queuedByCls[ClassHeartbeat] == 0 && elapsed > time.Second {
 		return d
 	}
 	return max(d, a.oldestHeartbeatWaitLocked())
+}
+
+// lostWait is what a refused call counts for: its estimated wait, and at least what was left
+// of its deadline (or the queue delay cap if it has none).
+func (a *Admission) lostWait(now, deadline time.Time, hasDeadline bool, wait time.Duration) time.Duration {
+	if hasDeadline {
+		return max(wait, deadline.Sub(now))
+	}
+	return max(wait, a.cfg.MaxQueueDelay())
 }
 
 // Queued returns the calls waiting for a slot and their payload bytes, host-wide.
@@ -276,7 +299,9 @@ func (a *Admission) stillBehindLocked(class AdmissionClass, wait time.Duration) 
 	}
 	if wait > 0 {
 		a.hbQueueDelay += (wait - a.hbQueueDelay) / 20
+		a.hbLost += (wait - a.hbLost) / 20
 	}
+	a.hbRefused += (1 - a.hbRefused) / 200
 	a.hbDelayAt = a.ts.Now()
 }
 
@@ -288,6 +313,7 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 	defer a.mu.Unlock()
 	// Exponentially smoothed over roughly the last 20 heartbeats.
 	a.hbQueueDelay += (d - a.hbQueueDelay) / 20
+	a.hbRefused -= a.hbRefused / 200
 	a.hbDelayAt = a.ts.Now()
 }
 

@@ -56,6 +56,9 @@ func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
 	if cfg.RegistrationAdmitRPS == nil {
 		cfg.RegistrationAdmitRPS = func() float64 { return 0 }
 	}
+	if cfg.RefusedShareBehind == nil {
+		cfg.RefusedShareBehind = func() float64 { return 0.01 }
+	}
 	return admissionBundle{a: NewAdmission(cfg, ts, tally.NoopScope, zaptest.NewLogger(t)), ts: ts}
 }
 
@@ -177,6 +180,41 @@ func TestAdmission(t *testing.T) {
 		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
 	})
 
+	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		var waiting []<-chan error
+		for range 5 {
+			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassHeartbeat))
+		}
+		waitQueued(t, b.a, 5)
+		for range 10 {
+			_, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			var exhausted *serviceerror.ResourceExhausted
+			require.ErrorAs(t, err, &exhausted)
+		}
+		release()
+		for _, w := range waiting {
+			require.NoError(t, <-w)
+		}
+		serve := func(n int) {
+			for range n {
+				r, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				require.NoError(t, err)
+				r()
+			}
+		}
+		// Served heartbeats are quick again, but 10 of the last ~165 were refused: still behind
+		// (an average of the served and the refused would say about a second by now).
+		serve(150)
+		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
+		// Once refusals are rare among the recent heartbeats, the host has caught up.
+		serve(600)
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+	})
+
 	t.Run("ServesFewerAtOnceWhileWritesAreSlowAndMoreOnceTheyAreQuick", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundleWith(t, AdmissionConfig{
@@ -206,15 +244,24 @@ func TestAdmission(t *testing.T) {
 		require.NoError(t, err)
 		r2, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
-		var waiting []<-chan error
+		// Four more wait; once admitted, each holds its slot until hold closes.
+		hold := make(chan struct{})
+		admitted := make(chan error, 4)
 		for range 4 {
-			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassHeartbeat))
+			go func() {
+				r, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				admitted <- err
+				if err == nil {
+					<-hold
+					r()
+				}
+			}()
 		}
 		waitQueued(t, b.a, 4)
 
-		// Quick writes while calls wait: the limit grows, and a release hands out every slot
-		// the growth opened, not just its own.
-		r1()
+		// Quick writes while calls wait: the limit grows.
+		r1() // its slot goes to the first waiter
+		require.NoError(t, <-admitted)
 		for i := 0; b.a.InFlightLimit() == 2; i++ {
 			require.Less(t, i, 100, "the limit grows while writes are quick and calls wait")
 			r, err := b.a.Admit(longCtx(t), 1, ClassHeartbeat, 100) // another shard, same host limit
@@ -222,10 +269,15 @@ func TestAdmission(t *testing.T) {
 			b.ts.Advance(50 * time.Millisecond)
 			r()
 		}
+		require.Equal(t, 3, b.a.InFlightLimit())
+		// A release hands out every slot the growth opened, not just its own: two waiters.
 		r2()
-		for _, w := range waiting {
-			require.NoError(t, <-w)
-		}
+		require.NoError(t, <-admitted)
+		require.NoError(t, <-admitted)
+		waitQueued(t, b.a, 1)
+		close(hold)
+		require.NoError(t, <-admitted)
+		waitQueued(t, b.a, 0)
 	})
 	t.Run("DropsCallsWhoseDeadlinePassed", func(t *testing.T) {
 		t.Parallel()
