@@ -174,6 +174,7 @@ func (k *killWatch) summary() KillSummary {
 	}
 	var observed, server []float64
 	var lastDetected, lastHandedBack time.Time
+	unknown := 0
 	for _, v := range k.victims {
 		ks.ActivitiesAtKill += v.boundAtKill
 		if v.detectedAt.IsZero() {
@@ -183,6 +184,12 @@ func (k *killWatch) summary() KillSummary {
 			continue
 		}
 		ks.Detected++
+		if v.leaseDeadline.IsZero() {
+			// No heartbeat of it was ever accepted (an overloaded server refused them all):
+			// there is no lease to measure its detection from.
+			unknown++
+			continue
+		}
 		observed = append(observed, ms(v.detectedAt.Sub(v.leaseDeadline)))
 		if !v.inactiveTime.IsZero() {
 			server = append(server, ms(v.inactiveTime.Sub(v.leaseDeadline)))
@@ -207,6 +214,9 @@ func (k *killWatch) summary() KillSummary {
 	}
 	if !lastHandedBack.IsZero() {
 		ks.RecoveryAllMs = ms(lastHandedBack.Sub(k.killedAt))
+	}
+	if unknown > 0 {
+		ks.Notes = append(ks.Notes, fmt.Sprintf("%d killed workers never had a heartbeat accepted (no lease): left out of the detection times", unknown))
 	}
 	if ks.Detected < ks.Killed {
 		ks.Notes = append(ks.Notes, fmt.Sprintf("%d of %d killed workers never seen INACTIVE", ks.Killed-ks.Detected, ks.Killed))
