@@ -74,8 +74,9 @@ type BrakeStatus struct {
 // workers':
 //
 //   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
-//     slot (and history.expiryBrakeCooldown after they stop doing so, so that workers whose
-//     heartbeats were refused get one through);
+//     slot, or more than history.expiryBrakeRefusedShare of them are refused (LoadSignal
+//     folds both into one delay), and history.expiryBrakeCooldown after that stops, so that
+//     workers whose heartbeats were refused get one through;
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
 //     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
 //     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
