@@ -18,8 +18,8 @@ import (
 // It only reads what it is told and its own memory, so the executor stays a pure task.
 type ExpiryBrake interface {
 	// Hold reports whether this expiry must wait; if held, the executor declines to run
-	// (chasm.DeferTask) and is offered again at recheck.
-	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time) (recheck time.Time, held bool)
+	// (chasm.DeferTask) and is offered again at recheck. lease is the worker's lease length.
+	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time, lease time.Duration) (recheck time.Time, held bool)
 }
 
 // LoadSignal tells the brake how far behind the host is; *history.Admission implements it.
@@ -76,7 +76,11 @@ type BrakeStatus struct {
 //   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
 //     slot, or more than history.expiryBrakeRefusedShare of them are refused (LoadSignal
 //     folds both into one delay), and history.expiryBrakeCooldown after that stops, so that
-//     workers whose heartbeats were refused get one through;
+//     workers whose heartbeats were refused get one through); an expiry held for this reason
+//     then waits until a whole lease has passed since the brake came off, as etcd refreshes
+//     leases after a leader change: a worker beating every 30 s whose beats were all refused
+//     needs up to an interval after the catch-up to get one through, and a cooldown shorter
+//     than that declared thousands of live workers INACTIVE at 100,000 workers;
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
 //     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
 //     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
@@ -96,6 +100,8 @@ type Brake struct {
 	behindOn    bool
 	behindSince time.Time
 	behindUntil time.Time
+	// behindOffAt is when the host last caught up (the behind rule came off).
+	behindOffAt time.Time
 	namespaces  map[string]*namespaceBrake
 
 	stop chan struct{}
@@ -118,6 +124,9 @@ type namespaceBrake struct {
 type expiryCandidate struct {
 	firstSeen, lastSeen time.Time
 	held                bool
+	// heldBehind: held at least once because the host was behind; its lease restarts when
+	// the host catches up.
+	heldBehind bool
 }
 
 // NewBrake returns a brake; load may be nil (no host-load trigger).
@@ -130,7 +139,7 @@ func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally
 }
 
 // Hold implements ExpiryBrake.
-func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time) (time.Time, bool) {
+func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time, lease time.Duration) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ns := b.namespaceLocked(namespaceID, namespace)
@@ -148,6 +157,13 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 	recheck := b.recheckAfter(now)
 	c.held = true
 	if b.behindOn {
+		c.heldBehind = true
+		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+		return recheck, true
+	}
+	if c.heldBehind && now.Before(b.behindOffAt.Add(lease)) {
+		// The host caught up less than a lease ago: the worker has not yet had a whole lease
+		// of normal service to get a heartbeat through.
 		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 		return recheck, true
 	}
@@ -271,8 +287,9 @@ func (b *Brake) evaluateBehindLocked(now time.Time) {
 	}
 	if b.behindOn && !now.Before(b.behindUntil) {
 		b.behindOn = false
+		b.behindOffAt = now
 		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(0)
-		b.logger.Info("expiry brake off: the server caught up, deferred lease expiries resume oldest first",
+		b.logger.Info("expiry brake off: the server caught up; the expiries it deferred resume, oldest first, once their workers have had a whole lease to beat",
 			zap.Duration("engaged-for", now.Sub(b.behindSince)))
 	}
 }
