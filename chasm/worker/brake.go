@@ -76,11 +76,11 @@ type BrakeStatus struct {
 //   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
 //     slot, or more than history.expiryBrakeRefusedShare of them are refused (LoadSignal
 //     folds both into one delay), and history.expiryBrakeCooldown after that stops, so that
-//     workers whose heartbeats were refused get one through); an expiry held for this reason
-//     then waits until a whole lease has passed since the brake came off, as etcd refreshes
-//     leases after a leader change: a worker beating every 30 s whose beats were all refused
-//     needs up to an interval after the catch-up to get one through, and a cooldown shorter
-//     than that declared thousands of live workers INACTIVE at 100,000 workers;
+//     workers whose heartbeats were refused get one through); after that, no lease expires
+//     before a whole lease (the worker's own) has passed since the brake came off, as etcd
+//     refreshes leases after a leader change: a worker beating every 30 s whose beats were
+//     all refused needs up to an interval after the catch-up to get one through, and a
+//     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000;
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
 //     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
 //     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
@@ -124,9 +124,6 @@ type namespaceBrake struct {
 type expiryCandidate struct {
 	firstSeen, lastSeen time.Time
 	held                bool
-	// heldBehind: held at least once because the host was behind; its lease restarts when
-	// the host catches up.
-	heldBehind bool
 }
 
 // NewBrake returns a brake; load may be nil (no host-load trigger).
@@ -157,13 +154,13 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 	recheck := b.recheckAfter(now)
 	c.held = true
 	if b.behindOn {
-		c.heldBehind = true
 		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 		return recheck, true
 	}
-	if c.heldBehind && now.Before(b.behindOffAt.Add(lease)) {
+	if !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)) {
 		// The host caught up less than a lease ago: the worker has not yet had a whole lease
-		// of normal service to get a heartbeat through.
+		// of normal service to get a heartbeat through. This holds for a lease that ran out
+		// after the catch-up too: its last beats may have been the ones refused.
 		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 		return recheck, true
 	}
