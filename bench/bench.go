@@ -129,10 +129,18 @@ wait:
 		killed.stop()
 	}
 
+	// The server's own counts of expiries as the load ends, before the shutdowns: a worker
+	// still waiting for its ShutdownWorker when its lease runs out expires, which says
+	// nothing about the run.
+	var atLoadEnd map[string]float64
+	if cfg.MetricsURL != "" {
+		atLoadEnd, _ = scrapeCounters(ctx, cfg.MetricsURL, "worker_lease_expiries", "worker_resurrections")
+	}
 	if cfg.ShutdownAtEnd && runErr == nil {
 		r.shutdownAll(ctx)
 	}
 	s := r.summary(r.measureFrom, end, killed)
+	s.ServerAtLoadEnd = atLoadEnd
 	if procs != nil {
 		ps := procs.stop()
 		s.Server = &ps

@@ -72,6 +72,9 @@ type Summary struct {
 	RedispatchAllMs *float64 `json:"redispatch_all_ms,omitempty"`
 
 	Server    *ProcStats `json:"server,omitempty"`
+	// ServerAtLoadEnd holds server counters (worker_lease_expiries, worker_resurrections) read
+	// from --metrics-url as the load ended, before the shutdowns.
+	ServerAtLoadEnd map[string]float64 `json:"server_at_load_end,omitempty"`
 	Generator *ProcStats `json:"generator,omitempty"`
 }
 
