@@ -71,11 +71,11 @@ type Summary struct {
 	DetectionP99Ms  *float64 `json:"detection_p99_ms,omitempty"`
 	RedispatchAllMs *float64 `json:"redispatch_all_ms,omitempty"`
 
-	Server    *ProcStats `json:"server,omitempty"`
+	Server *ProcStats `json:"server,omitempty"`
 	// ServerAtLoadEnd holds server counters (worker_lease_expiries, worker_resurrections) read
 	// from --metrics-url as the load ended, before the shutdowns.
 	ServerAtLoadEnd map[string]float64 `json:"server_at_load_end,omitempty"`
-	Generator *ProcStats `json:"generator,omitempty"`
+	Generator       *ProcStats         `json:"generator,omitempty"`
 }
 
 // KillSummary describes what happened to the killed workers. Detection is measured from each
