@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
 // shutdownsInFlight bounds the ShutdownWorker calls sent when the load ends.
@@ -132,10 +133,18 @@ wait:
 		killed.stop()
 	}
 
+	// The server's own counts of expiries as the load ends, before the shutdowns: a worker
+	// still waiting for its ShutdownWorker when its lease runs out expires, which says
+	// nothing about the run.
+	var atLoadEnd map[string]float64
+	if cfg.MetricsURL != "" {
+		atLoadEnd, _ = scrapeCounters(ctx, cfg.MetricsURL, metrics.WorkerLeaseExpiries, metrics.WorkerResurrections)
+	}
 	if cfg.ShutdownAtEnd && runErr == nil {
 		r.shutdownAll(ctx)
 	}
 	s := r.summary(r.measureFrom, end, killed)
+	s.ServerAtLoadEnd = atLoadEnd
 	if procs != nil {
 		ps := procs.stop()
 		s.Server = &ps

@@ -248,6 +248,45 @@ func (k *killWatch) stop() {
 	<-k.done
 }
 
+// scrapeCounters reads each of defs' series (summed over their labels) from a Prometheus
+// endpoint, keyed by the declared name; a metric not exported reads 0.
+func scrapeCounters(ctx context.Context, url string, defs ...metrics.Definition) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out := make(map[string]float64, len(defs))
+	for _, d := range defs {
+		out[d.Name()] = 0
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, "{")
+		name, _, _ = strings.Cut(name, " ")
+		for _, d := range defs {
+			if name == d.ExportedName() {
+				fields := strings.Fields(line)
+				if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+					out[d.Name()] += v
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
 // outboundBacklog sums the server's outbound backlog gauge over its shards.
 func outboundBacklog(ctx context.Context, url string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -109,18 +109,18 @@ for n in "${SIZES[@]}"; do
 	# The workers the server holds (recounted from the store every 2 s): on a loaded box some
 	# registrations may have failed, and the figures are per worker actually registered.
 	sleep 3
-	held=$(metric vigil_worker_workers_by_state)
+	held=$(metric vigil_workers_by_state)
 	echo "N=$n: registered RSS $((registered / 1024)) MiB, $held workers held; waiting for every lease to expire and every worker to be deleted" >&2
 
 	deadline=$((SECONDS + $(secs "$LEASE") + 900))
 	zero=0
 	while [ $zero -lt 2 ]; do # two recounts in a row find no worker
 		if [ $SECONDS -ge $deadline ]; then
-			echo "N=$n: workers still held after $((SECONDS))s: $(metric vigil_worker_workers_by_state)" >&2
+			echo "N=$n: workers still held after $((SECONDS))s: $(metric vigil_workers_by_state)" >&2
 			break
 		fi
 		sleep 3
-		if [ "$(metric vigil_worker_workers_by_state)" -eq 0 ]; then zero=$((zero + 1)); else zero=0; fi
+		if [ "$(metric vigil_workers_by_state)" -eq 0 ]; then zero=$((zero + 1)); else zero=0; fi
 	done
 	echo "N=$n: all deleted; settling $SETTLE" >&2
 	settle_end=$((SECONDS + $(secs "$SETTLE")))

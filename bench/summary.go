@@ -75,8 +75,11 @@ type Summary struct {
 	DetectionP99Ms  *float64 `json:"detection_p99_ms,omitempty"`
 	RedispatchAllMs *float64 `json:"redispatch_all_ms,omitempty"`
 
-	Server    *ProcStats `json:"server,omitempty"`
-	Generator *ProcStats `json:"generator,omitempty"`
+	Server *ProcStats `json:"server,omitempty"`
+	// ServerAtLoadEnd holds server counters (worker_lease_expiries, worker_resurrections) read
+	// from --metrics-url as the load ended, before the shutdowns.
+	ServerAtLoadEnd map[string]float64 `json:"server_at_load_end,omitempty"`
+	Generator       *ProcStats         `json:"generator,omitempty"`
 }
 
 // KillSummary describes what happened to the killed workers. Detection is measured from each
@@ -180,6 +183,7 @@ func (k *killWatch) summary() KillSummary {
 	}
 	var observed, server []float64
 	var lastDetected, lastHandedBack time.Time
+	unknown := 0
 	for _, v := range k.victims {
 		ks.ActivitiesAtKill += v.boundAtKill
 		if v.detectedAt.IsZero() {
@@ -189,6 +193,12 @@ func (k *killWatch) summary() KillSummary {
 			continue
 		}
 		ks.Detected++
+		if v.leaseDeadline.IsZero() {
+			// No heartbeat of it was ever accepted (an overloaded server refused them all):
+			// there is no lease to measure its detection from.
+			unknown++
+			continue
+		}
 		observed = append(observed, ms(v.detectedAt.Sub(v.leaseDeadline)))
 		if !v.inactiveTime.IsZero() {
 			server = append(server, ms(v.inactiveTime.Sub(v.leaseDeadline)))
@@ -213,6 +223,9 @@ func (k *killWatch) summary() KillSummary {
 	}
 	if !lastHandedBack.IsZero() {
 		ks.RecoveryAllMs = ms(lastHandedBack.Sub(k.killedAt))
+	}
+	if unknown > 0 {
+		ks.Notes = append(ks.Notes, fmt.Sprintf("%d killed workers never had a heartbeat accepted (no lease): left out of the detection times", unknown))
 	}
 	if ks.Detected < ks.Killed {
 		ks.Notes = append(ks.Notes, fmt.Sprintf("%d of %d killed workers never seen INACTIVE", ks.Killed-ks.Detected, ks.Killed))

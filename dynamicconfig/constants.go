@@ -171,10 +171,32 @@ the cost of a fleet restarting at once without slowing heartbeats of known worke
 var (
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",
-		8,
+		32,
 		`Most calls history serves at once per shard; the others wait, heartbeats of known workers
-first, then registrations, then reads. Enough to fill a group commit, few enough that a call's
-wait can be estimated and refused early when it would outlast its caller's deadline.`,
+first, then registrations, then reads. The limit in force adapts between
+history.admissionMinInFlightPerShard and this, by the time admitted writes take against
+history.admissionTargetLatency.`,
+	)
+	AdmissionMinInFlightPerShard = NewGlobalIntSetting(
+		"history.admissionMinInFlightPerShard",
+		2,
+		`Fewest calls history serves at once per shard, however slow its writes: the floor of the
+adaptive in-flight limit.`,
+	)
+	AdmissionTargetLatency = NewGlobalDurationSetting(
+		"history.admissionTargetLatency",
+		200*time.Millisecond,
+		`Time an admitted write may take (mostly waiting for its group commit) before history
+serves fewer calls at once: while writes take longer, the in-flight limit per shard shrinks by a
+quarter every 250 ms; while they are quicker and calls wait for a slot, it grows by one. 0
+disables adaptation (the limit is history.admissionMaxInFlightPerShard).`,
+	)
+	AdmissionMaxQueueDelay = NewGlobalDurationSetting(
+		"history.admissionMaxQueueDelay",
+		2*time.Second,
+		`Longest a call may be expected to wait for a slot; one that would wait longer (or past
+its own deadline) is refused at once with ResourceExhausted, so that an overloaded host never
+keeps a queue its callers time out in. 0: only the caller's deadline bounds the wait.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",
@@ -204,6 +226,14 @@ that refuses at once), this is about the server's own capacity.`,
 a slot, then for their write):
 the host is behind, and a lease that runs out now more likely lost its heartbeat in the queue
 than its worker. 0 disables this trigger.`,
+	)
+	ExpiryBrakeRefusedShare = NewGlobalFloatSetting(
+		"history.expiryBrakeRefusedShare",
+		0.01,
+		`Share of recent heartbeats (about the last 200) refused with ResourceExhausted or dropped
+past their deadline above which the host counts as behind for history.expiryBrakeQueueDelay,
+as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
+three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,10 +87,23 @@ func (h *trackerHarness) poll(conn context.Context, key string) {
 	h.call(conn, &workflowservice.PollActivityTaskQueueRequest{Namespace: "default", WorkerInstanceKey: key})
 }
 
+// eventually waits for the reports want ("seen:KEY", "lost:KEY"). Each worker's reports come
+// in order; the reports of different workers may interleave in any order (they are batched per
+// shard).
 func (h *trackerHarness) eventually(want ...string) {
 	h.t.Helper()
 	require.Eventually(h.t, func() bool { return len(h.fake.got()) >= len(want) }, 10*time.Second, time.Millisecond)
-	require.Equal(h.t, want, h.fake.got())
+	require.Equal(h.t, perWorker(want), perWorker(h.fake.got()))
+}
+
+// perWorker groups reports by worker key, in their order.
+func perWorker(reports []string) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range reports {
+		_, key, _ := strings.Cut(r, ":")
+		out[key] = append(out[key], r)
+	}
+	return out
 }
 
 func TestConnTracker(t *testing.T) {

@@ -43,29 +43,42 @@ var (
 // AdmissionConfig is what the admission controller reads at use time.
 type AdmissionConfig struct {
 	MaxInFlightPerShard  func() int
+	MinInFlightPerShard  func() int
+	TargetLatency        func() time.Duration
+	MaxQueueDelay        func() time.Duration
 	MaxQueued            func() int
 	MaxQueuedBytes       func() int
 	RegistrationAdmitRPS func() float64
+	// RefusedShareBehind is the share of heartbeats refused (or dropped) above which the host
+	// counts as behind for HeartbeatQueueDelay. <= 0 disables.
+	RefusedShareBehind func() float64
 }
 
 // NewAdmissionConfig reads the settings from dynamic config.
 func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 	return AdmissionConfig{
 		MaxInFlightPerShard:  dynamicconfig.AdmissionMaxInFlightPerShard.Get(dc),
+		MinInFlightPerShard:  dynamicconfig.AdmissionMinInFlightPerShard.Get(dc),
+		TargetLatency:        dynamicconfig.AdmissionTargetLatency.Get(dc),
+		MaxQueueDelay:        dynamicconfig.AdmissionMaxQueueDelay.Get(dc),
 		MaxQueued:            dynamicconfig.AdmissionMaxQueued.Get(dc),
 		MaxQueuedBytes:       dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
 		RegistrationAdmitRPS: dynamicconfig.RegistrationAdmitRPS.Get(dc),
+		RefusedShareBehind:   dynamicconfig.ExpiryBrakeRefusedShare.Get(dc),
 	}
 }
 
 // Admission bounds the work history does at once, per shard, and decides what waits, what is
 // refused and what is dropped when more arrives than the store can write:
 //
-//   - at most MaxInFlightPerShard calls run per shard; the others wait in one FIFO per class,
-//     and a freed slot goes to the oldest waiter of the highest class;
-//   - a call that would wait longer than its caller's deadline allows (queue ahead of it ÷
-//     slots × the shard's measured service time) is refused at once with ResourceExhausted,
-//     which clients retry with backoff, instead of being served after its caller gave up;
+//   - at most a limit of calls run per shard; the others wait in one FIFO per class, and a
+//     freed slot goes to the oldest waiter of the highest class. The limit adapts between
+//     MinInFlightPerShard and MaxInFlightPerShard (adaptiveLimit): it shrinks while admitted
+//     writes take longer than TargetLatency, and grows while they are quick and calls wait;
+//   - a call that would wait longer than its caller's deadline allows, or longer than
+//     MaxQueueDelay (queue ahead of it ÷ slots × the shard's measured service time), is refused
+//     at once with ResourceExhausted, which clients retry with backoff, instead of being
+//     served after its caller gave up;
 //   - a call whose deadline has passed, on arrival or while it waited, is dropped unserved;
 //   - waiting calls and their payload bytes are counted host-wide and capped, so memory stays
 //     bounded however much is offered;
@@ -89,6 +102,14 @@ type Admission struct {
 	regRate      float64
 	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
 	hbDelayAt    time.Time
+	// hbRefused is the share of recent heartbeats refused or dropped, smoothed over about
+	// the last 200; hbLost is the smoothed wait those would have needed (at least what was
+	// left of their deadline).
+	hbRefused float64
+	hbLost    time.Duration
+	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
+	// host's store and group committer.
+	limit adaptiveLimit
 }
 
 type gate struct {
@@ -133,38 +154,40 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 
 	a.mu.Lock()
 	g := a.gateLocked(shardID)
-	limit := max(1, a.cfg.MaxInFlightPerShard())
+	limit := a.limitLocked()
 	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) {
 		g.inFlight++
 		a.mu.Unlock()
 		return a.releaser(g, class, now, now), nil
 	}
+	a.limit.markSaturated()
 	if class == ClassRead && a.queuedByCls[ClassHeartbeat]+a.queuedByCls[ClassRegistration] > 0 {
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted("history is serving heartbeats first; retry the read later")
 	}
 	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
-		a.stillBehindLocked(class, 0)
+		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, 0))
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
 	}
-	if hasDeadline {
-		// Work ahead of this call, spread over the shard's slots, each taking the measured
-		// service time; then its own service.
-		ahead := 0
-		for c := ClassHeartbeat; c <= class; c++ {
-			ahead += len(g.waiting[c])
-		}
-		wait := time.Duration(float64(ahead+1)/float64(limit)*float64(g.service)) + g.service
-		if now.Add(wait).After(deadline) {
-			a.stillBehindLocked(class, wait)
-			a.mu.Unlock()
-			a.count(metrics.AdmissionShed, class)
-			return nil, exhausted(fmt.Sprintf("history shard %d cannot serve this call before its deadline (about %v of work queued)",
-				shardID, wait.Round(time.Millisecond)))
-		}
+	// Work ahead of this call, spread over the shard's slots, each taking the measured service
+	// time; then its own service.
+	ahead := 0
+	for c := ClassHeartbeat; c <= class; c++ {
+		ahead += len(g.waiting[c])
+	}
+	wait := time.Duration(float64(ahead+1)/float64(limit)*float64(g.service)) + g.service
+	maxDelay := a.cfg.MaxQueueDelay()
+	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
+		// A heartbeat refused here is as lost as one that waited out its deadline: count it
+		// so for the host's delay measure, which the expiry brake reads.
+		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, wait))
+		a.mu.Unlock()
+		a.count(metrics.AdmissionShed, class)
+		return nil, exhausted(fmt.Sprintf("history shard %d is behind: about %v of work queued ahead of this call; retry later",
+			shardID, wait.Round(time.Millisecond)))
 	}
 	w := &waiter{class: class, bytes: bytes, enqueued: now, ready: make(chan struct{})}
 	g.waiting[class] = append(g.waiting[class], w)
@@ -208,19 +231,37 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 // slot and then for their write (smoothed, or the oldest still waiting, and decaying to zero
 // once nothing arrives): the measure of how far behind the host is. A slow write path shows
 // here even when the slots keep the queue short.
+//
+// While more than RefusedShareBehind of recent heartbeats were refused or dropped, it is at
+// least the wait those heartbeats would have needed (at least their deadline): a host that
+// refuses heartbeats is behind however quickly it serves the others, and at a refused share
+// r a worker beating three times per lease loses all three with odds r³. Averaging the refused
+// with the served would let the measure dip below the brake's threshold while leases run out.
 func (a *Admission) HeartbeatQueueDelay() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// A delay measured long ago says nothing about now: it halves every second without news.
 	elapsed := a.ts.Now().Sub(a.hbDelayAt)
-	d := a.hbQueueDelay
-	for i := time.Duration(0); i < elapsed/time.Second && d > 0; i++ {
-		d /= 2
+	d, refused, lost := a.hbQueueDelay, a.hbRefused, a.hbLost
+	for i := time.Duration(0); i < elapsed/time.Second && (d > 0 || refused > 0); i++ {
+		d, refused, lost = d/2, refused/2, lost/2
+	}
+	if share := a.cfg.RefusedShareBehind(); share > 0 && refused > share {
+		d = max(d, lost)
 	}
 	if a.queuedByCls[ClassHeartbeat] == 0 && elapsed > time.Second {
 		return d
 	}
 	return max(d, a.oldestHeartbeatWaitLocked())
+}
+
+// lostWait is what a refused call counts for: its estimated wait, and at least what was left
+// of its deadline (or the queue delay cap if it has none).
+func (a *Admission) lostWait(now, deadline time.Time, hasDeadline bool, wait time.Duration) time.Duration {
+	if hasDeadline {
+		return max(wait, deadline.Sub(now))
+	}
+	return max(wait, a.cfg.MaxQueueDelay())
 }
 
 // Queued returns the calls waiting for a slot and their payload bytes, host-wide.
@@ -250,7 +291,9 @@ func (a *Admission) stillBehindLocked(class AdmissionClass, wait time.Duration) 
 	}
 	if wait > 0 {
 		a.hbQueueDelay += (wait - a.hbQueueDelay) / 20
+		a.hbLost += (wait - a.hbLost) / 20
 	}
+	a.hbRefused += (1 - a.hbRefused) / 200
 	a.hbDelayAt = a.ts.Now()
 }
 
@@ -262,7 +305,20 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 	defer a.mu.Unlock()
 	// Exponentially smoothed over roughly the last 20 heartbeats.
 	a.hbQueueDelay += (d - a.hbQueueDelay) / 20
+	a.hbRefused -= a.hbRefused / 200
 	a.hbDelayAt = a.ts.Now()
+}
+
+// limitLocked returns the current in-flight limit per shard.
+func (a *Admission) limitLocked() int {
+	return a.limit.current(a.cfg.MinInFlightPerShard(), a.cfg.MaxInFlightPerShard(), a.cfg.TargetLatency())
+}
+
+// InFlightLimit returns the current in-flight limit per shard.
+func (a *Admission) InFlightLimit() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limitLocked()
 }
 
 // nothingWaitingAheadLocked: a call may take a free slot only if no call of its class or a
@@ -286,8 +342,9 @@ func (a *Admission) gateLocked(shardID int32) *gate {
 }
 
 // releaser returns the function that frees the slot taken at start, measures the service time
-// (and a heartbeat's whole time in history, from arrival) and hands the slot to the next
-// waiter, highest class first.
+// (and a heartbeat's whole time in history, from arrival), feeds the adaptive limit and hands
+// free slots (one, or more if the limit grew, none if it shrank) to the next waiters, highest
+// class first.
 func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.Time) func() {
 	var once sync.Once
 	return func() {
@@ -298,22 +355,38 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			a.mu.Lock()
 			g.service += (took - g.service) / 10
 			g.inFlight--
-			for c := ClassHeartbeat; c < numClasses; c++ {
-				if len(g.waiting[c]) == 0 {
-					continue
-				}
-				w := g.waiting[c][0]
-				g.waiting[c][0] = nil
-				g.waiting[c] = g.waiting[c][1:]
-				a.dequeuedLocked(w)
-				w.granted = true
-				g.inFlight++
-				close(w.ready)
-				break
+			if a.queued > 0 {
+				a.limit.markSaturated()
+			}
+			if class != ClassRead {
+				// Reads do not write: their time says nothing about the store.
+				a.limit.observe(now, took, a.cfg.MinInFlightPerShard(), a.cfg.MaxInFlightPerShard(), a.cfg.TargetLatency())
+			}
+			limit := a.limitLocked()
+			for g.inFlight < limit && a.grantNextLocked(g) {
 			}
 			a.mu.Unlock()
+			metrics.AdmissionInFlightLimit.With(a.scope).Update(float64(limit))
 		})
 	}
+}
+
+// grantNextLocked gives a slot of g to its oldest waiter of the highest class, if any.
+func (a *Admission) grantNextLocked(g *gate) bool {
+	for c := ClassHeartbeat; c < numClasses; c++ {
+		if len(g.waiting[c]) == 0 {
+			continue
+		}
+		w := g.waiting[c][0]
+		g.waiting[c][0] = nil
+		g.waiting[c] = g.waiting[c][1:]
+		a.dequeuedLocked(w)
+		w.granted = true
+		g.inFlight++
+		close(w.ready)
+		return true
+	}
+	return false
 }
 
 func (a *Admission) removeWaiterLocked(g *gate, w *waiter) {

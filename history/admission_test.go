@@ -18,15 +18,46 @@ type admissionBundle struct {
 	ts *clock.FakeTimeSource
 }
 
+// newAdmissionBundle returns an Admission with a fixed in-flight limit (no adaptation) and no
+// queue delay cap beyond the callers' deadlines.
 func newAdmissionBundle(t *testing.T, inFlight, maxQueued, maxBytes int, regRPS float64) admissionBundle {
-	ts := clock.NewFakeTimeSource()
-	// Near the wall clock, so contexts' real deadlines compare sensibly with the fake now.
-	ts.Update(time.Now())
-	cfg := AdmissionConfig{
+	return newAdmissionBundleWith(t, AdmissionConfig{
 		MaxInFlightPerShard:  func() int { return inFlight },
 		MaxQueued:            func() int { return maxQueued },
 		MaxQueuedBytes:       func() int { return maxBytes },
 		RegistrationAdmitRPS: func() float64 { return regRPS },
+	})
+}
+
+// newAdmissionBundleWith fills the fields cfg leaves nil: limits 1..1, no adaptation, no queue
+// delay cap, room for 100 calls, no registration pacing.
+func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
+	ts := clock.NewFakeTimeSource()
+	// Near the wall clock, so contexts' real deadlines compare sensibly with the fake now.
+	ts.Update(time.Now())
+	intOr := func(f func() int, v int) func() int {
+		if f == nil {
+			return func() int { return v }
+		}
+		return f
+	}
+	durOr := func(f func() time.Duration) func() time.Duration {
+		if f == nil {
+			return func() time.Duration { return 0 }
+		}
+		return f
+	}
+	cfg.MaxInFlightPerShard = intOr(cfg.MaxInFlightPerShard, 1)
+	cfg.MinInFlightPerShard = intOr(cfg.MinInFlightPerShard, 1)
+	cfg.MaxQueued = intOr(cfg.MaxQueued, 100)
+	cfg.MaxQueuedBytes = intOr(cfg.MaxQueuedBytes, 1<<20)
+	cfg.TargetLatency = durOr(cfg.TargetLatency)
+	cfg.MaxQueueDelay = durOr(cfg.MaxQueueDelay)
+	if cfg.RegistrationAdmitRPS == nil {
+		cfg.RegistrationAdmitRPS = func() float64 { return 0 }
+	}
+	if cfg.RefusedShareBehind == nil {
+		cfg.RefusedShareBehind = func() float64 { return 0.01 }
 	}
 	return admissionBundle{a: NewAdmission(cfg, ts, tally.NoopScope, zaptest.NewLogger(t)), ts: ts}
 }
@@ -127,9 +158,127 @@ func TestAdmission(t *testing.T) {
 		_, err = b.a.Admit(ctx, 0, ClassHeartbeat, 100)
 		var exhausted *serviceerror.ResourceExhausted
 		require.ErrorAs(t, err, &exhausted)
-		require.Contains(t, err.Error(), "before its deadline")
+		require.Contains(t, err.Error(), "is behind")
 	})
 
+	t.Run("RefusesAtOnceWhatWouldWaitLongerThanTheQueueDelayCap", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		defer release()
+		for range 5 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		waitQueued(t, b.a, 5)
+
+		// An hour to spare, but six calls of about 5ms each are ahead: over the 30ms cap.
+		_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		var exhausted *serviceerror.ResourceExhausted
+		require.ErrorAs(t, err, &exhausted)
+		// Refused heartbeats count as lost for the host's delay measure (the expiry brake's).
+		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
+	})
+
+	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		var waiting []<-chan error
+		for range 5 {
+			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassHeartbeat))
+		}
+		waitQueued(t, b.a, 5)
+		for range 10 {
+			_, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			var exhausted *serviceerror.ResourceExhausted
+			require.ErrorAs(t, err, &exhausted)
+		}
+		release()
+		for _, w := range waiting {
+			require.NoError(t, <-w)
+		}
+		serve := func(n int) {
+			for range n {
+				r, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				require.NoError(t, err)
+				r()
+			}
+		}
+		// Served heartbeats are quick again, but 10 of the last ~165 were refused: still behind
+		// (an average of the served and the refused would say about a second by now).
+		serve(150)
+		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
+		// Once refusals are rare among the recent heartbeats, the host has caught up.
+		serve(600)
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+	})
+
+	t.Run("ServesFewerAtOnceWhileWritesAreSlowAndMoreOnceTheyAreQuick", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{
+			MinInFlightPerShard: func() int { return 2 },
+			MaxInFlightPerShard: func() int { return 8 },
+			TargetLatency:       func() time.Duration { return 100 * time.Millisecond },
+		})
+		require.Equal(t, 8, b.a.InFlightLimit(), "starts open")
+
+		// Slow writes: every call holds its slot for a second.
+		for b.a.InFlightLimit() > 2 {
+			var releases []func()
+			for range b.a.InFlightLimit() {
+				r, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				require.NoError(t, err)
+				releases = append(releases, r)
+			}
+			b.ts.Advance(time.Second)
+			for _, r := range releases {
+				r()
+			}
+		}
+		require.Equal(t, 2, b.a.InFlightLimit(), "shrinks to the floor")
+
+		// At the floor, a third call waits.
+		r1, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		r2, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		// Four more wait; once admitted, each holds its slot until hold closes.
+		hold := make(chan struct{})
+		admitted := make(chan error, 4)
+		for range 4 {
+			go func() {
+				r, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				admitted <- err
+				if err == nil {
+					<-hold
+					r()
+				}
+			}()
+		}
+		waitQueued(t, b.a, 4)
+
+		// Quick writes while calls wait: the limit grows.
+		r1() // its slot goes to the first waiter
+		require.NoError(t, <-admitted)
+		for i := 0; b.a.InFlightLimit() == 2; i++ {
+			require.Less(t, i, 100, "the limit grows while writes are quick and calls wait")
+			r, err := b.a.Admit(longCtx(t), 1, ClassHeartbeat, 100) // another shard, same host limit
+			require.NoError(t, err)
+			b.ts.Advance(50 * time.Millisecond)
+			r()
+		}
+		require.Equal(t, 3, b.a.InFlightLimit())
+		// A release hands out every slot the growth opened, not just its own: two waiters.
+		r2()
+		require.NoError(t, <-admitted)
+		require.NoError(t, <-admitted)
+		waitQueued(t, b.a, 1)
+		close(hold)
+		require.NoError(t, <-admitted)
+		waitQueued(t, b.a, 0)
+	})
 	t.Run("DropsCallsWhoseDeadlinePassed", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
@@ -198,4 +347,47 @@ func TestAdmission(t *testing.T) {
 		b.ts.Advance(time.Second)
 		require.NoError(t, <-waiting)
 	})
+}
+
+// TestAdaptiveLimit moves the limit on a fake timeline: a quarter down per slow window, one up
+// per quick window in which calls had to wait, within its bounds.
+func TestAdaptiveLimit(t *testing.T) {
+	t.Parallel()
+	const lo, hi, target = 2, 32, 100 * time.Millisecond
+	var l adaptiveLimit
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	window := func(took time.Duration, saturated bool) int {
+		if saturated {
+			l.markSaturated()
+		}
+		for range adaptiveMinSamples {
+			now = now.Add(adaptiveWindow/(adaptiveMinSamples-1) + time.Millisecond)
+			l.observe(now, took, lo, hi, target)
+		}
+		return l.current(lo, hi, target)
+	}
+	require.Equal(t, hi, l.current(lo, hi, target), "starts at the ceiling")
+	require.Equal(t, 24, window(time.Second, true))
+	require.Equal(t, 18, window(time.Second, false))
+	for range 20 {
+		window(time.Second, true)
+	}
+	require.Equal(t, lo, l.current(lo, hi, target), "never below the floor")
+
+	require.Equal(t, lo, window(10*time.Millisecond, false), "quick but unsaturated: no growth")
+	require.Equal(t, lo+1, window(10*time.Millisecond, true))
+	require.Equal(t, lo+2, window(10*time.Millisecond, true))
+	for range 50 {
+		window(10*time.Millisecond, true)
+	}
+	require.Equal(t, hi, l.current(lo, hi, target), "never above the ceiling")
+
+	// Too few samples make no window, however long it lasts.
+	l.observe(now.Add(time.Hour), time.Hour, lo, hi, target)
+	require.Equal(t, hi, l.current(lo, hi, target))
+
+	// Without a target the limit is the ceiling.
+	var fixed adaptiveLimit
+	fixed.observe(now, time.Hour, lo, hi, 0)
+	require.Equal(t, hi, fixed.current(lo, hi, 0))
 }

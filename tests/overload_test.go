@@ -231,6 +231,9 @@ func TestOverloadSlowWritePath(t *testing.T) {
 		DynamicConfig: map[dynamicconfig.Key]any{
 			dynamicconfig.AdmissionMaxInFlightPerShard.Key(): 4,
 			dynamicconfig.RegistrationAdmitRPS.Key():         20.0,
+			// Slowed, a write of a few rows takes tens of milliseconds: over this target,
+			// however busy the machine running the test.
+			dynamicconfig.AdmissionTargetLatency.Key(): "20ms",
 			// The fleet's calls have 2s deadlines (the SDK's have 10s): behind means 500ms.
 			dynamicconfig.ExpiryBrakeQueueDelay.Key(): "500ms",
 		},
@@ -280,6 +283,12 @@ func TestOverloadSlowWritePath(t *testing.T) {
 	}, 3*time.Minute, 100*time.Millisecond, "the flood was not refused, or the fleet could not beat")
 	t.Logf("flood: %d calls, %d refused with ResourceExhausted", floodCalls.Load(), exhausted.Load())
 	neverInactive(t, client, live)
+	// The host serves fewer calls at once while its writes are slow (the operator sees the
+	// adaptive limit fall below history.admissionMaxInFlightPerShard).
+	require.Eventually(t, func() bool {
+		limit, ok := metricLine(cluster.HTTPAddress(), metrics.AdmissionInFlightLimit.ExportedName()+" ")
+		return ok && limit < 4
+	}, time.Minute, 50*time.Millisecond, "the in-flight limit does not adapt")
 
 	// The slowdown ends and the flood stops: the backlog clears and the fleet carries on.
 	stopFlood()

@@ -473,7 +473,7 @@ func TestClusterWorkerReconnectingToAnotherHostIsCleared(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cleared := 0.0
 		for _, h := range hosts {
-			v, _ := scrapeMetric(t, h.HTTPAddress(), `vigil_worker_worker_suspicions{outcome="cleared"}`)
+			v, _ := scrapeMetric(t, h.HTTPAddress(), metrics.WorkerSuspicions.ExportedName()+`{outcome="cleared"}`)
 			cleared += v
 		}
 		return cleared >= 1

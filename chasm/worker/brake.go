@@ -19,8 +19,8 @@ import (
 // It only reads what it is told and its own memory, so the executor stays a pure task.
 type ExpiryBrake interface {
 	// Hold reports whether this expiry must wait; if held, the executor declines to run
-	// (chasm.DeferTask) and is offered again at recheck.
-	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time) (recheck time.Time, held bool)
+	// (chasm.DeferTask) and is offered again at recheck. lease is the worker's lease length.
+	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time, lease time.Duration) (recheck time.Time, held bool)
 }
 
 // LoadSignal tells the brake how far behind the host is (the host's admission control).
@@ -73,8 +73,13 @@ type BrakeStatus struct {
 // workers':
 //
 //   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
-//     slot (and history.expiryBrakeCooldown after they stop doing so, so that workers whose
-//     heartbeats were refused get one through);
+//     slot, or more than history.expiryBrakeRefusedShare of them are refused (LoadSignal
+//     folds both into one delay), and history.expiryBrakeCooldown after that stops, so that
+//     workers whose heartbeats were refused get one through); after that, no lease expires
+//     before a whole lease (the worker's own) has passed since the brake came off, as etcd
+//     refreshes leases after a leader change: a worker beating every 30 s whose beats were
+//     all refused needs up to an interval after the catch-up to get one through, and a
+//     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000;
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
 //     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
 //     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
@@ -94,6 +99,8 @@ type Brake struct {
 	behindOn    bool
 	behindSince time.Time
 	behindUntil time.Time
+	// behindOffAt is when the host last caught up (the behind rule came off).
+	behindOffAt time.Time
 	namespaces  map[string]*namespaceBrake
 
 	stop chan struct{}
@@ -132,7 +139,7 @@ func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally
 }
 
 // Hold implements ExpiryBrake.
-func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time) (time.Time, bool) {
+func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time, lease time.Duration) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ns := b.namespaceLocked(namespaceID, namespace)
@@ -151,6 +158,13 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 	recheck := b.recheckAfter(now)
 	c.held = true
 	if b.behindOn {
+		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+		return recheck, true
+	}
+	if !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)) {
+		// The host caught up less than a lease ago: the worker has not yet had a whole lease
+		// of normal service to get a heartbeat through. This holds for a lease that ran out
+		// after the catch-up too: its last beats may have been the ones refused.
 		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 		return recheck, true
 	}
@@ -306,8 +320,9 @@ func (b *Brake) evaluateBehindLocked(now time.Time) {
 	}
 	if b.behindOn && !now.Before(b.behindUntil) {
 		b.behindOn = false
+		b.behindOffAt = now
 		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(0)
-		b.logger.Info("expiry brake off: the server caught up, deferred lease expiries resume oldest first",
+		b.logger.Info("expiry brake off: the server caught up; the expiries it deferred resume, oldest first, once their workers have had a whole lease to beat",
 			zap.Duration("engaged-for", now.Sub(b.behindSince)))
 	}
 }

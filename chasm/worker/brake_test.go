@@ -162,13 +162,17 @@ func TestExpiryBrake(t *testing.T) {
 		require.True(t, st.Engaged)
 		require.Equal(t, []string{worker.BrakeReasonBehind}, st.Reasons)
 
-		// Caught up: after the cooldown the silent worker is found, the others are not.
+		// Caught up: the brake comes off after the cooldown (5s), but the silent worker's
+		// expiry, held while the host was behind, waits a whole lease (10s) more, as if its
+		// lease had been refreshed when the host caught up; then it is found, the others not.
 		b.load.delay.Store(0)
 		b.run(3*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "the cooldown gives delayed heartbeats time to land")
 		b.run(5*time.Second, keys[1:])
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+		require.Zero(t, b.inactive(keys), "a worker held while the host was behind gets a whole lease after it caught up")
+		b.run(10*time.Second, keys[1:])
 		require.Equal(t, 1, b.inactive(keys[:1]))
 		require.Zero(t, b.inactive(keys[1:]))
-		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 	})
 }

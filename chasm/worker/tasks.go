@@ -47,7 +47,7 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 		// is offered again at recheck. Once it does run, the transition below (or the re-arm
 		// above) makes the validator false as usual.
 		if recheck, held := e.brake.Hold(ctx.ExecutionKey().NamespaceID, w.Namespace, ctx.ExecutionKey().BusinessID,
-			deadline, ctx.Now()); held {
+			deadline, ctx.Now(), w.GetLeaseDuration().AsDuration()); held {
 			return chasm.DeferTask(recheck)
 		}
 	}

@@ -245,6 +245,9 @@ var (
 	// AdmissionQueuedBytes is the payload bytes of the calls waiting for a slot, host-wide.
 	AdmissionQueuedBytes = NewGaugeDef("admission_queued_bytes",
 		"Payload bytes of the history calls waiting for an admission slot on this host.")
+	// AdmissionInFlightLimit is the adaptive limit of calls history serves at once per shard.
+	AdmissionInFlightLimit = NewGaugeDef("admission_in_flight_limit",
+		"Calls history serves at once per shard: the adaptive limit (AIMD on write latency, between history.admissionMinInFlightPerShard and history.admissionMaxInFlightPerShard).")
 	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
 	AdmissionQueueDelay = NewTimerDef("admission_queue_delay",
 		"Time admitted history calls waited for their slot, by class (kind; registrationPacing for paced registrations).", TagKind).

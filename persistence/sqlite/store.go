@@ -47,6 +47,10 @@ type Config struct {
 	BusyTimeout time.Duration
 	// MaxReadConns defaults to max(MaxReadConnsDefault, GOMAXPROCS).
 	MaxReadConns int
+	// CheckpointInterval is how often a background connection copies the WAL into the
+	// database file (see checkpointer). Zero means CheckpointIntervalDefault; negative
+	// leaves checkpoints to SQLite, inside the commits on the write connection (as before).
+	CheckpointInterval time.Duration
 }
 
 // Store implements persistence.Store on one SQLite file.
@@ -65,6 +69,8 @@ type Store struct {
 	// (flushTaskDeletes); taskDeleteRounds counts those transactions, for tests.
 	taskDeletes      *combine.Combiner[struct{}, taskDeleteFn]
 	taskDeleteRounds atomic.Int64
+	// checkpoints copies the WAL into the database file off the write connection.
+	checkpoints *checkpointer
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -87,6 +93,9 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 	if cfg.MaxReadConns <= 0 {
 		cfg.MaxReadConns = max(MaxReadConnsDefault, runtime.GOMAXPROCS(0))
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = CheckpointIntervalDefault
 	}
 
 	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path))}
@@ -138,6 +147,29 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		_ = s.writeDB.Close()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", cfg.Path, err)
 	}
+
+	if cfg.CheckpointInterval < 0 {
+		return s, nil
+	}
+	ckptDB, err := sql.Open("sqlite", checkpointDSN(cfg))
+	if err == nil {
+		ckptDB.SetMaxOpenConns(1)
+		ckptDB.SetMaxIdleConns(1)
+		ckptDB.SetConnMaxLifetime(0)
+		ckptDB.SetConnMaxIdleTime(0)
+		if err = ckptDB.PingContext(ctx); err != nil {
+			_ = ckptDB.Close()
+		}
+	}
+	if err != nil {
+		_ = s.readDB.Close()
+		for _, st := range s.writeStmts {
+			_ = st.Close()
+		}
+		_ = s.writeDB.Close()
+		return nil, fmt.Errorf("sqlite: open %s for checkpoints: %w", cfg.Path, err)
+	}
+	s.checkpoints = startCheckpointer(ckptDB, cfg.CheckpointInterval, s.logger)
 	return s, nil
 }
 
@@ -146,12 +178,25 @@ func writeDSN(cfg Config) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
+	// The background checkpointer copies the WAL into the database file; a commit on this
+	// connection only appends to the WAL.
+	if cfg.CheckpointInterval >= 0 {
+		q.Add("_pragma", "wal_autocheckpoint(0)")
+	}
 	// Referential integrity is kept by the write path (a delete removes its dependents in the
 	// same transaction); foreign-key checks would add an index probe to every collection and
 	// task insert on the hot path.
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Set("_txlock", "immediate")
 	return cfg.Path + "?" + q.Encode()
+}
+
+func checkpointQuery(cfg Config) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "wal_autocheckpoint(0)")
+	return q.Encode()
 }
 
 func readDSN(cfg Config) string {
@@ -190,9 +235,14 @@ func describeOpenError(err error) error {
 	return err
 }
 
-// Close closes both connection pools. A write transaction in flight finishes first.
+// Close stops the checkpointer and closes the connection pools. A write transaction in flight
+// finishes first; the last connection to close checkpoints the WAL.
 func (s *Store) Close() error {
-	errs := []error{s.readDB.Close()}
+	var errs []error
+	if s.checkpoints != nil {
+		errs = append(errs, s.checkpoints.close())
+	}
+	errs = append(errs, s.readDB.Close())
 	for _, st := range s.writeStmts {
 		errs = append(errs, st.Close())
 	}

@@ -65,7 +65,11 @@ var (
 	// worker's activities, or dropping them, is then a few statements instead of one per entry.
 	qPutCollectionEntries    = writeQuery(putCollectionEntriesSQL(collectionChunk))
 	qDeleteCollectionEntries = writeQuery(deleteCollectionEntriesSQL(collectionChunk))
-	qDeleteSingletonTimer    = writeQuery(`DELETE FROM timer_tasks
+	// qMoveSingletonTimer replaces a singleton timer in place: its row and the two indexes on
+	// the execution keep their entries, only the queue's key (shard, time, task ID) and the
+	// payload change. A delete and an insert would rewrite the entries of all three indexes.
+	qMoveSingletonTimer = writeQuery(`UPDATE timer_tasks
+		SET shard_id = ?, visibility_time = ?, task_id = ?, payload = ?
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
 		AND task_type_id = ? AND singleton = 1`)
 	qInsertTimerTask = writeQuery(`INSERT INTO timer_tasks (shard_id, visibility_time, task_id, namespace_id, archetype_id,
@@ -434,15 +438,22 @@ func (b *batch) writeCollections(w *persistence.ExecutionWrite) error {
 func (b *batch) writeTasks(w *persistence.ExecutionWrite) error {
 	for _, t := range w.TimerTasks {
 		e := t.Execution
+		vis, _ := sqlcommon.TimeToNanos(t.VisibilityTime) // range checked by ValidateWrite
 		if t.Singleton {
-			// Replace in place: the previous singleton of this execution and type goes in the
-			// same transaction, so there is never more than one row.
-			if _, err := b.exec(qDeleteSingletonTimer,
-				e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID); err != nil {
+			// Replace in place: the previous singleton of this execution and type becomes this
+			// one in the same transaction, so there is never more than one row. A heartbeat
+			// moves its worker's lease timer this way: one row and one index entry rewritten.
+			res, err := b.exec(qMoveSingletonTimer, w.ShardID, vis, t.TaskID, sqlcommon.NonNil(t.Payload),
+				e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID, t.TaskTypeID)
+			if err != nil {
 				return fmt.Errorf("replace singleton timer task type %d: %w", t.TaskTypeID, err)
 			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("replace singleton timer task type %d: rows affected: %w", t.TaskTypeID, err)
+			} else if n == 1 {
+				continue
+			}
 		}
-		vis, _ := sqlcommon.TimeToNanos(t.VisibilityTime) // range checked by ValidateWrite
 		if _, err := b.exec(qInsertTimerTask,
 			w.ShardID, vis, t.TaskID, e.NamespaceID, e.ArchetypeID, e.BusinessID, e.RunID,
 			t.TaskTypeID, boolToInt(t.Singleton), sqlcommon.NonNil(t.Payload)); err != nil {
