@@ -31,6 +31,15 @@ re-dispatch of the same attempt, up to activity.redispatchMaxInterval.`,
 		RedispatchMaxIntervalDefault,
 		`Longest interval between two dispatches of one waiting activity attempt.`,
 	)
+	BindRegistrationWait = dynamicconfig.NewNamespaceDurationSetting(
+		"activity.bindRegistrationWait",
+		BindRegistrationWaitDefault,
+		`How long after an attempt started its worker may still register: an SDK worker polls
+before its first heartbeat lands, so a worker starting into a backlog gets tasks while it has
+no liveness record yet. Until then the attempt's bind is retried (after 250 ms, then doubling);
+after it, an attempt of a worker that never registered (its heartbeats are off) is left to its
+timeouts. 0 binds once.`,
+	)
 	CancelCommandMaxAttempts = dynamicconfig.NewNamespaceIntSetting(
 		"activity.cancelCommandMaxAttempts",
 		CancelCommandMaxAttemptsDefault,
@@ -51,6 +60,11 @@ const (
 	// waits after matching lost it, against the cost of re-queuing a long backlog.
 	RedispatchIntervalDefault    = time.Minute
 	RedispatchMaxIntervalDefault = 10 * time.Minute
+	// BindRegistrationWaitDefault covers an SDK worker's first heartbeat, sent as it starts,
+	// with room for a slow start on a loaded machine.
+	BindRegistrationWaitDefault = 10 * time.Second
+	// rebindFirstDelay is the first retry of a bind that found no worker.
+	rebindFirstDelay = 250 * time.Millisecond
 	// CancelCommandMaxAttemptsDefault bounds how often one command is retried.
 	CancelCommandMaxAttemptsDefault = 3
 )
@@ -65,6 +79,7 @@ type Config struct {
 	CancelCommandMaxAttempts func(namespace string) int
 	RedispatchInterval       func(namespace string) time.Duration
 	RedispatchMaxInterval    func(namespace string) time.Duration
+	BindRegistrationWait     func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -76,6 +91,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		CancelCommandMaxAttempts: CancelCommandMaxAttempts.Get(dc),
 		RedispatchInterval:       RedispatchInterval.Get(dc),
 		RedispatchMaxInterval:    RedispatchMaxInterval.Get(dc),
+		BindRegistrationWait:     BindRegistrationWait.Get(dc),
 	}
 }
 

@@ -56,6 +56,7 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 			&ScheduleToCloseTimeoutTaskExecutor{scope: l.scope, logger: l.logger}),
 		chasm.NewRegistrableSideEffectTask("bind",
 			&BindTaskExecutor{binder: l.binder, config: l.config, scope: l.scope, logger: l.logger}),
+		chasm.NewRegistrablePureTask("rebind", &RebindTaskExecutor{}),
 		chasm.NewRegistrableSideEffectTask("unbind",
 			&UnbindTaskExecutor{binder: l.binder, logger: l.logger}),
 		chasm.NewRegistrableSideEffectTask("cancelCommand",

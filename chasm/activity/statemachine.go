@@ -190,6 +190,7 @@ var (
 			if hb := a.HeartbeatTimeout.AsDuration(); hb > 0 {
 				ctx.AddTask(chasm.TaskAttributes{ScheduledTime: now.Add(hb)}, &activitypb.HeartbeatTimeoutTask{Stamp: a.Stamp})
 			}
+			a.RebindTime = nil // a wait of an earlier attempt's bind
 			if ev.WorkerInstanceKey != "" {
 				ctx.AddTask(chasm.TaskAttributes{Destination: ev.WorkerDestination},
 					&activitypb.BindTask{Stamp: a.Stamp, WorkerInstanceKey: ev.WorkerInstanceKey})
@@ -440,6 +441,7 @@ func rebind(a *Activity, ctx chasm.MutableContext) {
 	}
 	a.BindCheckedStamp = a.Stamp - 1
 	a.BoundStamp = 0
+	a.RebindTime = nil
 	ctx.AddTask(chasm.TaskAttributes{Destination: a.WorkerDestination},
 		&activitypb.BindTask{Stamp: a.Stamp, WorkerInstanceKey: a.WorkerInstanceKey})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
@@ -190,9 +191,10 @@ type BindTaskExecutor struct {
 	logger *zap.Logger
 }
 
-// Validate holds while the attempt runs and its bind has not been answered.
+// Validate holds while the attempt runs and its bind has not been answered, nor put off until
+// its worker registers (RebindTask then adds another BindTask; binds are idempotent).
 func (e *BindTaskExecutor) Validate(_ chasm.Context, a *Activity, _ chasm.TaskAttributes, t *activitypb.BindTask) (bool, error) {
-	return a.Status == statusStarted && a.Stamp == t.Stamp && a.BindCheckedStamp < t.Stamp, nil
+	return a.Status == statusStarted && a.Stamp == t.Stamp && a.BindCheckedStamp < t.Stamp && a.RebindTime == nil, nil
 }
 
 // Execute binds, then acts on the answer. The attempt may have ended meanwhile; a binding made
@@ -216,7 +218,18 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 			}
 			return struct{}{}, nil
 		}
+		if outcome == BindOutcomeWorkerUnknown {
+			if at, ok := e.rebindAt(mctx, a); ok {
+				// The worker has not registered yet: its poll came before its first heartbeat
+				// (a worker starting into a backlog). Bind again once it has, or its death
+				// would leave the attempt to its timeouts.
+				a.RebindTime = timestamppb.New(at)
+				mctx.AddTask(chasm.TaskAttributes{ScheduledTime: at}, &activitypb.RebindTask{Stamp: t.Stamp})
+				return struct{}{}, nil
+			}
+		}
 		a.BindCheckedStamp = t.Stamp
+		a.RebindTime = nil
 		switch outcome {
 		case BindOutcomeBound:
 			a.BoundStamp = t.Stamp
@@ -236,6 +249,43 @@ func (e *BindTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, 
 		e.logger.Info("attempt bound to an inactive worker: taken back",
 			tag.BusinessID(ref.Key.BusinessID), tag.RunID(ref.Key.RunID), tag.WorkerID(t.WorkerInstanceKey), zap.String("outcome", lost.String()))
 	}
+	return nil
+}
+
+// rebindAt is when to bind the current attempt again after its worker was unknown, and false
+// once the worker has had activity.bindRegistrationWait since the attempt started to register:
+// a worker whose heartbeats are off never does. The waits double: 250 ms, then the time since
+// the start.
+func (e *BindTaskExecutor) rebindAt(ctx chasm.Context, a *Activity) (time.Time, bool) {
+	if a.StartedTime == nil {
+		return time.Time{}, false
+	}
+	now, started := ctx.Now(), a.StartedTime.AsTime()
+	until := started.Add(e.config.BindRegistrationWait(a.Namespace))
+	if !now.Before(until) {
+		return time.Time{}, false
+	}
+	at := now.Add(max(rebindFirstDelay, now.Sub(started)))
+	if at.After(until) {
+		at = until
+	}
+	return at, true
+}
+
+// RebindTaskExecutor binds the attempt again once its worker may have registered.
+type RebindTaskExecutor struct{}
+
+// Validate holds while the attempt runs unbound and this is its pending rebind.
+func (e *RebindTaskExecutor) Validate(_ chasm.Context, a *Activity, attrs chasm.TaskAttributes, t *activitypb.RebindTask) (bool, error) {
+	return a.Status == statusStarted && a.Stamp == t.Stamp && a.BindCheckedStamp < t.Stamp &&
+		a.RebindTime != nil && a.RebindTime.AsTime().Equal(attrs.ScheduledTime), nil
+}
+
+// Execute adds the BindTask.
+func (e *RebindTaskExecutor) Execute(ctx chasm.MutableContext, a *Activity, _ chasm.TaskAttributes, t *activitypb.RebindTask) error {
+	a.RebindTime = nil
+	ctx.AddTask(chasm.TaskAttributes{Destination: a.WorkerDestination},
+		&activitypb.BindTask{Stamp: t.Stamp, WorkerInstanceKey: a.WorkerInstanceKey})
 	return nil
 }
 

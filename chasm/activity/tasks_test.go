@@ -256,15 +256,45 @@ func TestBind(t *testing.T) {
 		requireNotFound(t, b.complete(task.TaskToken, "from the expired worker"))
 	})
 
-	t.Run("WorkerUnknownLeavesTheAttemptToItsTimeouts", func(t *testing.T) {
+	// An SDK worker polls before its first heartbeat lands: a worker starting into a backlog
+	// gets a task while it has no liveness record yet. Once it registers, the attempt is
+	// bound, so its death reschedules it.
+	t.Run("WorkerThatRegistersAfterItsPollIsBound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.binder.answer(activity.BindOutcomeWorkerUnknown)
+		b.startAndPoll("a1")
+		s := b.describe("a1")
+		require.Zero(t, s.BindCheckedStamp, "the bind waits for the worker")
+		require.Equal(t, 1, b.pendingOfType("rebind"))
+
+		b.binder.answer(activity.BindOutcomeBound) // its first heartbeat landed
+		b.engine.AdvanceTime(250 * time.Millisecond)
+		b.runSideEffects()
+		s = b.describe("a1")
+		require.EqualValues(t, 1, s.BoundStamp)
+		require.Nil(t, s.RebindTime)
+		require.Zero(t, b.pendingOfType("rebind"))
+		binds, _ := b.binder.calls()
+		require.Len(t, binds, 2)
+	})
+
+	t.Run("WorkerThatNeverRegistersIsLeftToItsTimeouts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.binder.answer(activity.BindOutcomeWorkerUnknown) // its heartbeats are off
 		task := b.startAndPoll("a1")
+		for range 12 {
+			b.engine.AdvanceTime(time.Second)
+			b.runSideEffects()
+		}
 		s := b.describe("a1")
 		require.Equal(t, activitypb.ActivityStatus_ACTIVITY_STATUS_STARTED, s.Status)
 		require.Zero(t, s.BoundStamp)
-		require.EqualValues(t, 1, s.BindCheckedStamp)
+		require.EqualValues(t, 1, s.BindCheckedStamp, "given up after activity.bindRegistrationWait")
+		require.Zero(t, b.pendingOfType("rebind"))
+		binds, _ := b.binder.calls()
+		require.LessOrEqual(t, len(binds), 7, "the retries back off")
 		require.NoError(t, b.complete(task.TaskToken, "ok"))
 		require.Zero(t, b.pendingOfType("unbind"))
 	})

@@ -162,7 +162,10 @@ type ActivityState struct {
 	// The stamp whose BindTask has run (whatever its outcome).
 	BindCheckedStamp int64 `protobuf:"varint,41,opt,name=bind_checked_stamp,json=bindCheckedStamp,proto3" json:"bind_checked_stamp,omitempty"`
 	// The stamp that is bound to worker_instance_key (the worker answered BOUND).
-	BoundStamp            int64                   `protobuf:"varint,42,opt,name=bound_stamp,json=boundStamp,proto3" json:"bound_stamp,omitempty"`
+	BoundStamp int64 `protobuf:"varint,42,opt,name=bound_stamp,json=boundStamp,proto3" json:"bound_stamp,omitempty"`
+	// Set while the bind waits for the worker to register: it answered WORKER_UNKNOWN (the
+	// attempt reached its poll before its first heartbeat did), and RebindTask binds again then.
+	RebindTime            *timestamppb.Timestamp  `protobuf:"bytes,47,opt,name=rebind_time,json=rebindTime,proto3" json:"rebind_time,omitempty"`
 	PendingUnbinds        []*PendingUnbind        `protobuf:"bytes,43,rep,name=pending_unbinds,json=pendingUnbinds,proto3" json:"pending_unbinds,omitempty"`
 	PendingCancelCommands []*PendingCancelCommand `protobuf:"bytes,44,rep,name=pending_cancel_commands,json=pendingCancelCommands,proto3" json:"pending_cancel_commands,omitempty"`
 	// Matching keeps tasks in memory only: while the attempt waits, it is queued again at
@@ -461,6 +464,13 @@ func (x *ActivityState) GetBoundStamp() int64 {
 		return x.BoundStamp
 	}
 	return 0
+}
+
+func (x *ActivityState) GetRebindTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RebindTime
+	}
+	return nil
 }
 
 func (x *ActivityState) GetPendingUnbinds() []*PendingUnbind {
@@ -1282,6 +1292,53 @@ func (x *BindTask) GetWorkerInstanceKey() string {
 	return ""
 }
 
+// RebindTask binds the started attempt again, at rebind_time: its worker had no liveness record
+// yet when the attempt was bound (the SDK polls before its first heartbeat lands). Timer. Valid
+// while STARTED with this stamp, not yet bound, and rebind_time equal to the task's time.
+type RebindTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stamp         int64                  `protobuf:"varint,1,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebindTask) Reset() {
+	*x = RebindTask{}
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebindTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebindTask) ProtoMessage() {}
+
+func (x *RebindTask) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebindTask.ProtoReflect.Descriptor instead.
+func (*RebindTask) Descriptor() ([]byte, []int) {
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RebindTask) GetStamp() int64 {
+	if x != nil {
+		return x.Stamp
+	}
+	return 0
+}
+
 // UnbindTask removes an ended attempt's binding from its worker. Side effect. Valid while the
 // (worker, stamp) pair is in pending_unbinds.
 type UnbindTask struct {
@@ -1294,7 +1351,7 @@ type UnbindTask struct {
 
 func (x *UnbindTask) Reset() {
 	*x = UnbindTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1363,7 @@ func (x *UnbindTask) String() string {
 func (*UnbindTask) ProtoMessage() {}
 
 func (x *UnbindTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[13]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1376,7 @@ func (x *UnbindTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbindTask.ProtoReflect.Descriptor instead.
 func (*UnbindTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnbindTask) GetWorkerInstanceKey() string {
@@ -1349,7 +1406,7 @@ type CancelCommandTask struct {
 
 func (x *CancelCommandTask) Reset() {
 	*x = CancelCommandTask{}
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1418,7 @@ func (x *CancelCommandTask) String() string {
 func (*CancelCommandTask) ProtoMessage() {}
 
 func (x *CancelCommandTask) ProtoReflect() protoreflect.Message {
-	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[14]
+	mi := &file_chasm_activity_proto_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1431,7 @@ func (x *CancelCommandTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCommandTask.ProtoReflect.Descriptor instead.
 func (*CancelCommandTask) Descriptor() ([]byte, []int) {
-	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_chasm_activity_proto_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelCommandTask) GetStamp() int64 {
@@ -1402,7 +1459,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\x17\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x85\x18\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1441,7 +1498,9 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x10dispatched_stamp\x18( \x01(\x03R\x0fdispatchedStamp\x12,\n" +
 	"\x12bind_checked_stamp\x18) \x01(\x03R\x10bindCheckedStamp\x12\x1f\n" +
 	"\vbound_stamp\x18* \x01(\x03R\n" +
-	"boundStamp\x12I\n" +
+	"boundStamp\x12;\n" +
+	"\vrebind_time\x18/ \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"rebindTime\x12I\n" +
 	"\x0fpending_unbinds\x18+ \x03(\v2 .vigil.activity.v1.PendingUnbindR\x0ependingUnbinds\x12_\n" +
 	"\x17pending_cancel_commands\x18, \x03(\v2'.vigil.activity.v1.PendingCancelCommandR\x15pendingCancelCommands\x12C\n" +
 	"\x0fredispatch_time\x18- \x01(\v2\x1a.google.protobuf.TimestampR\x0eredispatchTime\x12%\n" +
@@ -1503,7 +1562,10 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x1aScheduleToCloseTimeoutTask\"P\n" +
 	"\bBindTask\x12\x14\n" +
 	"\x05stamp\x18\x01 \x01(\x03R\x05stamp\x12.\n" +
-	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\"R\n" +
+	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\"\"\n" +
+	"\n" +
+	"RebindTask\x12\x14\n" +
+	"\x05stamp\x18\x01 \x01(\x03R\x05stamp\"R\n" +
 	"\n" +
 	"UnbindTask\x12.\n" +
 	"\x13worker_instance_key\x18\x01 \x01(\tR\x11workerInstanceKey\x12\x14\n" +
@@ -1537,7 +1599,7 @@ func file_chasm_activity_proto_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_activity_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_chasm_activity_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_chasm_activity_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_chasm_activity_proto_v1_state_proto_goTypes = []any{
 	(ActivityStatus)(0),                // 0: vigil.activity.v1.ActivityStatus
 	(*ActivityState)(nil),              // 1: vigil.activity.v1.ActivityState
@@ -1553,53 +1615,55 @@ var file_chasm_activity_proto_v1_state_proto_goTypes = []any{
 	(*HeartbeatTimeoutTask)(nil),       // 11: vigil.activity.v1.HeartbeatTimeoutTask
 	(*ScheduleToCloseTimeoutTask)(nil), // 12: vigil.activity.v1.ScheduleToCloseTimeoutTask
 	(*BindTask)(nil),                   // 13: vigil.activity.v1.BindTask
-	(*UnbindTask)(nil),                 // 14: vigil.activity.v1.UnbindTask
-	(*CancelCommandTask)(nil),          // 15: vigil.activity.v1.CancelCommandTask
-	(*v1.ActivityType)(nil),            // 16: temporal.api.common.v1.ActivityType
-	(*v1.Payloads)(nil),                // 17: temporal.api.common.v1.Payloads
-	(*v1.Header)(nil),                  // 18: temporal.api.common.v1.Header
-	(*durationpb.Duration)(nil),        // 19: google.protobuf.Duration
-	(*v1.RetryPolicy)(nil),             // 20: temporal.api.common.v1.RetryPolicy
-	(*timestamppb.Timestamp)(nil),      // 21: google.protobuf.Timestamp
-	(*v1.Priority)(nil),                // 22: temporal.api.common.v1.Priority
-	(*v11.Failure)(nil),                // 23: temporal.api.failure.v1.Failure
-	(*v12.ActivityOptions)(nil),        // 24: temporal.api.activity.v1.ActivityOptions
+	(*RebindTask)(nil),                 // 14: vigil.activity.v1.RebindTask
+	(*UnbindTask)(nil),                 // 15: vigil.activity.v1.UnbindTask
+	(*CancelCommandTask)(nil),          // 16: vigil.activity.v1.CancelCommandTask
+	(*v1.ActivityType)(nil),            // 17: temporal.api.common.v1.ActivityType
+	(*v1.Payloads)(nil),                // 18: temporal.api.common.v1.Payloads
+	(*v1.Header)(nil),                  // 19: temporal.api.common.v1.Header
+	(*durationpb.Duration)(nil),        // 20: google.protobuf.Duration
+	(*v1.RetryPolicy)(nil),             // 21: temporal.api.common.v1.RetryPolicy
+	(*timestamppb.Timestamp)(nil),      // 22: google.protobuf.Timestamp
+	(*v1.Priority)(nil),                // 23: temporal.api.common.v1.Priority
+	(*v11.Failure)(nil),                // 24: temporal.api.failure.v1.Failure
+	(*v12.ActivityOptions)(nil),        // 25: temporal.api.activity.v1.ActivityOptions
 }
 var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.activity.v1.ActivityState.status:type_name -> vigil.activity.v1.ActivityStatus
-	16, // 1: vigil.activity.v1.ActivityState.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	17, // 2: vigil.activity.v1.ActivityState.input:type_name -> temporal.api.common.v1.Payloads
-	18, // 3: vigil.activity.v1.ActivityState.header:type_name -> temporal.api.common.v1.Header
-	19, // 4: vigil.activity.v1.ActivityState.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 5: vigil.activity.v1.ActivityState.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	19, // 6: vigil.activity.v1.ActivityState.start_to_close_timeout:type_name -> google.protobuf.Duration
-	19, // 7: vigil.activity.v1.ActivityState.heartbeat_timeout:type_name -> google.protobuf.Duration
-	20, // 8: vigil.activity.v1.ActivityState.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	21, // 9: vigil.activity.v1.ActivityState.schedule_time:type_name -> google.protobuf.Timestamp
-	22, // 10: vigil.activity.v1.ActivityState.priority:type_name -> temporal.api.common.v1.Priority
-	21, // 11: vigil.activity.v1.ActivityState.expiration_time:type_name -> google.protobuf.Timestamp
-	21, // 12: vigil.activity.v1.ActivityState.attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	21, // 13: vigil.activity.v1.ActivityState.started_time:type_name -> google.protobuf.Timestamp
-	21, // 14: vigil.activity.v1.ActivityState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	17, // 15: vigil.activity.v1.ActivityState.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	23, // 16: vigil.activity.v1.ActivityState.last_failure:type_name -> temporal.api.failure.v1.Failure
-	21, // 17: vigil.activity.v1.ActivityState.rescheduled_time:type_name -> google.protobuf.Timestamp
-	4,  // 18: vigil.activity.v1.ActivityState.pending_unbinds:type_name -> vigil.activity.v1.PendingUnbind
-	5,  // 19: vigil.activity.v1.ActivityState.pending_cancel_commands:type_name -> vigil.activity.v1.PendingCancelCommand
-	21, // 20: vigil.activity.v1.ActivityState.redispatch_time:type_name -> google.protobuf.Timestamp
-	2,  // 21: vigil.activity.v1.ActivityState.pause:type_name -> vigil.activity.v1.ActivityPauseInfo
-	24, // 22: vigil.activity.v1.ActivityState.original_options:type_name -> temporal.api.activity.v1.ActivityOptions
-	21, // 23: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
-	3,  // 24: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	21, // 25: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	21, // 26: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	17, // 27: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	23, // 28: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	17, // 1: vigil.activity.v1.ActivityState.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	18, // 2: vigil.activity.v1.ActivityState.input:type_name -> temporal.api.common.v1.Payloads
+	19, // 3: vigil.activity.v1.ActivityState.header:type_name -> temporal.api.common.v1.Header
+	20, // 4: vigil.activity.v1.ActivityState.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	20, // 5: vigil.activity.v1.ActivityState.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	20, // 6: vigil.activity.v1.ActivityState.start_to_close_timeout:type_name -> google.protobuf.Duration
+	20, // 7: vigil.activity.v1.ActivityState.heartbeat_timeout:type_name -> google.protobuf.Duration
+	21, // 8: vigil.activity.v1.ActivityState.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	22, // 9: vigil.activity.v1.ActivityState.schedule_time:type_name -> google.protobuf.Timestamp
+	23, // 10: vigil.activity.v1.ActivityState.priority:type_name -> temporal.api.common.v1.Priority
+	22, // 11: vigil.activity.v1.ActivityState.expiration_time:type_name -> google.protobuf.Timestamp
+	22, // 12: vigil.activity.v1.ActivityState.attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	22, // 13: vigil.activity.v1.ActivityState.started_time:type_name -> google.protobuf.Timestamp
+	22, // 14: vigil.activity.v1.ActivityState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	18, // 15: vigil.activity.v1.ActivityState.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	24, // 16: vigil.activity.v1.ActivityState.last_failure:type_name -> temporal.api.failure.v1.Failure
+	22, // 17: vigil.activity.v1.ActivityState.rescheduled_time:type_name -> google.protobuf.Timestamp
+	22, // 18: vigil.activity.v1.ActivityState.rebind_time:type_name -> google.protobuf.Timestamp
+	4,  // 19: vigil.activity.v1.ActivityState.pending_unbinds:type_name -> vigil.activity.v1.PendingUnbind
+	5,  // 20: vigil.activity.v1.ActivityState.pending_cancel_commands:type_name -> vigil.activity.v1.PendingCancelCommand
+	22, // 21: vigil.activity.v1.ActivityState.redispatch_time:type_name -> google.protobuf.Timestamp
+	2,  // 22: vigil.activity.v1.ActivityState.pause:type_name -> vigil.activity.v1.ActivityPauseInfo
+	25, // 23: vigil.activity.v1.ActivityState.original_options:type_name -> temporal.api.activity.v1.ActivityOptions
+	22, // 24: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
+	3,  // 25: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	22, // 26: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
+	22, // 27: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	18, // 28: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	24, // 29: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
@@ -1617,7 +1681,7 @@ func file_chasm_activity_proto_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_activity_proto_v1_state_proto_rawDesc), len(file_chasm_activity_proto_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
