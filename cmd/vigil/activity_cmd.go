@@ -142,16 +142,32 @@ func activityDescribe(args []string, stdout, stderr io.Writer) int {
 }
 
 func activityCancel(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil activity cancel", flag.ContinueOnError)
+	return activityRunCommand("cancel", "why; the worker sees it", args, stdout, stderr,
+		func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error) {
+			_, err := c.RequestCancelActivityExecution(ctx, &workflowservice.RequestCancelActivityExecutionRequest{
+				Namespace: namespace, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
+				RequestId: uuid.NewString(),
+			})
+			// A waiting activity is canceled at once; a running one when its worker acknowledges.
+			return fmt.Sprintf("cancellation of activity %s requested", id), err
+		})
+}
+
+// activityRunCommand runs a command on one run of an activity (ID, --run-id, --reason) and
+// prints what call answers.
+func activityRunCommand(verb, reasonHelp string, args []string, stdout, stderr io.Writer,
+	call func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error),
+) int {
+	fs := flag.NewFlagSet("vigil activity "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
-	runID := fs.String("run-id", "", "the run to cancel (default: the latest)")
-	reason := fs.String("reason", "", "why; the worker sees it")
+	runID := fs.String("run-id", "", "the run to "+verb+" (default: the latest)")
+	reason := fs.String("reason", "", reasonHelp)
 	if err := fs.Parse(reorder(args)); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: vigil activity cancel ACTIVITY_ID [--run-id ID] [--reason R] [--namespace NS] [--address HOST:PORT]")
+		fmt.Fprintf(stderr, "usage: vigil activity %s ACTIVITY_ID [--run-id ID] [--reason R] [--namespace NS] [--address HOST:PORT]\n", verb)
 		return 2
 	}
 	conn, err := cf.conn()
@@ -162,16 +178,12 @@ func activityCancel(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = workflowservice.NewWorkflowServiceClient(conn).RequestCancelActivityExecution(ctx, &workflowservice.RequestCancelActivityExecutionRequest{
-		Namespace: *cf.namespace, ActivityId: fs.Arg(0), RunId: *runID, Reason: *reason, Identity: "vigil-cli",
-		RequestId: uuid.NewString(),
-	})
+	done, err := call(ctx, workflowservice.NewWorkflowServiceClient(conn), *cf.namespace, fs.Arg(0), *runID, *reason)
 	if err != nil {
 		fmt.Fprintln(stderr, "vigil:", err)
 		return 1
 	}
-	// A waiting activity is canceled at once; a running one when its worker acknowledges.
-	fmt.Fprintf(stdout, "cancellation of activity %s requested\n", fs.Arg(0))
+	fmt.Fprintln(stdout, done)
 	return 0
 }
 
@@ -221,33 +233,11 @@ func activityList(args []string, stdout, stderr io.Writer) int {
 }
 
 func activityTerminate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil activity terminate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	runID := fs.String("run-id", "", "the run to terminate (default: the latest)")
-	reason := fs.String("reason", "", "why; recorded in the activity's outcome")
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: vigil activity terminate ACTIVITY_ID [--run-id ID] [--reason R] [--namespace NS] [--address HOST:PORT]")
-		return 2
-	}
-	conn, err := cf.conn()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = workflowservice.NewWorkflowServiceClient(conn).TerminateActivityExecution(ctx, &workflowservice.TerminateActivityExecutionRequest{
-		Namespace: *cf.namespace, ActivityId: fs.Arg(0), RunId: *runID, Reason: *reason, Identity: "vigil-cli",
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "activity %s terminated\n", fs.Arg(0))
-	return 0
+	return activityRunCommand("terminate", "why; recorded in the activity's outcome", args, stdout, stderr,
+		func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error) {
+			_, err := c.TerminateActivityExecution(ctx, &workflowservice.TerminateActivityExecutionRequest{
+				Namespace: namespace, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
+			})
+			return fmt.Sprintf("activity %s terminated", id), err
+		})
 }
