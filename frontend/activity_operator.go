@@ -67,17 +67,27 @@ func (h *WorkflowHandler) PauseActivity(ctx context.Context, req *workflowservic
 }
 
 func (h *WorkflowHandler) pause(ctx context.Context, namespaceName, workflowID, id, runID, identity, reason, requestID string) error {
-	if err := firstError(requireNamespace(namespaceName), standaloneActivity(workflowID, id), activityID(id)); err != nil {
-		return err
-	}
-	ns, err := h.deps.Namespaces.GetByName(namespaceName)
+	namespaceID, err := h.operatorTarget(namespaceName, workflowID, id)
 	if err != nil {
 		return err
 	}
 	_, err = h.deps.History.PauseActivity(ctx, &activitypb.PauseActivityRequest{
-		NamespaceId: ns.ID, ActivityId: id, RunId: runID, Identity: identity, Reason: reason, RequestId: requestID,
+		NamespaceId: namespaceID, ActivityId: id, RunId: runID, Identity: identity, Reason: reason, RequestId: requestID,
 	})
 	return err
+}
+
+// operatorTarget checks the standalone activity an operator command names and returns its
+// namespace's ID.
+func (h *WorkflowHandler) operatorTarget(namespaceName, workflowID, id string) (string, error) {
+	if err := firstError(requireNamespace(namespaceName), standaloneActivity(workflowID, id), activityID(id)); err != nil {
+		return "", err
+	}
+	ns, err := h.deps.Namespaces.GetByName(namespaceName)
+	if err != nil {
+		return "", err
+	}
+	return ns.ID, nil
 }
 
 // UnpauseActivityExecution lifts the pause of a standalone activity.
@@ -110,18 +120,14 @@ func (h *WorkflowHandler) UnpauseActivity(ctx context.Context, req *workflowserv
 }
 
 func (h *WorkflowHandler) unpause(ctx context.Context, namespaceName, workflowID, id string, req *activitypb.UnpauseActivityRequest, jitter *durationpb.Duration) error {
-	if err := firstError(requireNamespace(namespaceName), standaloneActivity(workflowID, id), activityID(id)); err != nil {
-		return err
-	}
-	delay, err := jitterDelay(jitter)
+	namespaceID, err := h.operatorTarget(namespaceName, workflowID, id)
 	if err != nil {
 		return err
 	}
-	ns, err := h.deps.Namespaces.GetByName(namespaceName)
-	if err != nil {
+	if req.JitterDelay, err = jitterDelay(jitter); err != nil {
 		return err
 	}
-	req.NamespaceId, req.ActivityId, req.JitterDelay = ns.ID, id, delay
+	req.NamespaceId, req.ActivityId = namespaceID, id
 	_, err = h.deps.History.UnpauseActivity(ctx, req)
 	return err
 }
@@ -157,18 +163,14 @@ func (h *WorkflowHandler) ResetActivity(ctx context.Context, req *workflowservic
 }
 
 func (h *WorkflowHandler) reset(ctx context.Context, namespaceName, workflowID, id string, req *activitypb.ResetActivityRequest, jitter *durationpb.Duration) error {
-	if err := firstError(requireNamespace(namespaceName), standaloneActivity(workflowID, id), activityID(id)); err != nil {
-		return err
-	}
-	delay, err := jitterDelay(jitter)
+	namespaceID, err := h.operatorTarget(namespaceName, workflowID, id)
 	if err != nil {
 		return err
 	}
-	ns, err := h.deps.Namespaces.GetByName(namespaceName)
-	if err != nil {
+	if req.JitterDelay, err = jitterDelay(jitter); err != nil {
 		return err
 	}
-	req.NamespaceId, req.ActivityId, req.JitterDelay = ns.ID, id, delay
+	req.NamespaceId, req.ActivityId = namespaceID, id
 	_, err = h.deps.History.ResetActivity(ctx, req)
 	return err
 }
@@ -206,14 +208,11 @@ func (h *WorkflowHandler) UpdateActivityOptions(ctx context.Context, req *workfl
 }
 
 func (h *WorkflowHandler) updateOptions(ctx context.Context, namespaceName, workflowID, id string, req *activitypb.UpdateActivityOptionsRequest) (*activitypb.UpdateActivityOptionsResponse, error) {
-	if err := firstError(requireNamespace(namespaceName), standaloneActivity(workflowID, id), activityID(id)); err != nil {
-		return nil, err
-	}
-	ns, err := h.deps.Namespaces.GetByName(namespaceName)
+	namespaceID, err := h.operatorTarget(namespaceName, workflowID, id)
 	if err != nil {
 		return nil, err
 	}
-	req.NamespaceId, req.ActivityId = ns.ID, id
+	req.NamespaceId, req.ActivityId = namespaceID, id
 	return h.deps.History.UpdateActivityOptions(ctx, req)
 }
 
