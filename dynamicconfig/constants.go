@@ -230,9 +230,9 @@ than its worker. 0 disables this trigger.`,
 	ExpiryBrakeRefusedShare = NewGlobalFloatSetting(
 		"history.expiryBrakeRefusedShare",
 		0.01,
-		`Share of recent heartbeats (about the last 200) refused with ResourceExhausted or dropped
-past their deadline above which the host counts as behind for history.expiryBrakeQueueDelay,
-as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
+		`Share of the heartbeats of the last 5 seconds refused with ResourceExhausted or dropped
+past their deadline (at least 5 of them) above which the host counts as behind for
+history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
 three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(

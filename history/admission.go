@@ -102,14 +102,29 @@ type Admission struct {
 	regRate      float64
 	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
 	hbDelayAt    time.Time
-	// hbRefused is the share of recent heartbeats refused or dropped, smoothed over about
-	// the last 200; hbLost is the smoothed wait those would have needed (at least what was
-	// left of their deadline).
-	hbRefused float64
-	hbLost    time.Duration
+	// hbCounts counts the heartbeats served and refused (or dropped) in each of the last
+	// refusalWindow seconds; hbLost is the smoothed wait the refused would have needed (at
+	// least what was left of their deadline).
+	hbCounts [refusalWindow]heartbeatCount
+	hbLost   time.Duration
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
+}
+
+// refusalWindow is how many seconds of heartbeats the refused share is taken over, and
+// refusalsBehindMin how many refusals in them it takes at least: a share over a few hundred
+// heartbeats (a fraction of a second in a large fleet) turned a passing burst of refusals into
+// "behind", and every catch-up after it held expiries for another lease.
+const (
+	refusalWindow     = 5
+	refusalsBehindMin = 5
+)
+
+// heartbeatCount is one second's heartbeats.
+type heartbeatCount struct {
+	second          int64
+	served, refused int
 }
 
 type gate struct {
@@ -167,7 +182,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		return nil, exhausted("history is serving heartbeats first; retry the read later")
 	}
 	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
-		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, 0))
+		a.stillBehindLocked(class, 0, a.lostWait(now, deadline, hasDeadline, 0))
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
@@ -183,7 +198,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		// A heartbeat refused here is as lost as one that waited out its deadline: count it
 		// so for the host's delay measure, which the expiry brake reads.
-		a.stillBehindLocked(class, a.lostWait(now, deadline, hasDeadline, wait))
+		a.stillBehindLocked(class, wait, a.lostWait(now, deadline, hasDeadline, wait))
 		a.mu.Unlock()
 		a.count(metrics.AdmissionShed, class)
 		return nil, exhausted(fmt.Sprintf("history shard %d is behind: about %v of work queued ahead of this call; retry later",
@@ -203,7 +218,8 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		a.mu.Lock()
 		if !w.granted {
 			a.removeWaiterLocked(g, w)
-			a.stillBehindLocked(class, a.ts.Now().Sub(w.enqueued))
+			waited := a.ts.Now().Sub(w.enqueued)
+			a.stillBehindLocked(class, waited, waited)
 			a.mu.Unlock()
 			a.updateQueuedGauges()
 			a.count(metrics.AdmissionDropped, class)
@@ -241,13 +257,16 @@ func (a *Admission) HeartbeatQueueDelay() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// A delay measured long ago says nothing about now: it halves every second without news.
-	elapsed := a.ts.Now().Sub(a.hbDelayAt)
-	d, refused, lost := a.hbQueueDelay, a.hbRefused, a.hbLost
-	for i := time.Duration(0); i < elapsed/time.Second && (d > 0 || refused > 0); i++ {
-		d, refused, lost = d/2, refused/2, lost/2
+	now := a.ts.Now()
+	elapsed := now.Sub(a.hbDelayAt)
+	d := a.hbQueueDelay
+	for i := time.Duration(0); i < elapsed/time.Second && d > 0; i++ {
+		d /= 2
 	}
-	if share := a.cfg.RefusedShareBehind(); share > 0 && refused > share {
-		d = max(d, lost)
+	if share := a.cfg.RefusedShareBehind(); share > 0 {
+		if refused, total := a.heartbeatsLocked(now); refused >= refusalsBehindMin && float64(refused) > share*float64(total) {
+			d = max(d, a.hbLost)
+		}
 	}
 	if a.queuedByCls[ClassHeartbeat] == 0 && elapsed > time.Second {
 		return d
@@ -282,19 +301,51 @@ func (a *Admission) oldestHeartbeatWaitLocked() time.Duration {
 	return oldest
 }
 
-// stillBehindLocked records a heartbeat refused because the host is behind: it counts as a
-// heartbeat that took wait (its estimated wait), and in any case keeps the measure from
-// decaying. Without it, a host that refuses every heartbeat would look idle, and caught up.
-func (a *Admission) stillBehindLocked(class AdmissionClass, wait time.Duration) {
+// stillBehindLocked records a heartbeat refused or dropped because the host is behind: it
+// counts as a heartbeat that waited wait (its estimated or actual wait), and in any case keeps
+// the measure from decaying; without it, a host that refuses every heartbeat would look idle,
+// and caught up. lost (at least what was left of its deadline) is what it counts for while
+// refusals are a real share of the recent heartbeats (HeartbeatQueueDelay): counted always,
+// a few refusals in a busy second read as seconds behind.
+func (a *Admission) stillBehindLocked(class AdmissionClass, wait, lost time.Duration) {
 	if class != ClassHeartbeat {
 		return
 	}
 	if wait > 0 {
 		a.hbQueueDelay += (wait - a.hbQueueDelay) / 20
-		a.hbLost += (wait - a.hbLost) / 20
 	}
-	a.hbRefused += (1 - a.hbRefused) / 200
+	if lost > 0 {
+		a.hbLost += (lost - a.hbLost) / 20
+	}
 	a.hbDelayAt = a.ts.Now()
+	a.countHeartbeatLocked(a.hbDelayAt, true)
+}
+
+// countHeartbeatLocked counts a heartbeat served or refused in its second.
+func (a *Admission) countHeartbeatLocked(now time.Time, refused bool) {
+	second := now.Unix()
+	c := &a.hbCounts[(second%refusalWindow+refusalWindow)%refusalWindow]
+	if c.second != second {
+		*c = heartbeatCount{second: second}
+	}
+	if refused {
+		c.refused++
+	} else {
+		c.served++
+	}
+}
+
+// heartbeatsLocked returns the heartbeats refused and all heartbeats of the last
+// refusalWindow seconds.
+func (a *Admission) heartbeatsLocked(now time.Time) (refused, total int) {
+	second := now.Unix()
+	for _, c := range a.hbCounts {
+		if second-c.second < refusalWindow && c.second <= second {
+			refused += c.refused
+			total += c.served + c.refused
+		}
+	}
+	return refused, total
 }
 
 func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
@@ -305,8 +356,8 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 	defer a.mu.Unlock()
 	// Exponentially smoothed over roughly the last 20 heartbeats.
 	a.hbQueueDelay += (d - a.hbQueueDelay) / 20
-	a.hbRefused -= a.hbRefused / 200
 	a.hbDelayAt = a.ts.Now()
+	a.countHeartbeatLocked(a.hbDelayAt, false)
 }
 
 // limitLocked returns the current in-flight limit per shard.

@@ -173,10 +173,16 @@ func TestAdmission(t *testing.T) {
 		waitQueued(t, b.a, 5)
 
 		// An hour to spare, but six calls of about 5ms each are ahead: over the 30ms cap.
-		_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-		var exhausted *serviceerror.ResourceExhausted
-		require.ErrorAs(t, err, &exhausted)
-		// Refused heartbeats count as lost for the host's delay measure (the expiry brake's).
+		for i := range refusalsBehindMin {
+			if i == 1 {
+				require.Less(t, b.a.HeartbeatQueueDelay(), time.Second, "one refusal is no sign of being behind")
+			}
+			_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			var exhausted *serviceerror.ResourceExhausted
+			require.ErrorAs(t, err, &exhausted)
+		}
+		// Refused heartbeats, a real share of the recent ones, count as lost for the host's
+		// delay measure (the expiry brake's).
 		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
 	})
 
@@ -206,12 +212,39 @@ func TestAdmission(t *testing.T) {
 				r()
 			}
 		}
-		// Served heartbeats are quick again, but 10 of the last ~165 were refused: still behind
-		// (an average of the served and the refused would say about a second by now).
+		// Served heartbeats are quick again, but 10 of the last few seconds' ~165 were refused:
+		// still behind (an average of the served and the refused would say about a second).
 		serve(150)
 		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
 		// Once refusals are rare among the recent heartbeats, the host has caught up.
-		serve(600)
+		serve(1000)
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+		// The window passes: the refusals of long ago count no more.
+		b.ts.Advance(6 * time.Second)
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+	})
+
+	// A fleet's passing burst of a few refusals is not "behind": it would hold every expiry
+	// for another lease after the catch-up.
+	t.Run("AFewRefusalsAreNotBehind", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		var waiting []<-chan error
+		for range 5 {
+			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassHeartbeat))
+		}
+		waitQueued(t, b.a, 5)
+		for range refusalsBehindMin - 1 {
+			_, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			var exhausted *serviceerror.ResourceExhausted
+			require.ErrorAs(t, err, &exhausted)
+		}
+		release()
+		for _, w := range waiting {
+			require.NoError(t, <-w)
+		}
 		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
 	})
 
