@@ -155,15 +155,15 @@ func (t *connTracker) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	return handler(ctx, req)
 }
 
-func (t *connTracker) ref(namespaceName, key string) (workerRef, bool) {
+func (t *connTracker) ref(namespaceName, key string) (workerRef, *namespace.Namespace, bool) {
 	if key == "" {
-		return workerRef{}, false
+		return workerRef{}, nil, false
 	}
 	ns, err := t.namespaces.GetByName(namespaceName)
 	if err != nil {
-		return workerRef{}, false
+		return workerRef{}, nil, false
 	}
-	return workerRef{namespaceID: ns.ID, namespace: ns.Name, key: key}, true
+	return workerRef{namespaceID: ns.ID, namespace: ns.Name, key: key}, ns, true
 }
 
 func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
@@ -171,21 +171,19 @@ func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
 	if c == nil {
 		return
 	}
-	if key == "" {
+	ref, ns, ok := t.ref(namespaceName, key)
+	if !ok {
 		return
 	}
-	ns, err := t.namespaces.GetByName(namespaceName)
-	if err != nil {
-		return
-	}
-	ref := workerRef{namespaceID: ns.ID, namespace: ns.Name, key: key}
-	var who caller
-	who.principal, who.admin = principalOf(ctx, ns)
 	t.mu.Lock()
 	if _, known := c.workers[ref]; known || c.closed || t.stopping || len(c.workers) >= maxWorkersPerConn {
 		t.mu.Unlock()
 		return
 	}
+	// Only a worker new on this connection gets this far: every later poll and heartbeat
+	// (the hot path) stops at the check above.
+	var who caller
+	who.principal, who.admin = principalOf(ctx, ns)
 	c.workers[ref] = who
 	conns := t.live[ref]
 	first := conns == nil
@@ -203,7 +201,7 @@ func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
 
 // shutdown forgets a worker that said goodbye: its connections closing is not news.
 func (t *connTracker) shutdown(namespaceName, key string) {
-	ref, ok := t.ref(namespaceName, key)
+	ref, _, ok := t.ref(namespaceName, key)
 	if !ok {
 		return
 	}
