@@ -223,8 +223,7 @@ func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.Inactiv
 	}
 	w.BoundActivityCount = 0
 	clearOrphanSuspicion(w)
-	w.SuspectSince, w.SuspectDeadline = nil, nil
-	w.SuspectReason = workerpb.SuspectReason_SUSPECT_REASON_UNSPECIFIED
+	dropSuspicion(w)
 	return fanOutReschedules(w, ctx, bound, inact, false, nil)
 }
 

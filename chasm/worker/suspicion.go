@@ -137,11 +137,16 @@ func clearSuspicion(w *Worker) bool {
 	if !isSuspect(w.WorkerState) {
 		return false
 	}
+	dropSuspicion(w)
+	w.SuspicionsCleared++
+	return true
+}
+
+// dropSuspicion forgets a suspicion without counting it cleared (the worker went INACTIVE).
+func dropSuspicion(w *Worker) {
 	w.SuspectSince = nil
 	w.SuspectReason = workerpb.SuspectReason_SUSPECT_REASON_UNSPECIFIED
 	w.SuspectDeadline = nil
-	w.SuspicionsCleared++
-	return true
 }
 
 // EffectiveDeadline is when the worker's lease ends: the heartbeat's lease deadline, or the
