@@ -187,12 +187,8 @@ func (c *executionCache) boundLocked(e *cacheEntry) {
 		}
 		c.removeLocked(victim)
 	}
-	if c.peak >= cacheShrinkMin && len(c.entries) <= c.peak/4 {
-		fresh := make(map[cacheKey]*cacheEntry, len(c.entries))
-		for k, v := range c.entries {
-			fresh[k] = v
-		}
-		c.entries, c.peak = fresh, len(fresh)
+	var shrunk bool
+	if c.entries, shrunk = memrelease.ShrinkMap(c.entries, &c.peak, cacheShrinkMin); shrunk {
 		memrelease.Note()
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 type (
@@ -74,21 +75,12 @@ type mapPeaks struct {
 }
 
 // mapShrinkMin is the peak from which a map is made anew once it holds a quarter of it.
-const mapShrinkMin = 1024
+const mapShrinkMin = memrelease.ShrinkMapMin
 
-// shrinkMap returns m, or a copy of it sized for what it holds now when it has shrunk to a
-// quarter of its peak; peak tracks the largest size seen.
+// shrinkMap is memrelease.ShrinkMap from mapShrinkMin.
 func shrinkMap[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	*peak = max(*peak, len(m))
-	if *peak < mapShrinkMin || len(m) > *peak/4 {
-		return m
-	}
-	fresh := make(map[K]V, len(m))
-	for k, v := range m {
-		fresh[k] = v
-	}
-	*peak = len(fresh)
-	return fresh
+	m, _ = memrelease.ShrinkMap(m, peak, mapShrinkMin)
+	return m
 }
 
 type tombstone struct {

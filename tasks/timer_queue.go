@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/persistence"
 )
@@ -353,18 +354,11 @@ const timerMapShrinkMin = 256
 // shrinkLocked gives back the memory of a burst that has drained: the maps are rebuilt at
 // their current size, and the heap's array, which append only grows, is copied down.
 func (q *TimerQueue) shrinkLocked() {
-	if q.knownPeak < timerMapShrinkMin || len(q.known) > q.knownPeak/4 {
+	known, shrunk := memrelease.ShrinkMap(q.known, &q.knownPeak, timerMapShrinkMin)
+	if !shrunk {
 		return
 	}
-	known := make(map[timerMapKey]*timerEntry, len(q.known))
-	for k, e := range q.known {
-		known[k] = e
-	}
-	singletons := make(map[singletonKey]*timerEntry, len(q.singletons))
-	for k, e := range q.singletons {
-		singletons[k] = e
-	}
-	q.known, q.singletons, q.knownPeak = known, singletons, len(known)
+	q.known, q.singletons = known, memrelease.Resized(q.singletons)
 	if cap(q.pending) > 2*len(q.pending)+timerMapShrinkMin {
 		q.pending = append(timerHeap(nil), q.pending...)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
@@ -339,13 +340,7 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 			}
 		}
 		// A mass expiry grew the map; once it has passed, give its buckets back.
-		if ns.candidatesPeak >= 1024 && len(ns.candidates) <= ns.candidatesPeak/4 {
-			fresh := make(map[string]*expiryCandidate, len(ns.candidates))
-			for key, c := range ns.candidates {
-				fresh[key] = c
-			}
-			ns.candidates, ns.candidatesPeak = fresh, len(fresh)
-		}
+		ns.candidates, _ = memrelease.ShrinkMap(ns.candidates, &ns.candidatesPeak, memrelease.ShrinkMapMin)
 	}
 	n := len(ns.candidates)
 	threshold := b.cfg.Threshold(ns.name)

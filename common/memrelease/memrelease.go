@@ -89,3 +89,29 @@ func followUp(n int) {
 
 // Releases returns how many releases have run in this process.
 func Releases() int64 { return releases.Load() }
+
+// ShrinkMapMin is the peak from which ShrinkMap makes a map anew.
+const ShrinkMapMin = 1024
+
+// ShrinkMap returns m, or a copy of it sized for what it holds when it has fallen to a
+// quarter of its peak (at least minPeak), and whether it made one. Go maps never give back
+// their buckets, so a map that once held a fleet keeps that memory until it is made anew (and
+// maps.Clone keeps the capacity). peak tracks the largest size seen and restarts at the copy.
+func ShrinkMap[K comparable, V any](m map[K]V, peak *int, minPeak int) (map[K]V, bool) {
+	*peak = max(*peak, len(m))
+	if *peak < minPeak || len(m) > *peak/4 {
+		return m, false
+	}
+	fresh := Resized(m)
+	*peak = len(fresh)
+	return fresh, true
+}
+
+// Resized copies m into a map sized for what it holds.
+func Resized[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

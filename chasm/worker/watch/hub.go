@@ -222,23 +222,8 @@ func (h *Hub) leaveHost(namespaceID, host string, now time.Time) {
 // shrinkLocked makes the maps anew once they hold a quarter of their peak: a fleet that has
 // gone would otherwise leave them sized for it.
 func (h *Hub) shrinkLocked() {
-	if h.peaks.active >= 1024 && len(h.active) <= h.peaks.active/4 {
-		h.active = resized(h.active)
-		h.peaks.active = len(h.active)
-	}
-	if h.peaks.hosts >= 1024 && len(h.hosts) <= h.peaks.hosts/4 {
-		h.hosts = resized(h.hosts)
-		h.peaks.hosts = len(h.hosts)
-	}
-}
-
-// resized copies m into a map sized for what it holds (maps.Clone keeps the capacity).
-func resized[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	h.active, _ = memrelease.ShrinkMap(h.active, &h.peaks.active, memrelease.ShrinkMapMin)
+	h.hosts, _ = memrelease.ShrinkMap(h.hosts, &h.peaks.hosts, memrelease.ShrinkMapMin)
 }
 
 func (h *Hub) append(ev Event) {
