@@ -194,52 +194,42 @@ func instrumentInfo(name string) (otelName, help, unit string, buckets []float64
 }
 
 func (b *otlpBridge) counter(name string) metric.Int64Counter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.counters[name]; ok {
-		return c
-	}
-	otelName, help, unit, _ := instrumentInfo(name)
-	c, err := b.meter.Int64Counter(otelName, metric.WithDescription(help), metric.WithUnit(unit))
-	if err != nil {
-		b.logger.Error("metrics: OTLP instrument", zap.String("metric", otelName), zap.Error(err))
-	}
-	b.counters[name] = c
-	return c
+	return instrument(b, b.counters, name, func(otelName, help, unit string, _ []float64) (metric.Int64Counter, error) {
+		return b.meter.Int64Counter(otelName, metric.WithDescription(help), metric.WithUnit(unit))
+	})
 }
 
 func (b *otlpBridge) gauge(name string) metric.Float64Gauge {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if g, ok := b.gauges[name]; ok {
-		return g
-	}
-	otelName, help, unit, _ := instrumentInfo(name)
-	g, err := b.meter.Float64Gauge(otelName, metric.WithDescription(help), metric.WithUnit(unit))
-	if err != nil {
-		b.logger.Error("metrics: OTLP instrument", zap.String("metric", otelName), zap.Error(err))
-	}
-	b.gauges[name] = g
-	return g
+	return instrument(b, b.gauges, name, func(otelName, help, unit string, _ []float64) (metric.Float64Gauge, error) {
+		return b.meter.Float64Gauge(otelName, metric.WithDescription(help), metric.WithUnit(unit))
+	})
 }
 
 func (b *otlpBridge) histogram(name string) metric.Float64Histogram {
+	return instrument(b, b.histograms, name, func(otelName, help, unit string, buckets []float64) (metric.Float64Histogram, error) {
+		opts := []metric.Float64HistogramOption{metric.WithDescription(help), metric.WithUnit(unit)}
+		if len(buckets) > 0 {
+			opts = append(opts, metric.WithExplicitBucketBoundaries(buckets...))
+		}
+		return b.meter.Float64Histogram(otelName, opts...)
+	})
+}
+
+// instrument returns the instrument of the tally name from cache, made by create on first use
+// (a failure is logged, and what the meter answered is kept).
+func instrument[T any](b *otlpBridge, cache map[string]T, name string, create func(otelName, help, unit string, buckets []float64) (T, error)) T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h, ok := b.histograms[name]; ok {
-		return h
+	if i, ok := cache[name]; ok {
+		return i
 	}
 	otelName, help, unit, buckets := instrumentInfo(name)
-	opts := []metric.Float64HistogramOption{metric.WithDescription(help), metric.WithUnit(unit)}
-	if len(buckets) > 0 {
-		opts = append(opts, metric.WithExplicitBucketBoundaries(buckets...))
-	}
-	h, err := b.meter.Float64Histogram(otelName, opts...)
+	i, err := create(otelName, help, unit, buckets)
 	if err != nil {
 		b.logger.Error("metrics: OTLP instrument", zap.String("metric", otelName), zap.Error(err))
 	}
-	b.histograms[name] = h
-	return h
+	cache[name] = i
+	return i
 }
 
 func (b *otlpBridge) AllocateCounter(name string, tags map[string]string) tally.CachedCount {
