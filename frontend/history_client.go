@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/activity"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -85,7 +86,10 @@ func (c *routedHistoryClient) RecordHeartbeats(ctx context.Context, req *workerp
 	if err != nil {
 		return nil, err
 	}
-	return client.RecordHeartbeats(ctx, req)
+	// The heartbeat path's request and reply are not copied when the shard is this process's
+	// own: recordHeartbeats builds a request per call and only reads the reply, and the
+	// worker handler neither changes nor keeps either.
+	return client.RecordHeartbeats(ctx, req, chasm.ByReference)
 }
 
 func (c *routedHistoryClient) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWorkerRequest) (*workerpb.ShutdownWorkerResponse, error) {

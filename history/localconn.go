@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -11,13 +12,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/vigilhq/vigil/chasm"
 )
 
 // LocalConn is a grpc.ClientConnInterface that calls the services registered on it directly,
 // in process. The Router uses it for shards this process owns: a heartbeat then skips the wire
-// encoding, HTTP/2 framing and the loopback socket. Requests and replies are still copied, and
-// errors still travel as statuses, so caller and handler see exactly what they would see over
-// the network.
+// encoding, HTTP/2 framing and the loopback socket. Requests and replies are still copied
+// (unless the call passes chasm.ByReference), and errors still travel as statuses, so caller
+// and handler see exactly what they would see over the network.
 type LocalConn struct {
 	mu       sync.RWMutex
 	services map[string]*localService
@@ -51,7 +55,7 @@ func (c *LocalConn) RegisterService(desc *grpc.ServiceDesc, impl any) {
 }
 
 // Invoke implements grpc.ClientConnInterface for unary calls.
-func (c *LocalConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+func (c *LocalConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	serviceName, methodName, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	if !ok {
 		return localError(codes.Internal, "malformed method name %q", method)
@@ -70,12 +74,16 @@ func (c *LocalConn) Invoke(ctx context.Context, method string, args, reply any, 
 	if !ok {
 		return localError(codes.Internal, "request %T is not a protobuf message", args)
 	}
+	copyMessage := proto.Merge
+	if slices.ContainsFunc(opts, isByReference) {
+		copyMessage = shareFields
+	}
 	resp, err := m.Handler(s.impl, ctx, func(v any) error {
 		msg, ok := v.(proto.Message)
 		if !ok {
 			return fmt.Errorf("request holder %T is not a protobuf message", v)
 		}
-		proto.Merge(msg, in)
+		copyMessage(msg, in)
 		return nil
 	}, nil)
 	if err != nil {
@@ -87,8 +95,25 @@ func (c *LocalConn) Invoke(ctx context.Context, method string, args, reply any, 
 		return localError(codes.Internal, "reply %T is not a protobuf message", reply)
 	}
 	proto.Reset(out)
-	proto.Merge(out, resp.(proto.Message))
+	copyMessage(out, resp.(proto.Message))
 	return nil
+}
+
+func isByReference(o grpc.CallOption) bool {
+	_, ok := o.(chasm.ByReferenceOption)
+	return ok
+}
+
+// shareFields sets each populated field of dst to src's value of it, sharing (not copying)
+// the lists, maps and messages src holds: a chasm.ByReference call hands messages over this
+// way, because the generated code gives the handler (and the caller) a message of its own to
+// fill. dst must be empty and of src's type.
+func shareFields(dst, src proto.Message) {
+	d := dst.ProtoReflect()
+	src.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		d.Set(fd, v)
+		return true
+	})
 }
 
 // NewStream implements grpc.ClientConnInterface; history serves no streams.
