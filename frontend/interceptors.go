@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -99,32 +100,59 @@ func isLongPoll(fullMethod string) bool { return longPolls[operation(fullMethod)
 // ends (an empty answer; cancelled by the client or its deadline) to long_poll_ends, not
 // rpc_errors: neither is a fault of the server.
 func metricsInterceptor(scope tally.Scope, timeSource clock.TimeSource) grpc.UnaryServerInterceptor {
+	var byMethod sync.Map // full method → *methodMetrics
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		op := metrics.OperationTag(operation(info.FullMethod))
+		m := methodMetricsFor(&byMethod, scope, info.FullMethod)
 		start := timeSource.Now()
-		metrics.RPCRequests.With(scope, op).Inc(1)
+		m.requests.Inc(1)
 		resp, err := handler(ctx, req)
 		elapsed := timeSource.Now().Sub(start)
-		if !isLongPoll(info.FullMethod) {
-			metrics.RPCLatency.With(scope, op).Record(elapsed)
+		if !m.longPoll {
+			m.latency.Record(elapsed)
 			if err != nil {
-				metrics.RPCErrors.With(scope, op, metrics.CodeTag(status.Code(err).String())).Inc(1)
+				metrics.RPCErrors.With(scope, m.op, metrics.CodeTag(status.Code(err).String())).Inc(1)
 			}
 			return resp, err
 		}
-		metrics.LongPollLatency.With(scope, op).Record(elapsed)
+		m.latency.Record(elapsed)
 		switch code := status.Code(err); {
 		case err == nil && emptyPollResponse(resp):
-			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollEmpty)).Inc(1)
+			metrics.LongPollEnds.With(scope, m.op, metrics.KindTag(metrics.LongPollEmpty)).Inc(1)
 		case err == nil:
-			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollAnswered)).Inc(1)
+			metrics.LongPollEnds.With(scope, m.op, metrics.KindTag(metrics.LongPollAnswered)).Inc(1)
 		case code == codes.Canceled || code == codes.DeadlineExceeded:
-			metrics.LongPollEnds.With(scope, op, metrics.KindTag(metrics.LongPollCanceled)).Inc(1)
+			metrics.LongPollEnds.With(scope, m.op, metrics.KindTag(metrics.LongPollCanceled)).Inc(1)
 		default:
-			metrics.RPCErrors.With(scope, op, metrics.CodeTag(code.String())).Inc(1)
+			metrics.RPCErrors.With(scope, m.op, metrics.CodeTag(code.String())).Inc(1)
 		}
 		return resp, err
 	}
+}
+
+// methodMetrics are the series every call of one method touches. Tagging a scope builds a map
+// and a key and looks them up under a lock, so they are made once per method rather than on
+// every heartbeat.
+type methodMetrics struct {
+	op       metrics.Tag
+	longPoll bool
+	requests tally.Counter
+	// latency is rpc_latency, or long_poll_latency for a long poll.
+	latency tally.Timer
+}
+
+func methodMetricsFor(byMethod *sync.Map, scope tally.Scope, fullMethod string) *methodMetrics {
+	if m, ok := byMethod.Load(fullMethod); ok {
+		return m.(*methodMetrics)
+	}
+	op := metrics.OperationTag(operation(fullMethod))
+	m := &methodMetrics{op: op, longPoll: isLongPoll(fullMethod), requests: metrics.RPCRequests.With(scope, op)}
+	if m.longPoll {
+		m.latency = metrics.LongPollLatency.With(scope, op)
+	} else {
+		m.latency = metrics.RPCLatency.With(scope, op)
+	}
+	actual, _ := byMethod.LoadOrStore(fullMethod, m)
+	return actual.(*methodMetrics)
 }
 
 // emptyPollResponse reports whether a long poll answered without a task: no task token, or (a
