@@ -54,6 +54,9 @@ type simClient struct {
 	wf      workflowservice.WorkflowServiceClient
 	lv      livenesspb.WorkerLivenessServiceClient
 	workers []*simWorker
+	// What the client says about itself, the same in every heartbeat: made once, as the SDK
+	// does, so the generator spends its cores on the RPCs it measures.
+	ident, hostName, groupingKey, pid string
 
 	churn chan struct{} // a restart is due; buffered so the churn ticker never blocks
 	kill  chan struct{} // closed to stop abruptly
@@ -72,6 +75,10 @@ func newSimClient(r *runner, index int) *simClient {
 		kill:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	c.ident = fmt.Sprintf("%d@%s-%d", r.pid, r.hostName, index)
+	c.hostName = fmt.Sprintf("%s-%d", r.hostName, index)
+	c.groupingKey = fmt.Sprintf("bench-client-%d", index)
+	c.pid = fmt.Sprint(r.pid)
 	c.workers = make([]*simWorker, r.cfg.WorkersPerClient)
 	for i := range c.workers {
 		c.workers[i] = c.newWorker(i)
@@ -253,9 +260,7 @@ func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err 
 	return binding, err
 }
 
-func (c *simClient) identity() string {
-	return fmt.Sprintf("%d@%s-%d", c.r.pid, c.r.hostName, c.index)
-}
+func (c *simClient) identity() string { return c.ident }
 
 // workerHeartbeat is the snapshot an SDK worker sends: who it is, where it runs, its slots
 // and pollers, and how long since its previous heartbeat (from which vigil derives the lease).
@@ -265,9 +270,9 @@ func (c *simClient) workerHeartbeat(w *simWorker, now time.Time, status enumspb.
 		WorkerInstanceKey: w.key,
 		WorkerIdentity:    c.identity(),
 		HostInfo: &workerapipb.WorkerHostInfo{
-			HostName:          fmt.Sprintf("%s-%d", c.r.hostName, c.index),
-			WorkerGroupingKey: fmt.Sprintf("bench-client-%d", c.index),
-			ProcessId:         fmt.Sprint(c.r.pid),
+			HostName:          c.hostName,
+			WorkerGroupingKey: c.groupingKey,
+			ProcessId:         c.pid,
 		},
 		TaskQueue:     w.taskQueue,
 		SdkName:       sdkName,

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/vigilhq/vigil/bench"
@@ -18,7 +20,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg bench.Config
-	var api, jsonPath string
+	var api, jsonPath, cpuProfile, memProfile string
 	fs.StringVar(&cfg.Address, "address", bench.AddressDefault, "vigil frontend address (loopback only); several comma-separated (a cluster's hosts) are used round robin, skipping a host that is down")
 	fs.BoolVar(&cfg.RetryUnavailable, "retry-unavailable", false, "retry a heartbeat answered Unavailable (10-200 ms backoff, within the RPC timeout) as the SDK does, instead of counting it as an error")
 	fs.StringVar(&cfg.Namespace, "namespace", bench.NamespaceDefault, "namespace")
@@ -41,6 +43,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.ShutdownAtEnd, "shutdown-at-end", true, "send ShutdownWorker for every live worker when the load ends")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of jitter, churn and kill choices (0: random)")
 	fs.StringVar(&jsonPath, "json", "", "write the summary as JSON to this file")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (its cost shares the cores on a small machine)")
+	fs.StringVar(&memProfile, "memprofile", "", "write the generator's allocation profile to this file at the end")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -52,6 +56,31 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "vigil bench:", err)
 		return 2
+	}
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "vigil bench:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if memProfile != "" {
+		defer func() {
+			f, err := os.Create(memProfile)
+			if err == nil {
+				runtime.GC()
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "vigil bench:", err)
+			}
+		}()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
