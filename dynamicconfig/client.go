@@ -13,7 +13,10 @@
 // overrides (ParseKeyValueFlags, NewOverlayClient) or, in tests, a MemoryClient.
 package dynamicconfig
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // Key names a setting, e.g. "matching.InactiveWorkerCleanupDelay". Keys are compared
 // case-insensitively.
@@ -22,8 +25,27 @@ type Key string
 // String returns the key as declared.
 func (k Key) String() string { return string(k) }
 
-// normalized is the form clients index keys by.
-func (k Key) normalized() string { return strings.ToLower(string(k)) }
+// normalized is the form clients index keys by. Settings are read on every heartbeat, and the
+// declared keys are camelCase, so the lowered form is remembered rather than made (and
+// allocated) on each read; there are only as many keys as settings.
+func (k Key) normalized() string {
+	normalizedKeys.RLock()
+	n, ok := normalizedKeys.m[k]
+	normalizedKeys.RUnlock()
+	if ok {
+		return n
+	}
+	n = strings.ToLower(string(k))
+	normalizedKeys.Lock()
+	normalizedKeys.m[k] = n
+	normalizedKeys.Unlock()
+	return n
+}
+
+var normalizedKeys = struct {
+	sync.RWMutex
+	m map[Key]string
+}{m: map[Key]string{}}
 
 // Constraints restrict where a value applies. The zero value applies everywhere.
 type Constraints struct {

@@ -13,6 +13,9 @@ type MemoryClient struct {
 	// values holds each key's values newest first, so that a later override wins over an
 	// earlier one with the same constraints.
 	values map[string][]memoryValue
+	// views is what GetValue returns for each key of values, made when the key's values
+	// change rather than on every read.
+	views map[string][]ConstrainedValue
 }
 
 type memoryValue struct {
@@ -22,22 +25,28 @@ type memoryValue struct {
 
 // NewMemoryClient returns an empty MemoryClient.
 func NewMemoryClient() *MemoryClient {
-	return &MemoryClient{values: make(map[string][]memoryValue)}
+	return &MemoryClient{values: make(map[string][]memoryValue), views: make(map[string][]ConstrainedValue)}
 }
 
 // GetValue implements Client.
 func (m *MemoryClient) GetValue(key Key) []ConstrainedValue {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	stored := m.values[key.normalized()]
+	return m.views[key.normalized()]
+}
+
+// updateView remakes k's view after its values changed. m.mu is held.
+func (m *MemoryClient) updateView(k string) {
+	stored := m.values[k]
 	if len(stored) == 0 {
-		return nil
+		delete(m.views, k)
+		return
 	}
-	out := make([]ConstrainedValue, len(stored))
+	view := make([]ConstrainedValue, len(stored))
 	for i, v := range stored {
-		out[i] = v.ConstrainedValue
+		view[i] = v.ConstrainedValue
 	}
-	return out
+	m.views[k] = view
 }
 
 // OverrideValue sets key to value for every namespace. The returned cleanup removes exactly this
@@ -59,6 +68,7 @@ func (m *MemoryClient) add(key Key, cv ConstrainedValue) func() {
 	id := m.nextID
 	k := key.normalized()
 	m.values[k] = slices.Insert(m.values[k], 0, memoryValue{id: id, ConstrainedValue: cv})
+	m.updateView(k)
 	return func() { m.remove(k, id) }
 }
 
@@ -69,4 +79,5 @@ func (m *MemoryClient) remove(k string, id uint64) {
 	if len(m.values[k]) == 0 {
 		delete(m.values, k)
 	}
+	m.updateView(k)
 }
