@@ -432,10 +432,11 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 	}
 }
 
-// registrationSlots is the share of a shard's slots registrations may hold at once: their
-// creates commit behind heartbeats (persistence.GroupCommitCreateShare), and a burst holding
-// every slot while it waits would leave known workers' heartbeats queued behind it.
-func registrationSlots(limit int) int { return max(1, limit/2) }
+// registrationSlots is how many of a shard's slots registrations may hold at once: all but a
+// quarter. Their creates commit behind heartbeats (persistence.GroupCommitCreateShare), and a
+// burst holding every slot while it waits would leave known workers' heartbeats queued behind
+// it; a quarter is plenty for heartbeats, whose updates commit first.
+func registrationSlots(limit int) int { return max(1, limit-max(1, limit/4)) }
 
 // slotFree says whether a call of class may take one of the limit slots now taken.
 func (g *gate) slotFree(class AdmissionClass, limit int) bool {

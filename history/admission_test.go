@@ -106,16 +106,16 @@ func TestAdmission(t *testing.T) {
 		waitQueued(t, b.a, 0)
 	})
 
-	t.Run("RegistrationsHoldAtMostHalfTheSlots", func(t *testing.T) {
+	t.Run("RegistrationsLeaveAQuarterOfTheSlotsToHeartbeats", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
+		b := newAdmissionBundle(t, 8, 100, 1<<20, 0)
 		var releases []func()
-		for range 2 {
+		for range 6 {
 			release, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
 			require.NoError(t, err)
 			releases = append(releases, release)
 		}
-		// Two slots are free, but they are kept for heartbeats: a third registration waits.
+		// Two slots are free, but they are kept for heartbeats: a seventh registration waits.
 		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
 		waitQueued(t, b.a, 1)
 		for range 2 {
@@ -126,7 +126,9 @@ func TestAdmission(t *testing.T) {
 		releases[0]()
 		require.NoError(t, <-waiting, "a registration's freed slot goes to the next registration")
 		waitQueued(t, b.a, 0)
-		releases[1]()
+		for _, release := range releases[1:] {
+			release()
+		}
 	})
 
 	t.Run("ServesHeartbeatsBeforeRegistrationsAndRefusesReadsWhileTheyWait", func(t *testing.T) {
