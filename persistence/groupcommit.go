@@ -74,7 +74,10 @@ type ConcurrentBatchWriter interface {
 //
 // One goroutine gathers batches and starts their commits, at most MaxInFlight at a time (one by
 // default). It takes the waiting writes and gathers more until the batch is full or MaxWait
-// has passed since the oldest of them arrived.
+// has passed since the oldest of them arrived. Writes that arrive while every slot is
+// committing wait for the next batch: under load the next batch is already large (and its
+// MaxWait already spent) when a commit returns, so batching comes from the commit time itself
+// and adds no latency; an idle system adds at most MaxWait.
 //
 // Writes wait in two lanes: updates and deletes of existing executions (a known worker's
 // heartbeat) and creates of new ones (a registration). A batch is filled from the update lane
@@ -82,10 +85,7 @@ type ConcurrentBatchWriter interface {
 // the room the other leaves. So a burst of creates, however large, delays the updates behind
 // it by at most a quarter of a batch, and is itself served at no less than that share. Each
 // lane is FIFO. Reordering across lanes is safe: an execution has one write in flight at a
-// time, so two queued writes never touch the same execution. Writes that arrive while every slot is
-// committing wait for the next batch: under load the next batch is already large (and its
-// MaxWait already spent) when a commit returns, so batching comes from the commit time itself
-// and adds no latency; an idle system adds at most MaxWait.
+// time, so two queued writes never touch the same execution.
 type GroupCommitter struct {
 	store  Store
 	opts   GroupCommitOptions
