@@ -132,7 +132,7 @@ type gate struct {
 	// regInFlight counts the registrations among inFlight; they may hold at most
 	// registrationSlots of the limit, so heartbeats always find slots of their own.
 	regInFlight int
-	waiting  [numClasses][]*waiter
+	waiting     [numClasses][]*waiter
 	// service is the smoothed time a call holds its slot.
 	service time.Duration
 }
