@@ -419,11 +419,8 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			if a.queued > 0 {
 				a.limit.markSaturated()
 			}
-			if class == ClassHeartbeat {
-				// Reads do not write: their time says nothing about the store. Registrations
-				// wait behind heartbeats for their commit by design (the group committer's
-				// create lane): their time would shrink the limit exactly while a burst needs
-				// the concurrency that makes batches large.
+			if class != ClassRead {
+				// Reads do not write: their time says nothing about the store.
 				a.limit.observe(now, took, a.cfg.MinInFlightPerShard(), a.cfg.MaxInFlightPerShard(), a.cfg.TargetLatency())
 			}
 			limit := a.limitLocked()
