@@ -41,6 +41,7 @@ type runner struct {
 	// measureFrom is the end of the warm-up: only heartbeats sent from then on are counted.
 	measureFrom time.Time
 	clients     []*simClient
+	burst       *burstWatch // nil without --register-burst
 }
 
 // Run drives the server described by cfg until the load ends (and, with Kill, until the killed
@@ -63,6 +64,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	r.clients = make([]*simClient, numClients)
 	for i := range r.clients {
 		r.clients[i] = newSimClient(r, i)
+	}
+
+	if cfg.RegisterBurst > 0 {
+		r.burst = newBurstWatch(r, numClients)
 	}
 
 	var procs *procSampler
@@ -99,6 +104,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	if cfg.Kill == 0 {
 		killAt.Stop()
 	}
+	burstAt := time.NewTimer(cfg.RegisterBurstAt)
+	defer burstAt.Stop()
+	if r.burst == nil {
+		burstAt.Stop()
+	}
 	var killDone <-chan struct{}
 	loadOver := false
 	var runErr error
@@ -108,6 +118,8 @@ wait:
 		case <-ctx.Done():
 			runErr = ctx.Err()
 			break wait
+		case <-burstAt.C:
+			r.burst.fire(ctx, stop, &wg)
 		case <-killAt.C:
 			killed = r.kill(ctx, killRNG)
 			killedCh <- killed
@@ -144,6 +156,11 @@ wait:
 		r.shutdownAll(ctx)
 	}
 	s := r.summary(r.measureFrom, end, killed)
+	if r.burst != nil {
+		bs := r.burst.summary(start, end)
+		s.Burst = &bs
+		s.BurstAllRegisteredMs = bs.AllRegisteredMs
+	}
 	s.ServerAtLoadEnd = atLoadEnd
 	if procs != nil {
 		ps := procs.stop()
@@ -260,7 +277,15 @@ func (r *runner) shutdownWorker(ctx context.Context, c *simClient, w *simWorker)
 func (r *runner) shutdownAll(ctx context.Context) {
 	sem := make(chan struct{}, shutdownsInFlight)
 	var wg sync.WaitGroup
-	for _, c := range r.liveClients() {
+	clients := r.liveClients()
+	if r.burst != nil {
+		for _, c := range r.burst.clients {
+			if c.registered {
+				clients = append(clients, c)
+			}
+		}
+	}
+	for _, c := range clients {
 		for _, w := range c.workers {
 			sem <- struct{}{}
 			wg.Go(func() {
@@ -297,6 +322,9 @@ func (r *runner) progress(start time.Time, stop <-chan struct{}, killedCh <-chan
 		alive := len(r.liveClients()) * r.cfg.WorkersPerClient
 		line := fmt.Sprintf("%6.0fs  %8.1f hb/s  p99 %8.2f ms  errors %d  alive %d",
 			now.Sub(start).Seconds(), rate, r.lat.snapshot().p99, r.cnt.rpcErrors.Load(), alive)
+		if registered, of, ok := r.burst.progress(); ok {
+			line += fmt.Sprintf("  burst registered %d/%d", registered, of)
+		}
 		if killed != nil {
 			detected, handedBack := killed.progress()
 			line += fmt.Sprintf("  killed %d detected %d handed-back %d", len(killed.victims), detected, handedBack)

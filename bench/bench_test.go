@@ -167,6 +167,47 @@ func TestRun(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 	})
 
+	t.Run("RegistrationBurstIsRetriedUntilEveryWorkerIsRegistered", func(t *testing.T) {
+		t.Parallel()
+		// worker.registrationRPS refuses new keys beyond 20 a second at once: the burst of 30,
+		// on top of the fleet's own 10, is partly refused and must be retried to the end.
+		cluster := testcluster.New(t, testcluster.Options{DynamicConfig: map[dynamicconfig.Key]any{
+			dynamicconfig.WorkerRegistrationRPS.Key(): 20.0,
+		}})
+		var progress strings.Builder
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address:         cluster.Address(),
+			API:             bench.APILiveness,
+			Workers:         10,
+			Interval:        200 * time.Millisecond,
+			Duration:        5 * time.Second,
+			Activities:      2,
+			RegisterBurst:   30,
+			RegisterBurstAt: 500 * time.Millisecond,
+			ShutdownAtEnd:   true,
+			Seed:            5,
+		}, &progress)
+		require.NoError(t, err)
+		logSummary(t, s)
+
+		requireHeartbeatsAccountedFor(t, s)
+		b := s.Burst
+		require.NotNil(t, b)
+		require.Equal(t, 30, b.Workers)
+		require.Equal(t, int64(30), b.Registered, "errors: %v", b.ErrorsByCode)
+		require.NotNil(t, b.AllRegisteredMs)
+		require.Equal(t, b.AllRegisteredMs, s.BurstAllRegisteredMs)
+		require.Positive(t, b.Refused, "20 new keys a second cannot take 30 at once")
+		require.Equal(t, b.Refused, b.ErrorsByCode["ResourceExhausted"])
+		require.Equal(t, int64(30)+b.Refused, b.Attempts, "each refusal was retried, each worker answered OK once")
+		require.Positive(t, b.RetriedWorkers)
+		require.Equal(t, s.RPCs, b.During.Count+b.Outside.Count, "every fleet heartbeat falls inside or outside the window")
+		require.Positive(t, b.During.Count, "the fleet heartbeated while the burst was registered")
+		require.Equal(t, int64(10+30), s.Shutdowns, "the burst's workers are shut down with the fleet")
+		require.Contains(t, progress.String(), "burst registered")
+		requireJSONFields(t, s, "burst", "burst_all_registered_ms")
+	})
+
 	t.Run("RefusesAddressesOffThisMachine", func(t *testing.T) {
 		t.Parallel()
 		_, err := bench.Run(context.Background(), bench.Config{Address: "10.1.2.3:7233"}, nil)

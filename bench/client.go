@@ -57,6 +57,10 @@ type simClient struct {
 	// What the client says about itself, the same in every heartbeat: made once, as the SDK
 	// does, so the generator spends its cores on the RPCs it measures.
 	ident, hostName, groupingKey, pid string
+	// burst is set on the clients of a registration burst: their heartbeats are left out of
+	// the fleet's figures. registered is set once their first heartbeat was answered OK.
+	burst      *burstWatch
+	registered bool
 
 	churn chan struct{} // a restart is due; buffered so the churn ticker never blocks
 	kill  chan struct{} // closed to stop abruptly
@@ -132,14 +136,14 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 				return
 			default:
 			}
-			if c.r.measured(time.Now()) {
+			if c.counted(time.Now()) {
 				c.r.cnt.offered.Add(g)
 			}
 			c.heartbeat(ctx)
 			now := time.Now()
 			due = due.Add(c.jittered())
 			for !due.Add(c.r.cfg.Interval).After(now) {
-				if c.r.measured(due) {
+				if c.counted(due) {
 					c.r.cnt.offered.Add(g)
 					c.r.cnt.missed.Add(g)
 				}
@@ -158,18 +162,22 @@ func (c *simClient) restart(ctx context.Context) {
 		c.r.shutdownWorker(ctx, c, w)
 		c.workers[i] = c.newWorker(i)
 	}
-	if c.r.measured(time.Now()) {
+	if c.counted(time.Now()) {
 		c.r.cnt.offered.Add(int64(len(c.workers)))
 	}
 	c.heartbeat(ctx)
 }
+
+// counted says whether a heartbeat of this client sent (or due) at t counts in the fleet's
+// figures: past the warm-up, and not one of a registration burst's workers.
+func (c *simClient) counted(t time.Time) bool { return c.burst == nil && c.r.measured(t) }
 
 func (c *simClient) heartbeat(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.r.cfg.RPCTimeout)
 	defer cancel()
 	now := time.Now()
 	g := int64(len(c.workers))
-	measured := c.r.measured(now)
+	measured := c.counted(now)
 	if measured {
 		c.r.cnt.sent.Add(g)
 		c.r.cnt.rpcs.Add(1)
@@ -211,6 +219,9 @@ func (c *simClient) heartbeat(ctx context.Context) {
 		c.r.cnt.retries.Add(int64(retries))
 	}
 	c.r.lat.record(took)
+	if c.r.burst != nil {
+		c.r.burst.recordFleet(now, took)
+	}
 	if binding {
 		c.r.bindLat.record(took)
 	}

@@ -107,6 +107,16 @@ type Config struct {
 	// ShutdownAtEnd sends ShutdownWorker for every live worker when the load ends, as an SDK
 	// fleet stopping cleanly does; otherwise the workers are left to expire.
 	ShutdownAtEnd bool
+	// RegisterBurst new workers send their first heartbeat at the same instant,
+	// RegisterBurstAt after the start, while the fleet of Workers heartbeats on; then they
+	// heartbeat on like the others. A refused registration (ResourceExhausted, or any other
+	// error) is retried with backoff until it is answered OK. Their heartbeats are left out of
+	// the fleet's figures; the summary's Burst tells how long they took to all be registered
+	// and what the fleet's latency was meanwhile.
+	RegisterBurst int
+	// RegisterBurstAt is when the burst fires, from the start; zero means halfway through the
+	// measured period (after Warmup).
+	RegisterBurstAt time.Duration
 	// Seed of the random choices (jitter, churn and kill victims); zero picks one.
 	Seed int64
 }
@@ -152,6 +162,9 @@ func (c Config) withDefaults() Config {
 		lease := max(c.Lease, 3*c.Interval, 30*time.Second)
 		c.RecoveryTimeout = 2*time.Minute + 3*lease
 	}
+	if c.RegisterBurst > 0 && c.RegisterBurstAt == 0 {
+		c.RegisterBurstAt = c.Warmup + (c.Duration-c.Warmup)/2
+	}
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()
 	}
@@ -196,6 +209,12 @@ func (c Config) Validate() error {
 		return errors.New("workers must be a multiple of workers-per-client")
 	case c.Kill%c.WorkersPerClient != 0:
 		return errors.New("kill must be a multiple of workers-per-client (a client dies with all its workers)")
+	case c.RegisterBurst < 0:
+		return errors.New("register-burst must not be negative")
+	case c.RegisterBurst%c.WorkersPerClient != 0:
+		return errors.New("register-burst must be a multiple of workers-per-client")
+	case c.RegisterBurstAt < 0 || (c.RegisterBurst > 0 && c.RegisterBurstAt >= c.Duration):
+		return errors.New("register-burst-at must lie within the duration")
 	case c.Connections < 1:
 		return errors.New("connections must be at least 1")
 	case len(c.Addresses()) == 0:

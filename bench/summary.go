@@ -70,6 +70,10 @@ type Summary struct {
 	ShutdownErrors     int64 `json:"shutdown_errors"`
 
 	Kill *KillSummary `json:"kill,omitempty"`
+	// Burst describes the registration burst (--register-burst); BurstAllRegisteredMs is its
+	// time until the last of its workers was registered, absent when not all were.
+	Burst                *BurstSummary `json:"burst,omitempty"`
+	BurstAllRegisteredMs *float64      `json:"burst_all_registered_ms,omitempty"`
 	// Top-level copies of the kill figures; absent without --kill or when not every killed
 	// worker was seen through before the recovery timeout.
 	DetectionP99Ms  *float64 `json:"detection_p99_ms,omitempty"`
@@ -281,6 +285,17 @@ func (s Summary) WriteText(w io.Writer) error {
 	}
 	if s.Shutdowns > 0 {
 		row("churn", "%d client restarts, %d ShutdownWorker calls (%d failed)", s.Churned, s.Shutdowns, s.ShutdownErrors)
+	}
+	if b := s.Burst; b != nil {
+		all := "not all registered before the load ended"
+		if b.AllRegisteredMs != nil {
+			all = fmt.Sprintf("all registered %.0f ms after the burst", *b.AllRegisteredMs)
+		}
+		row("burst", "%d new workers at %.1f s: %d registered, %s", b.Workers, b.AtS, b.Registered, all)
+		row("burst register ms", "p50 %.0f  p99 %.0f  max %.0f (from the burst to its OK, retries included)", b.RegisterP50Ms, b.RegisterP99Ms, b.RegisterMaxMs)
+		row("burst attempts", "%d RPCs, %d refused (ResourceExhausted), %d workers retried%s", b.Attempts, b.Refused, b.RetriedWorkers, codesText(b.ErrorsByCode))
+		row("fleet in burst ms", "%d heartbeats in the %.1f s window: p50 %.2f  p99 %.2f  max %.2f", b.During.Count, b.WindowS, b.During.P50Ms, b.During.P99Ms, b.During.MaxMs)
+		row("fleet otherwise ms", "%d heartbeats: p50 %.2f  p99 %.2f  max %.2f", b.Outside.Count, b.Outside.P50Ms, b.Outside.P99Ms, b.Outside.MaxMs)
 	}
 	if k := s.Kill; k != nil {
 		row("killed", "%d workers, %d bound activities; %d detected, %d handed back%s", k.Killed, k.ActivitiesAtKill, k.Detected, k.HandedBack, timedOutText(k.TimedOut))

@@ -48,8 +48,16 @@ kept, DescribeWorker still answers and a heartbeat with the same WorkerInstanceK
 	)
 	StateGaugeInterval = NewGlobalDurationSetting(
 		"worker.stateGaugeInterval",
-		15*time.Second,
-		`How often workers_by_state is recounted from the store.`,
+		time.Second,
+		`How often workers_by_state, and the counts the expiry brake and worker.maxWorkersPerNamespace
+read, are reported from the counts kept as workers change state (no store read).`,
+	)
+	StateRecountInterval = NewGlobalDurationSetting(
+		"worker.stateRecountInterval",
+		2*time.Minute,
+		`How often the workers counted by state are recounted from the store (also at start). Between
+recounts a host counts the state changes it commits; the recount takes in those committed on
+other hosts of a cluster, or before a restart.`,
 	)
 	MaxBindingsPerWorker = NewNamespaceIntSetting(
 		"worker.maxBindingsPerWorker",
@@ -148,9 +156,9 @@ frontend. 0 or less: no limit.`,
 		"worker.maxWorkersPerNamespace",
 		1_000_000,
 		`Worker records (ACTIVE, INACTIVE and CLEANED_UP) a namespace may hold; a heartbeat that would
-register one more is refused with ResourceExhausted. Counted from the store at every
-workers_by_state report (worker.stateGaugeInterval) plus this host's registrations since; 0 or
-less: no limit.`,
+register one more is refused with ResourceExhausted. Counted from the store at every recount
+(worker.stateRecountInterval) plus the state changes this host committed since; 0 or less: no
+limit.`,
 	)
 	WorkerRegistrationRPS = NewNamespaceFloatSetting(
 		"worker.registrationRPS",

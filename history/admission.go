@@ -129,7 +129,10 @@ type heartbeatCount struct {
 
 type gate struct {
 	inFlight int
-	waiting  [numClasses][]*waiter
+	// regInFlight counts the registrations among inFlight; they may hold at most
+	// registrationSlots of the limit, so heartbeats always find slots of their own.
+	regInFlight int
+	waiting     [numClasses][]*waiter
 	// service is the smoothed time a call holds its slot.
 	service time.Duration
 }
@@ -170,8 +173,8 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	a.mu.Lock()
 	g := a.gateLocked(shardID)
 	limit := a.limitLocked()
-	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) {
-		g.inFlight++
+	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) && g.slotFree(class, limit) {
+		g.take(class)
 		a.mu.Unlock()
 		return a.releaser(g, class, now, now), nil
 	}
@@ -193,7 +196,11 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	for c := ClassHeartbeat; c <= class; c++ {
 		ahead += len(g.waiting[c])
 	}
-	wait := time.Duration(float64(ahead+1)/float64(limit)*float64(g.service)) + g.service
+	slots := limit
+	if class == ClassRegistration {
+		slots = registrationSlots(limit)
+	}
+	wait := time.Duration(float64(ahead+1)/float64(slots)*float64(g.service)) + g.service
 	maxDelay := a.cfg.MaxQueueDelay()
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		// A heartbeat refused here is as lost as one that waited out its deadline: count it
@@ -406,6 +413,9 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			a.mu.Lock()
 			g.service += (took - g.service) / 10
 			g.inFlight--
+			if class == ClassRegistration {
+				g.regInFlight--
+			}
 			if a.queued > 0 {
 				a.limit.markSaturated()
 			}
@@ -414,7 +424,7 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 				a.limit.observe(now, took, a.cfg.MinInFlightPerShard(), a.cfg.MaxInFlightPerShard(), a.cfg.TargetLatency())
 			}
 			limit := a.limitLocked()
-			for g.inFlight < limit && a.grantNextLocked(g) {
+			for g.inFlight < limit && a.grantNextLocked(g, limit) {
 			}
 			a.mu.Unlock()
 			metrics.AdmissionInFlightLimit.With(a.scope).Update(float64(limit))
@@ -422,10 +432,29 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 	}
 }
 
-// grantNextLocked gives a slot of g to its oldest waiter of the highest class, if any.
-func (a *Admission) grantNextLocked(g *gate) bool {
+// registrationSlots is how many of a shard's slots registrations may hold at once: all but a
+// quarter. Their creates commit behind heartbeats (persistence.GroupCommitCreateShare), and a
+// burst holding every slot while it waits would leave known workers' heartbeats queued behind
+// it; a quarter is plenty for heartbeats, whose updates commit first.
+func registrationSlots(limit int) int { return max(1, limit-max(1, limit/4)) }
+
+// slotFree says whether a call of class may take one of the limit slots now taken.
+func (g *gate) slotFree(class AdmissionClass, limit int) bool {
+	return class != ClassRegistration || g.regInFlight < registrationSlots(limit)
+}
+
+func (g *gate) take(class AdmissionClass) {
+	g.inFlight++
+	if class == ClassRegistration {
+		g.regInFlight++
+	}
+}
+
+// grantNextLocked gives a slot of g to its oldest waiter of the highest class that may take
+// one, if any.
+func (a *Admission) grantNextLocked(g *gate, limit int) bool {
 	for c := ClassHeartbeat; c < numClasses; c++ {
-		if len(g.waiting[c]) == 0 {
+		if len(g.waiting[c]) == 0 || !g.slotFree(c, limit) {
 			continue
 		}
 		w := g.waiting[c][0]
@@ -433,7 +462,7 @@ func (a *Admission) grantNextLocked(g *gate) bool {
 		g.waiting[c] = g.waiting[c][1:]
 		a.dequeuedLocked(w)
 		w.granted = true
-		g.inFlight++
+		g.take(c)
 		close(w.ready)
 		return true
 	}

@@ -106,6 +106,31 @@ func TestAdmission(t *testing.T) {
 		waitQueued(t, b.a, 0)
 	})
 
+	t.Run("RegistrationsLeaveAQuarterOfTheSlotsToHeartbeats", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 8, 100, 1<<20, 0)
+		var releases []func()
+		for range 6 {
+			release, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
+			require.NoError(t, err)
+			releases = append(releases, release)
+		}
+		// Two slots are free, but they are kept for heartbeats: a seventh registration waits.
+		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
+		waitQueued(t, b.a, 1)
+		for range 2 {
+			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			require.NoError(t, err, "a heartbeat takes a free slot while registrations wait")
+			defer release()
+		}
+		releases[0]()
+		require.NoError(t, <-waiting, "a registration's freed slot goes to the next registration")
+		waitQueued(t, b.a, 0)
+		for _, release := range releases[1:] {
+			release()
+		}
+	})
+
 	t.Run("ServesHeartbeatsBeforeRegistrationsAndRefusesReadsWhileTheyWait", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)

@@ -20,6 +20,10 @@ const (
 	// GroupCommitMaxWaitDefault is the longest a write waits for company before its batch
 	// commits.
 	GroupCommitMaxWaitDefault = time.Millisecond
+	// GroupCommitCreateShare is the share of a batch kept for creates while updates wait
+	// beyond it: enough that a burst of new executions keeps moving, small enough that the
+	// updates of known ones (heartbeats) never queue behind it.
+	GroupCommitCreateShare = 0.25
 )
 
 // Metric names, as common/metrics declares them.
@@ -69,11 +73,19 @@ type ConcurrentBatchWriter interface {
 // concurrent heartbeats cost one transaction and one fsync instead of N.
 //
 // One goroutine gathers batches and starts their commits, at most MaxInFlight at a time (one by
-// default). It takes the oldest waiting write and gathers more until the batch is full or
-// MaxWait has passed since that write arrived. Writes that arrive while every slot is
+// default). It takes the waiting writes and gathers more until the batch is full or MaxWait
+// has passed since the oldest of them arrived. Writes that arrive while every slot is
 // committing wait for the next batch: under load the next batch is already large (and its
 // MaxWait already spent) when a commit returns, so batching comes from the commit time itself
 // and adds no latency; an idle system adds at most MaxWait.
+//
+// Writes wait in two lanes: updates and deletes of existing executions (a known worker's
+// heartbeat) and creates of new ones (a registration). A batch is filled from the update lane
+// first, keeping GroupCommitCreateShare of it for creates while any wait; either lane takes
+// the room the other leaves. So a burst of creates, however large, delays the updates behind
+// it by at most a quarter of a batch, and is itself served at no less than that share. Each
+// lane is FIFO. Reordering across lanes is safe: an execution has one write in flight at a
+// time, so two queued writes never touch the same execution.
 type GroupCommitter struct {
 	store  Store
 	opts   GroupCommitOptions
@@ -92,9 +104,9 @@ type GroupCommitter struct {
 	// slots holds one token per batch committing; its capacity is MaxInFlight.
 	slots chan struct{}
 
-	mu      sync.Mutex
-	state   committerState
-	pending []*pendingWrite // in arrival order; guarded by mu
+	mu    sync.Mutex
+	state committerState
+	lanes [numLanes][]*pendingWrite // each in arrival order; guarded by mu
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -109,6 +121,22 @@ const (
 	committerStarted
 	committerStopped
 )
+
+// lane is the queue a write waits in.
+type lane int
+
+const (
+	laneUpdate lane = iota // updates and deletes of existing executions
+	laneCreate             // creates of new executions
+	numLanes
+)
+
+func laneOf(w *ExecutionWrite) lane {
+	if w.Mode == WriteModeCreate {
+		return laneCreate
+	}
+	return laneUpdate
+}
 
 // pendingWrite is one Write call waiting for its batch.
 type pendingWrite struct {
@@ -208,7 +236,8 @@ func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
 		g.mu.Unlock()
 		return ErrGroupCommitterStopped
 	}
-	g.pending = append(g.pending, p)
+	l := laneOf(w)
+	g.lanes[l] = append(g.lanes[l], p)
 	g.mu.Unlock()
 	g.testSignals.queued.signal()
 	select {
@@ -304,7 +333,13 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 	}
 	// Wait for company until MaxWait after the oldest write arrived. After a long commit
 	// that deadline has usually passed already, and the batch goes out at once.
-	deadline := batch[0].arrived.Add(g.maxWait())
+	oldest := batch[0].arrived
+	for _, p := range batch[1:] {
+		if p.arrived.Before(oldest) {
+			oldest = p.arrived
+		}
+	}
+	deadline := oldest.Add(g.maxWait())
 	for len(batch) < maxSize {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
@@ -325,13 +360,32 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 	return batch, true
 }
 
-// take moves queued, uncancelled writes into batch, up to maxSize in all.
+// take moves queued, uncancelled writes into batch, up to maxSize in all: updates first,
+// creates into the room kept for them (GroupCommitCreateShare), then whatever room is left
+// to either lane.
 func (g *GroupCommitter) take(batch []*pendingWrite, maxSize int) []*pendingWrite {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	creates := 0
+	for _, p := range batch {
+		if laneOf(p.write) == laneCreate {
+			creates++
+		}
+	}
+	createRoom := max(0, max(1, int(float64(maxSize)*GroupCommitCreateShare))-creates)
+	reserved := min(createRoom, len(g.lanes[laneCreate]))
+	batch = g.takeLaneLocked(laneUpdate, batch, maxSize-reserved)
+	batch = g.takeLaneLocked(laneCreate, batch, maxSize)
+	// The create lane may have held cancelled writes, leaving room for more updates.
+	return g.takeLaneLocked(laneUpdate, batch, maxSize)
+}
+
+// takeLaneLocked moves l's uncancelled writes into batch until it holds limit writes.
+func (g *GroupCommitter) takeLaneLocked(l lane, batch []*pendingWrite, limit int) []*pendingWrite {
+	queue := g.lanes[l]
 	i := 0
-	for ; i < len(g.pending) && len(batch) < maxSize; i++ {
-		p := g.pending[i]
+	for ; i < len(queue) && len(batch) < limit; i++ {
+		p := queue[i]
 		if p.canceled {
 			continue
 		}
@@ -339,21 +393,23 @@ func (g *GroupCommitter) take(batch []*pendingWrite, maxSize int) []*pendingWrit
 		batch = append(batch, p)
 	}
 	// Shift rather than reslice so the backing array does not pin taken writes.
-	n := copy(g.pending, g.pending[i:])
-	clear(g.pending[n:])
-	g.pending = g.pending[:n]
+	n := copy(queue, queue[i:])
+	clear(queue[n:])
+	g.lanes[l] = queue[:n]
 	return batch
 }
 
 func (g *GroupCommitter) takeAllPendingLocked() []*pendingWrite {
 	var out []*pendingWrite
-	for _, p := range g.pending {
-		if !p.canceled {
-			p.taken = true
-			out = append(out, p)
+	for l := range g.lanes {
+		for _, p := range g.lanes[l] {
+			if !p.canceled {
+				p.taken = true
+				out = append(out, p)
+			}
 		}
+		g.lanes[l] = nil
 	}
-	g.pending = nil
 	return out
 }
 

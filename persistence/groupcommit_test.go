@@ -448,3 +448,112 @@ func TestGroupCommitter(t *testing.T) {
 		require.Equal(t, int64(1), writeErrors)
 	})
 }
+
+func testCreate(businessID string) *ExecutionWrite {
+	w := testWrite(businessID)
+	w.Mode, w.PrevDBVersion, w.NextDBVersion = WriteModeCreate, 0, 1
+	return w
+}
+
+func TestGroupCommitterLanes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// queueBehindABatch holds a first batch in the store, queues the given writes behind it
+	// (in that order), then lets every batch through and returns the batches as committed.
+	queueBehindABatch := func(t *testing.T, maxSize int, writes []*ExecutionWrite) [][]*ExecutionWrite {
+		t.Helper()
+		store := newFakeStore()
+		store.gate = make(chan struct{})
+		g := newTestCommitter(t, store, GroupCommitOptions{
+			MaxBatchSize: func() int { return maxSize },
+			MaxWait:      func() time.Duration { return 0 },
+		}, len(writes)+10)
+		errs := make(chan error, len(writes)+1)
+		go func() { errs <- g.Write(ctx, testWrite("first")) }()
+		waitSignal(t, g.testSignals.committing, "first batch")
+		waitSignal(t, g.testSignals.queued, "first write queued")
+		for _, w := range writes {
+			go func() { errs <- g.Write(ctx, w) }()
+			waitSignal(t, g.testSignals.queued, "write to queue")
+		}
+		close(store.gate)
+		for range len(writes) + 1 {
+			require.NoError(t, <-errs)
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.batches[1:]
+	}
+	modes := func(batch []*ExecutionWrite) (creates, updates int) {
+		for _, w := range batch {
+			if w.Mode == WriteModeCreate {
+				creates++
+			} else {
+				updates++
+			}
+		}
+		return creates, updates
+	}
+
+	t.Run("UpdatesGoAheadOfABurstOfCreates", func(t *testing.T) {
+		t.Parallel()
+		var writes []*ExecutionWrite
+		for i := range 20 {
+			writes = append(writes, testCreate(fmt.Sprintf("new-%d", i)))
+		}
+		for i := range 6 {
+			writes = append(writes, testWrite(fmt.Sprintf("known-%d", i)))
+		}
+		batches := queueBehindABatch(t, 8, writes)
+		// 8 per batch, 2 kept for creates: the 6 updates that came last all go in the first
+		// batch, then the creates fill whole batches.
+		require.Len(t, batches, 4)
+		creates, updates := modes(batches[0])
+		require.Equal(t, 6, updates, "every update queued behind the burst rides the next batch")
+		require.Equal(t, 2, creates, "the burst keeps its share")
+		for _, b := range batches[1:3] {
+			creates, updates := modes(b)
+			require.Equal(t, []int{8, 0}, []int{creates, updates})
+		}
+		creates, _ = modes(batches[3])
+		require.Equal(t, 2, creates)
+		for i, w := range batches[0][:6] {
+			require.Equal(t, fmt.Sprintf("known-%d", i), w.Key.BusinessID, "each lane stays in arrival order")
+		}
+		require.Equal(t, "new-0", batches[0][6].Key.BusinessID)
+	})
+
+	t.Run("CreatesNeverStarveUnderAFloodOfUpdates", func(t *testing.T) {
+		t.Parallel()
+		var writes []*ExecutionWrite
+		for i := range 3 {
+			writes = append(writes, testCreate(fmt.Sprintf("new-%d", i)))
+		}
+		for i := range 30 {
+			writes = append(writes, testWrite(fmt.Sprintf("known-%d", i)))
+		}
+		batches := queueBehindABatch(t, 8, writes)
+		// Each batch carries 2 creates while they wait: all 3 are in the first two batches.
+		creates0, updates0 := modes(batches[0])
+		creates1, updates1 := modes(batches[1])
+		require.Equal(t, []int{2, 6}, []int{creates0, updates0})
+		require.Equal(t, []int{1, 7}, []int{creates1, updates1})
+		for _, b := range batches[2:] {
+			creates, _ := modes(b)
+			require.Zero(t, creates)
+		}
+	})
+
+	t.Run("ALoneLaneTakesTheWholeBatch", func(t *testing.T) {
+		t.Parallel()
+		var writes []*ExecutionWrite
+		for i := range 16 {
+			writes = append(writes, testCreate(fmt.Sprintf("new-%d", i)))
+		}
+		batches := queueBehindABatch(t, 8, writes)
+		require.Len(t, batches, 2)
+		require.Len(t, batches[0], 8)
+		require.Len(t, batches[1], 8)
+	})
+}

@@ -280,7 +280,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			})
 			return hs, nil
 		}),
-		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake, h *worker.Handler) {
+		fx.Invoke(func(lc fx.Lifecycle, e *history.Engine, r *chasm.Registry, ts clock.TimeSource, dc *dynamicconfig.Collection, brake *worker.Brake, h *worker.Handler, counts *worker.StateCounts) {
 			ids := func() []string {
 				var out []string
 				for _, name := range namespaces.Names() {
@@ -291,6 +291,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				return out
 			}
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
+			g.CountFrom(counts, dynamicconfig.StateRecountInterval.Get(dc))
 			g.ReportActiveTo(brake.SetActiveCount)
 			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))

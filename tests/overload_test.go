@@ -326,7 +326,7 @@ func TestExpiryBrakeHoldsAMassStop(t *testing.T) {
 	workers := newFleet(t, client, 300*time.Millisecond, lease)
 	workers.start(keys...)
 	require.Eventually(t, func() bool { return workers.minBeats(keys) >= 3 }, time.Minute, 50*time.Millisecond)
-	// The brake's base, the namespace's ACTIVE count, is recounted every 200ms in tests.
+	// The brake's base, the namespace's ACTIVE count, is reported every 200ms in tests.
 	require.Eventually(t, func() bool {
 		n, ok := metricLine(cluster.HTTPAddress(), metrics.WorkersByState.ExportedName()+`{state="ACTIVE"}`)
 		return ok && n == 20

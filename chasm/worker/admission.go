@@ -96,10 +96,17 @@ func (k *knownWorkers) add(fp uint64, now time.Time) {
 // heartbeatClass is a heartbeat's admission class: a worker this host saw heartbeat, or one
 // that says it heartbeated before (the SDK reports the interval since its last beat; the
 // extended API sends its conflict token), is a known worker; anything else registers.
+//
+// Except a worker whose registration this host turned away: the SDK reports the interval
+// since its refused first beat too, and a refused burst coming back as "known" heartbeats
+// would take the slots and the commit lane kept for live workers.
 func (h *Handler) heartbeatClass(namespaceID string, entry *workerpb.HeartbeatEntry) admission.Class {
 	hb := entry.GetHeartbeat()
-	if entry.ConflictToken != nil || hb.GetElapsedSinceLastHeartbeat().AsDuration() > 0 ||
-		h.known.contains(fingerprint(namespaceID, hb.GetWorkerInstanceKey())) {
+	fp := fingerprint(namespaceID, hb.GetWorkerInstanceKey())
+	switch {
+	case entry.ConflictToken != nil || h.known.contains(fp):
+		return admission.ClassHeartbeat
+	case hb.GetElapsedSinceLastHeartbeat().AsDuration() > 0 && !h.turnedAway.contains(fp):
 		return admission.ClassHeartbeat
 	}
 	return admission.ClassRegistration

@@ -15,10 +15,11 @@ import (
 // record costs store space and, while its worker is ACTIVE, memory on its host, so a client
 // minting a key per heartbeat must not grow them without bound.
 //
-// The count comes from the store, cluster-wide, at every workers_by_state report (StateGauges);
-// between two reports this host adds the workers it registered itself. Another host's
-// registrations since the last report are not seen, so a cluster may overshoot the cap by what
-// its other hosts register in one report interval (at most worker.registrationRPS each).
+// The count comes from StateGauges at every report: the store's count, cluster-wide, at the
+// last recount, plus the state changes this host committed since (StateCounts); between two
+// reports this host adds the workers it admitted itself. Another host's registrations since the
+// last recount are not seen, so a cluster may overshoot the cap by what its other hosts register
+// in one recount interval (at most worker.registrationRPS each).
 type workerCap struct {
 	max   func(namespace string) int
 	scope tally.Scope

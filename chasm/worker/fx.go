@@ -25,6 +25,7 @@ var Module = fx.Module("worker",
 			return NewConfig(dc, int32(shards))
 		},
 		func(r chasm.ShardConnector) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
+		NewStateCounts,
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
 		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a admission.LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 			b := NewBrake(NewBrakeConfig(dc), a, ts, scope.SubScope("worker"), logger.With(zap.String("component", "worker")))
@@ -32,7 +33,7 @@ var Module = fx.Module("worker",
 			return b
 		},
 		chasm.AsLibrary(func(p libraryParams) *Library {
-			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger, WithExpiryBrake(p.Brake)).WithChangeSink(p.Changes)
+			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger, WithExpiryBrake(p.Brake), WithStateCounts(p.Counts)).WithChangeSink(p.Changes)
 		}),
 		func(e chasm.Engine, l chasm.Lister, c *Config, ts clock.TimeSource, a admission.Admitter, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
 			return NewHandler(listingEngine{e, l}, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
@@ -54,6 +55,7 @@ type libraryParams struct {
 	Scope       tally.Scope
 	Logger      *zap.Logger
 	Brake       *Brake
+	Counts      *StateCounts
 	Changes     ChangeSink `optional:"true"`
 }
 

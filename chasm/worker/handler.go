@@ -47,10 +47,12 @@ type Handler struct {
 	capacity      *workerCap
 
 	// admission, when set, decides what is served, waits, or is refused under load; known
-	// ranks the heartbeats of workers seen lately above registrations.
-	admission Admitter
-	known     *knownWorkers
-	brake     *Brake
+	// ranks the heartbeats of workers seen lately above registrations; turnedAway keeps the
+	// keys whose registration admission refused ranked as registrations when they retry.
+	admission  Admitter
+	known      *knownWorkers
+	turnedAway *knownWorkers
+	brake      *Brake
 }
 
 // NewHandler returns the handler. It is built when the host starts.
@@ -58,7 +60,7 @@ func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scop
 	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
 		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
 		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
-		known:    newKnownWorkers()}
+		known:    newKnownWorkers(), turnedAway: newKnownWorkers()}
 	for _, opt := range opts {
 		opt(h)
 	}
@@ -132,10 +134,13 @@ func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsR
 	namespaceID := req.GetNamespaceId()
 	instanceKey := entry.GetHeartbeat().GetWorkerInstanceKey()
 	var result *workerpb.HeartbeatResult
-	release, err := h.admit(ctx, namespaceID, instanceKey, h.heartbeatClass(namespaceID, entry), proto.Size(entry))
+	class := h.heartbeatClass(namespaceID, entry)
+	release, err := h.admit(ctx, namespaceID, instanceKey, class, proto.Size(entry))
 	if err == nil {
 		result, err = h.heartbeat(ctx, req, entry)
 		release()
+	} else if class == admission.ClassRegistration {
+		h.turnedAway.add(fingerprint(namespaceID, instanceKey), start)
 	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
 	if err == nil && result.GetStatus() == statusActive {

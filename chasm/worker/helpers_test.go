@@ -68,6 +68,12 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t)
+}
+
+// setupWith is setup with options for the library.
+func setupWith(t *testing.T, opts ...worker.LibraryOption) *bundle {
+	t.Helper()
 	dcClient := dynamicconfig.NewMemoryClient()
 	// The tests were written around 30 s first leases (shorter than the built-in default, which
 	// covers the SDK's 60 s interval); useDefaultLease restores the built-in one.
@@ -75,7 +81,7 @@ func setup(t *testing.T) *bundle {
 	logger := zaptest.NewLogger(t)
 	config := worker.NewConfig(dynamicconfig.NewCollection(dcClient, logger), testNumShards)
 	rescheduler := &recordingRescheduler{}
-	lib := worker.NewLibrary(config, rescheduler, tally.NoopScope, logger)
+	lib := worker.NewLibrary(config, rescheduler, tally.NoopScope, logger, opts...)
 	engine := chasmtest.NewEngine(t, chasmtest.NewRegistry(t, lib))
 	return &bundle{
 		t:           t,

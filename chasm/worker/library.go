@@ -3,6 +3,7 @@ package worker
 import (
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -17,6 +18,8 @@ type Library struct {
 	logger      *zap.Logger
 	// changes receives committed changes (WithChangeSink); nil: nobody watches.
 	changes ChangeSink
+	// counts keeps workers by state from committed changes (WithStateCounts); nil: none.
+	counts *StateCounts
 }
 
 // WithChangeSink makes the library report every committed worker change to sink (the live
@@ -32,6 +35,12 @@ type LibraryOption func(*Library)
 // WithExpiryBrake lets brake hold lease expiries back (see Brake).
 func WithExpiryBrake(brake ExpiryBrake) LibraryOption {
 	return func(l *Library) { l.brake = brake }
+}
+
+// WithStateCounts makes the library count every committed change of state into counts
+// (workers_by_state; see StateGauges.CountFrom).
+func WithStateCounts(counts *StateCounts) LibraryOption {
+	return func(l *Library) { l.counts = counts }
 }
 
 // NewLibrary returns the worker library. rescheduler delivers dead workers' activities to
@@ -55,8 +64,23 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 		// in place: a transaction need not copy the previous one.
 		chasm.WithSharedStateFields("last_heartbeat"),
 	}
+	var observers []chasm.CommitObserver
 	if l.changes != nil {
-		opts = append(opts, chasm.WithCommitObserver(commitObserver(l.changes)))
+		observers = append(observers, commitObserver(l.changes))
+	}
+	if l.counts != nil {
+		observers = append(observers, l.counts.observer())
+	}
+	switch len(observers) {
+	case 0:
+	case 1:
+		opts = append(opts, chasm.WithCommitObserver(observers[0]))
+	default:
+		opts = append(opts, chasm.WithCommitObserver(func(key chasm.ExecutionKey, before, after proto.Message, deleted bool) {
+			for _, o := range observers {
+				o(key, before, after, deleted)
+			}
+		}))
 	}
 	return []*chasm.RegistrableComponent{
 		chasm.NewRegistrableComponent("worker",

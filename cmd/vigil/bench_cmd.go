@@ -45,6 +45,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", bench.PollIntervalDefault, "with --kill: how often a killed worker past its lease deadline is described")
 	fs.DurationVar(&cfg.RecoveryTimeout, "recovery-timeout", 0, "with --kill: how long to wait for detection and hand-back (default 2m + 3 leases)")
 	fs.BoolVar(&cfg.ShutdownAtEnd, "shutdown-at-end", true, "send ShutdownWorker for every live worker when the load ends")
+	fs.IntVar(&cfg.RegisterBurst, "register-burst", 0, "new workers that send their first heartbeat at the same instant while the fleet heartbeats; the time until all are registered and the fleet's latency meanwhile are measured")
+	fs.DurationVar(&cfg.RegisterBurstAt, "register-burst-at", 0, "when --register-burst fires, from the start (default: halfway through the measured period)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of jitter, churn and kill choices (0: random)")
 	fs.StringVar(&jsonPath, "json", "", "write the summary as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (its cost shares the cores on a small machine)")

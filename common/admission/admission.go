@@ -18,7 +18,8 @@ const (
 	// whole lease costs a live worker its work.
 	ClassHeartbeat Class = iota
 	// ClassRegistration is the first heartbeat of a key this host does not know. Paced by
-	// history.registrationAdmitRPS, then served after heartbeats.
+	// history.registrationAdmitRPS, then served after heartbeats, on at most half of a shard's
+	// slots; its create commits behind known workers' updates (persistence group commit lanes).
 	ClassRegistration
 	// ClassRead is a describe or list. Served last, and refused while heartbeats wait.
 	ClassRead
