@@ -97,10 +97,9 @@ func keyHash(key string) uint64 {
 
 // packedItem is one entry of a collection being laid out.
 type packedItem struct {
-	hash    uint64
-	key     string
-	value   []byte
-	changed bool
+	hash  uint64
+	key   string
+	value []byte
 }
 
 func sortItems(items []packedItem) {
@@ -350,7 +349,9 @@ func deleteSpan(deletes []chasm.CollectionEntryKey, name string) []chasm.Collect
 	return deletes[lo:hi]
 }
 
-// packCollection returns the rows that store one collection's changes.
+// packCollection returns the rows that store one collection's changes. It sorts only the
+// keys' hashes, and gathers and encodes the entries of the buckets it writes: one change to a
+// worker with 10,000 bound activities encodes about 32.
 func packCollection(
 	exec *chasm.Execution, name string, puts []chasm.CollectionEntry, dels []chasm.CollectionEntryKey, stale *staleRows,
 ) ([]persistence.CollectionEntry, []persistence.CollectionEntryKey) {
@@ -361,38 +362,43 @@ func packCollection(
 	for _, k := range dels {
 		changed[k.Key] = struct{}{}
 	}
-	var (
-		items     []packedItem // the collection after the change
-		oldHashes []uint64     // the committed collection
-	)
-	rewrite := stale.has(name)
-	exec.RangeCollection(name, func(key string, value []byte) bool {
+	n := exec.CollectionLen(name)
+	oldHashes := make([]uint64, 0, n)           // the committed collection
+	newHashes := make([]uint64, 0, n+len(puts)) // the collection after the change
+	exec.RangeCollection(name, func(key string, _ []byte) bool {
 		h := keyHash(key)
-		if !rewrite {
-			oldHashes = append(oldHashes, h)
-		}
+		oldHashes = append(oldHashes, h)
 		if _, ok := changed[key]; !ok {
-			items = append(items, packedItem{hash: h, key: key, value: value})
+			newHashes = append(newHashes, h)
 		}
 		return true
 	})
-	for _, e := range puts {
-		items = append(items, packedItem{hash: keyHash(e.Key), key: e.Key, value: e.Value, changed: true})
+	putHashes := make([]uint64, len(puts))
+	for i, e := range puts {
+		putHashes[i] = keyHash(e.Key)
+		newHashes = append(newHashes, putHashes[i])
 	}
-	sortItems(items)
-	layout := bucketLayout(itemHashes(items))
+	slices.Sort(newHashes)
+	layout := bucketLayout(newHashes)
 	collection := bucketCollectionPrefix + name
 
-	var rows []persistence.CollectionEntry
-	put := func(b bucket) {
-		rows = append(rows, persistence.CollectionEntry{Collection: collection, Key: b.id(), Value: encodeBucket(items[b.lo:b.hi])})
+	// bucketOf returns the index of the bucket of layout that covers h, or -1.
+	bucketOf := func(h uint64) int {
+		// The last bucket starting at or before h is the only one that can cover it.
+		i := sort.Search(len(layout), func(i int) bool { return layout[i].prefix<<(64-layout[i].depth) > h }) - 1
+		if i >= 0 && layout[i].covers(h) {
+			return i
+		}
+		return -1
 	}
-	var deletes []persistence.CollectionEntryKey
 
-	if rewrite {
+	// Which buckets to write, and which rows to delete.
+	write := make([]bool, len(layout))
+	var deletes []persistence.CollectionEntryKey
+	if rewrite := stale.has(name); rewrite {
 		putIDs := make(map[string]struct{}, len(layout))
-		for _, b := range layout {
-			put(b)
+		for i, b := range layout {
+			write[i] = true
 			putIDs[b.id()] = struct{}{}
 		}
 		if slices.Contains(stale.legacy, name) {
@@ -406,46 +412,66 @@ func packCollection(
 				deletes = append(deletes, k)
 			}
 		}
-		return rows, deletes
-	}
-
-	// The store holds the layout of the committed keys: rewrite the buckets that hold a
-	// changed key or did not exist, delete those that no longer exist.
-	slices.Sort(oldHashes)
-	oldIDs := make(map[string]struct{})
-	for _, b := range bucketLayout(oldHashes) {
-		oldIDs[b.id()] = struct{}{}
-	}
-	touched := make([]bool, len(layout))
-	for i, b := range layout {
-		for _, it := range items[b.lo:b.hi] {
-			if it.changed {
-				touched[i] = true
-				break
+	} else {
+		// The store holds the layout of the committed keys: write the buckets that hold a
+		// changed key or did not exist, delete those that no longer exist.
+		slices.Sort(oldHashes)
+		type bucketName struct {
+			depth  uint
+			prefix uint64
+		}
+		oldLayout := bucketLayout(oldHashes)
+		oldIDs := make(map[bucketName]struct{}, len(oldLayout))
+		for _, b := range oldLayout {
+			oldIDs[bucketName{b.depth, b.prefix}] = struct{}{}
+		}
+		for _, h := range putHashes {
+			write[bucketOf(h)] = true
+		}
+		for _, k := range dels {
+			if i := bucketOf(keyHash(k.Key)); i >= 0 {
+				write[i] = true
 			}
 		}
-	}
-	for _, k := range dels {
-		h := keyHash(k.Key)
-		// The last bucket starting at or before h is the only one that can cover it.
-		i := sort.Search(len(layout), func(i int) bool { return layout[i].prefix<<(64-layout[i].depth) > h }) - 1
-		if i >= 0 && layout[i].covers(h) {
-			touched[i] = true
+		newIDs := make(map[bucketName]struct{}, len(layout))
+		for i, b := range layout {
+			id := bucketName{b.depth, b.prefix}
+			newIDs[id] = struct{}{}
+			if _, existed := oldIDs[id]; !existed {
+				write[i] = true
+			}
 		}
+		for _, b := range oldLayout {
+			if _, ok := newIDs[bucketName{b.depth, b.prefix}]; !ok {
+				deletes = append(deletes, persistence.CollectionEntryKey{Collection: collection, Key: b.id()})
+			}
+		}
+		slices.SortFunc(deletes, func(a, b persistence.CollectionEntryKey) int { return strings.Compare(a.Key, b.Key) })
 	}
-	newIDs := make(map[string]struct{}, len(layout))
+
+	// Gather the entries of the buckets written, each bucket's in key order.
+	contents := make(map[int][]packedItem)
+	exec.RangeCollection(name, func(key string, value []byte) bool {
+		if _, ok := changed[key]; ok {
+			return true
+		}
+		if i := bucketOf(keyHash(key)); write[i] {
+			contents[i] = append(contents[i], packedItem{key: key, value: value})
+		}
+		return true
+	})
+	for j, e := range puts {
+		i := bucketOf(putHashes[j])
+		contents[i] = append(contents[i], packedItem{key: e.Key, value: e.Value})
+	}
+	var rows []persistence.CollectionEntry
 	for i, b := range layout {
-		id := b.id()
-		newIDs[id] = struct{}{}
-		if _, existed := oldIDs[id]; touched[i] || !existed {
-			put(b)
+		if !write[i] {
+			continue
 		}
+		items := contents[i]
+		slices.SortFunc(items, func(a, b packedItem) int { return strings.Compare(a.key, b.key) })
+		rows = append(rows, persistence.CollectionEntry{Collection: collection, Key: b.id(), Value: encodeBucket(items)})
 	}
-	for id := range oldIDs {
-		if _, ok := newIDs[id]; !ok {
-			deletes = append(deletes, persistence.CollectionEntryKey{Collection: collection, Key: id})
-		}
-	}
-	slices.SortFunc(deletes, func(a, b persistence.CollectionEntryKey) int { return strings.Compare(a.Key, b.Key) })
 	return rows, deletes
 }

@@ -299,3 +299,38 @@ func mustState(t *testing.T, exec *chasm.Execution) []byte {
 	require.NoError(t, err)
 	return state
 }
+
+// BenchmarkPackOneChange is the cost of storing one changed entry of a large collection.
+func BenchmarkPackOneChange(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			registry := chasm.NewRegistry()
+			if err := registry.Register(reminder.NewLibrary(reminder.NewRecordingSink())); err != nil {
+				b.Fatal(err)
+			}
+			rc, _ := registry.Component(reminder.Archetype)
+			exec := chasm.NewExecution(registry, rc, chasm.ExecutionKey{NamespaceID: "ns", BusinessID: "r", RunID: "run"})
+			m, err := exec.Start(time.Unix(0, 0), func(ctx chasm.MutableContext) (chasm.Component, error) {
+				r, err := reminder.New(ctx, time.Hour, "")
+				for i := range n {
+					r.AddNote(ctx, fmt.Sprintf("11:activity-%d/run", i), strings.Repeat("x", 100))
+				}
+				return r, err
+			}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			exec.Apply(m)
+			m, err = exec.Update(time.Unix(0, 0), func(ctx chasm.MutableContext, c chasm.Component) error {
+				c.(*reminder.Reminder).AddNote(ctx, "one-more", "x")
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				packCollectionChanges(exec, m, nil)
+			}
+		})
+	}
+}
