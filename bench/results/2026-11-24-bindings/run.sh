@@ -21,7 +21,9 @@ run() { # name binary churn
   kill $pid; wait $pid 2>/dev/null
   rm -rf "$dir"
 }
+# ORDER="bindings main" runs this branch first in each pair.
 for churn in 20 50; do
-  run main-churn$churn $BIN/vigil-main $churn
-  run bindings-churn$churn $BIN/vigil-bindings $churn
+  for v in ${ORDER:-main bindings}; do
+    run $v-churn$churn $BIN/vigil-$v $churn
+  done
 done
