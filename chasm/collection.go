@@ -7,10 +7,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Collection is a typed handle on one of a component's keyed collections. Entries are stored
-// one by one beside the state message: a transaction writes only the entries it put or
+// Collection is a typed handle on one of a component's keyed collections. Entries are kept
+// beside the state message: a transaction hands the engine only the entries it put or
 // deleted, so a worker with 10,000 bound activities pays nothing for them on a plain
-// heartbeat. Declare the handle once at package level and the name with WithCollections.
+// heartbeat (the durable host stores them packed, a few dozen to a row, and rewrites only the
+// rows holding a changed entry). Declare the handle once at package level and the name, an
+// identifier, with WithCollections.
 type Collection[V proto.Message] struct {
 	name     string
 	newValue func() V

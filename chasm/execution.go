@@ -118,6 +118,17 @@ func (e *Execution) Indexed() IndexedFields { return e.indexed }
 // CollectionLen returns the number of committed entries in a collection.
 func (e *Execution) CollectionLen(name string) int { return len(e.collections[name]) }
 
+// RangeCollection calls fn for every committed entry of a collection, in no particular order,
+// until fn returns false. Values are shared, not copied: fn must not modify them. Engines use
+// it to store a collection in their own layout.
+func (e *Execution) RangeCollection(name string, fn func(key string, value []byte) bool) {
+	for key, value := range e.collections[name] {
+		if !fn(key, value) {
+			return
+		}
+	}
+}
+
 // Changed returns a channel closed by the next Apply.
 func (e *Execution) Changed() <-chan struct{} { return e.changed }
 

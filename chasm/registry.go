@@ -194,6 +194,13 @@ func (r *Registry) Register(lib Library) error {
 		if other, ok := newComponentTypes[c.goType]; ok {
 			return fmt.Errorf("chasm: Go type %v is already registered as %s", c.goType, other)
 		}
+		for _, name := range c.collections {
+			// Engines may store a collection under names derived from it (the durable host
+			// packs entries into rows named "#" + name): a plain identifier never collides.
+			if !validName.MatchString(name) {
+				return fmt.Errorf("chasm: component %s: invalid collection name %q", fullName, name)
+			}
+		}
 		shared, err := c.resolveSharedFields()
 		if err != nil {
 			return fmt.Errorf("chasm: component %s: %w", fullName, err)

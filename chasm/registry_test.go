@@ -179,6 +179,17 @@ func TestRegistry(t *testing.T) {
 			wantErr: "which is not a registered component",
 		},
 		{
+			name: "InvalidCollectionName",
+			libs: func() []*testLibrary {
+				return []*testLibrary{{name: "a", components: []*chasm.RegistrableComponent{
+					chasm.NewRegistrableComponent("x", func(s *wrapperspb.StringValue) *stringComponent {
+						return &stringComponent{state: s}
+					}, chasm.WithCollections("#packed")),
+				}}}
+			},
+			wantErr: `invalid collection name "#packed"`,
+		},
+		{
 			name: "SideEffectSingletonRefused",
 			libs: func() []*testLibrary {
 				return []*testLibrary{{

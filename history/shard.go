@@ -49,6 +49,12 @@ type Shard struct {
 	// next owner would fire at once the leases the grace is holding.
 	acquiredAt time.Time
 	takenOver  bool
+
+	// stale holds, for runs loaded with collection rows outside the packed layout (written
+	// by an older vigil), what the next collection change must rewrite (collections.go).
+	// Empty once every such run has changed a collection.
+	staleMu sync.Mutex
+	stale   map[persistence.ExecutionKey]*staleRows
 }
 
 // Task IDs are rangeID<<taskSeqBits | seq: they grow across restarts (each start acquires a
@@ -219,11 +225,14 @@ func (s *Shard) loadRun(ctx context.Context, rc *chasm.RegistrableComponent, key
 	case err != nil:
 		return nil, s.storeError("GetExecution", err)
 	}
-	entries := make([]chasm.CollectionEntry, len(record.Collections))
-	for i, e := range record.Collections {
-		entries[i] = chasm.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value}
+	entries, stale, err := unpackCollections(record.Collections)
+	if err == nil {
+		s.setStale(persistenceKey(rc, key), stale)
 	}
-	exec, err := chasm.LoadExecution(s.engine.registry, rc, key, record.State, entries)
+	var exec *chasm.Execution
+	if err == nil {
+		exec, err = chasm.LoadExecution(s.engine.registry, rc, key, record.State, entries)
+	}
 	if err != nil {
 		metrics.CorruptExecutions.With(s.engine.scope).Inc(1)
 		s.logger.Error("corrupt execution", tag.Archetype(rc.FullName()), tag.NamespaceID(key.NamespaceID),
@@ -285,11 +294,14 @@ func (s *Shard) write(
 		prevLifecycle := persistenceLifecycle(exec.Lifecycle())
 		w.PrevLifecycle = &prevLifecycle
 	}
-	for _, e := range m.CollectionPuts {
-		w.CollectionPuts = append(w.CollectionPuts, persistence.CollectionEntry{Collection: e.Collection, Key: e.Key, Value: e.Value})
-	}
-	for _, k := range m.CollectionDeletes {
-		w.CollectionDeletes = append(w.CollectionDeletes, persistence.CollectionEntryKey{Collection: k.Collection, Key: k.Key})
+	// Collections are stored packed in buckets: only the buckets the change touches are
+	// rewritten, and rows an older vigil wrote are converted in the same transaction.
+	var stale *staleRows
+	if !m.Deleted && len(m.CollectionPuts)+len(m.CollectionDeletes) > 0 {
+		if !m.Created {
+			stale = s.staleFor(w.Key)
+		}
+		w.CollectionPuts, w.CollectionDeletes = packCollectionChanges(exec, m, stale)
 	}
 
 	ids, release, err := s.allocateTaskIDs(len(m.Tasks))
@@ -336,6 +348,9 @@ func (s *Shard) write(
 	exec.Apply(m)
 	run.dbVersion = w.NextDBVersion
 	release()
+	if stale != nil || m.Deleted {
+		s.setStale(w.Key, nil)
+	}
 	if m.Deleted {
 		if entry != nil {
 			entry.current = nil // entry is only given for the current run, now gone
@@ -349,6 +364,31 @@ func (s *Shard) write(
 		s.outboundQueue.NotifyNewTasks()
 	}
 	return nil
+}
+
+// staleFor returns what the store holds of run key outside the packed layout; nil if nothing.
+func (s *Shard) staleFor(key persistence.ExecutionKey) *staleRows {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	return s.stale[key]
+}
+
+// setStale records what a run's store rows hold outside the packed layout (nil: nothing).
+func (s *Shard) setStale(key persistence.ExecutionKey, stale *staleRows) {
+	s.staleMu.Lock()
+	defer s.staleMu.Unlock()
+	switch {
+	case stale != nil:
+		if s.stale == nil {
+			s.stale = make(map[persistence.ExecutionKey]*staleRows)
+		}
+		s.stale[key] = stale
+	case s.stale != nil:
+		delete(s.stale, key)
+		if len(s.stale) == 0 {
+			s.stale = nil // the map of an upgrade's burst is not kept
+		}
+	}
 }
 
 // storeError turns a store error into what a client can act on. Conflicts and lost ownership

@@ -165,6 +165,37 @@ matching.InactiveWorkerCleanupDelay:
 		require.Len(t, b.receiver.received(), len(shards), "the second inactivation had nothing to reschedule")
 	})
 
+	t.Run("ARestartBinding100ActivitiesWritesAFewRows", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, "")
+		var bindings []*workerpb.ActivityBinding
+		for i := range 100 {
+			bindings = append(bindings, binding(fmt.Sprintf("activity-%03d", i), 1))
+		}
+		b.writes.reset()
+		r := b.beat("ns", "w1", withBound(bindings...))
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, r.Status)
+		rows := b.writes.rowsFor("w1")
+		t.Logf("registering with 100 activities: %d write(s), %d collection rows", b.writes.writesFor("w1"), rows)
+		require.Positive(t, rows)
+		require.LessOrEqual(t, rows, 8, "the bindings are packed, not a row each")
+
+		b.writes.reset()
+		b.shutdown("ns", "w1")
+		require.LessOrEqual(t, b.writes.rowsFor("w1"), 8, "dropping them deletes as few")
+		handedBack := func() map[string]bool {
+			ids := map[string]bool{}
+			for _, req := range b.receiver.received() {
+				for _, a := range req.Activities {
+					ids[a.ActivityId] = true
+				}
+			}
+			return ids
+		}
+		require.Eventually(t, func() bool { return len(handedBack()) == 100 }, 10*time.Second, 5*time.Millisecond,
+			"every binding was kept and handed back")
+	})
+
 	t.Run("AWorkersRescheduleBatchesAreAcknowledgedSeveralToAWrite", func(t *testing.T) {
 		t.Parallel()
 		b := startHost(t, "")
@@ -293,6 +324,8 @@ type writeRecorder struct {
 	mu     sync.Mutex
 	bytes  map[string]int
 	writes map[string]int
+	// rows counts the collection rows put and deleted.
+	rows map[string]int
 }
 
 func (r *writeRecorder) wrap(s persistence.Store) persistence.Store {
@@ -304,6 +337,13 @@ func (r *writeRecorder) reset() {
 	defer r.mu.Unlock()
 	r.bytes = map[string]int{}
 	r.writes = map[string]int{}
+	r.rows = map[string]int{}
+}
+
+func (r *writeRecorder) rowsFor(businessID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rows[businessID]
 }
 
 func (r *writeRecorder) writesFor(businessID string) int {
@@ -328,8 +368,10 @@ func (s *recordingStore) WriteBatch(ctx context.Context, writes []*persistence.E
 	if s.r.bytes == nil {
 		s.r.bytes = map[string]int{}
 		s.r.writes = map[string]int{}
+		s.r.rows = map[string]int{}
 	}
 	for _, w := range writes {
+		s.r.rows[w.Key.BusinessID] += len(w.CollectionPuts) + len(w.CollectionDeletes)
 		n := len(w.State)
 		for _, e := range w.CollectionPuts {
 			n += len(e.Collection) + len(e.Key) + len(e.Value)
