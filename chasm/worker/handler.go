@@ -58,7 +58,7 @@ func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scop
 	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
 		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
 		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
-		known:    newKnownWorkers()}
+		known:    newKnownWorkers(timeSource)}
 	for _, opt := range opts {
 		opt(h)
 	}
@@ -135,7 +135,7 @@ func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsR
 	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
 	if err == nil && result.GetStatus() == statusActive {
-		h.known.add(fingerprint(namespaceID, instanceKey), start)
+		h.known.add(fingerprint(namespaceID, instanceKey))
 	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)
