@@ -75,6 +75,9 @@ memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstat
 		# WAL index (the -shm file, shared).
 		awk '/^[0-9a-f]+-[0-9a-f]+ / {m = $1 " " ($6 == "" ? "[anon]" : $6)} /^Rss:/ && $2 >= 512 {print "  " $2 " kB " m}' \
 			"/proc/$pid/smaps" | sort -rn | head -12
+		# Resident and anonymous kB by what is mapped (all anonymous regions together).
+		awk '/^[0-9a-f]+-[0-9a-f]+ / {m = ($6 == "" ? "[anon]" : $6)} /^Rss:/ {r[m] += $2} /^Anonymous:/ {a[m] += $2}
+			END {for (k in r) if (r[k] >= 64) print "  by name: " r[k] " kB (anonymous " a[k] ") " k}' "/proc/$pid/smaps" | sort -k3 -rn
 	} >>"$dir/memstats.txt"
 }
 
