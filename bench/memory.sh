@@ -20,7 +20,12 @@
 #        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
 #        of steady heartbeats after the registrations), SETTLE (150s), SERVER_ARGS (more flags
 #        for `vigil server start`, e.g. --config with history.executionCacheSize),
-#        OUT (directory for logs, heap profiles and summary.txt; default a temporary one).
+#        OUT (directory for logs, heap profiles and summary.txt; default a temporary one),
+#        MEMDIAG (a URL whose answer is added to each phase's figures: with VIGIL built by
+#        `go build -tags memdiag,memory.counters ./cmd/vigil`, http://127.0.0.1:23150/ gives
+#        what SQLite holds outside the Go heap; see cmd/vigil/memdiag.go).
+# memstats.txt has, per phase, the RSS split (smaps_rollup), the Go runtime's view of its heap
+# and metadata, and the largest resident mappings.
 # Needs curl. The server runs with --pprof; heap profiles of each phase are saved in OUT.
 set -euo pipefail
 
@@ -61,8 +66,18 @@ heap_alloc_mib() {
 memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstats.txt
 	{
 		echo "== $1: VmRSS $(rss_kib "$pid") KiB"
+		grep -E '^(Rss|Anonymous|Shared|Private)' "/proc/$pid/smaps_rollup" | tr -s ' ' | paste -sd' ' || true
 		curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" |
-			grep -E '^# (HeapAlloc|HeapSys|HeapIdle|HeapInuse|HeapReleased|Stack|NextGC) ' || true
+			grep -E '^# (HeapAlloc|HeapSys|HeapIdle|HeapInuse|HeapReleased|Stack|MSpan|MCache|BuckHashSys|GCSys|OtherSys|NextGC) ' || true
+		[ -z "${MEMDIAG:-}" ] || curl -sf "$MEMDIAG" || true
+		# The largest resident mappings: the Go heap arenas (0xc0...), the runtime's own
+		# metadata, SQLite's memory (modernc.org/memory mmaps it outside the Go heap), the
+		# WAL index (the -shm file, shared).
+		awk '/^[0-9a-f]+-[0-9a-f]+ / {m = $1 " " ($6 == "" ? "[anon]" : $6)} /^Rss:/ && $2 >= 512 {print "  " $2 " kB " m}' \
+			"/proc/$pid/smaps" | sort -rn | head -12
+		# Resident and anonymous kB by what is mapped (all anonymous regions together).
+		awk '/^[0-9a-f]+-[0-9a-f]+ / {m = ($6 == "" ? "[anon]" : $6)} /^Rss:/ {r[m] += $2} /^Anonymous:/ {a[m] += $2}
+			END {for (k in r) if (r[k] >= 64) print "  by name: " r[k] " kB (anonymous " a[k] ") " k}' "/proc/$pid/smaps" | sort -k3 -rn
 	} >>"$dir/memstats.txt"
 }
 

@@ -10,6 +10,7 @@ import (
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/admission"
+	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/shard"
 )
 
@@ -53,14 +54,21 @@ const knownWorkersRotation = 15 * time.Minute
 // generations (about 16 bytes each, so 100,000 workers cost under 4 MB). It only decides
 // priority: a forgotten worker (after a restart, or silent longer than the rotation) is served
 // as a registration, and a fingerprint collision only raises one call's priority.
+//
+// The generations rotate on a timer, every knownWorkersRotation while either holds a
+// fingerprint, not on the next heartbeat: once a fleet has gone, a host that sees no more
+// heartbeats forgets it within two rotations instead of keeping it for good. A new generation
+// starts small rather than sized for the last one, which may have held a fleet since gone.
 type knownWorkers struct {
-	mu        sync.Mutex
-	cur, prev map[uint64]struct{}
-	rotatedAt time.Time
+	timeSource clock.TimeSource
+	mu         sync.Mutex
+	cur, prev  map[uint64]struct{}
+	// rotating is the next rotation, armed while either generation holds a fingerprint.
+	rotating clock.Timer
 }
 
-func newKnownWorkers() *knownWorkers {
-	return &knownWorkers{cur: make(map[uint64]struct{}), prev: make(map[uint64]struct{})}
+func newKnownWorkers(timeSource clock.TimeSource) *knownWorkers {
+	return &knownWorkers{timeSource: timeSource, cur: make(map[uint64]struct{}), prev: make(map[uint64]struct{})}
 }
 
 func fingerprint(namespaceID, instanceKey string) uint64 {
@@ -81,16 +89,32 @@ func (k *knownWorkers) contains(fp uint64) bool {
 	return ok
 }
 
-func (k *knownWorkers) add(fp uint64, now time.Time) {
+func (k *knownWorkers) add(fp uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.rotatedAt.IsZero() {
-		k.rotatedAt = now
-	}
-	if now.Sub(k.rotatedAt) > knownWorkersRotation {
-		k.prev, k.cur, k.rotatedAt = k.cur, make(map[uint64]struct{}, len(k.cur)), now
-	}
 	k.cur[fp] = struct{}{}
+	if k.rotating == nil {
+		k.rotating = k.timeSource.AfterFunc(knownWorkersRotation, k.rotate)
+	}
+}
+
+// rotate makes the current generation the previous one, forgetting the workers that did not
+// heartbeat for a whole generation.
+func (k *knownWorkers) rotate() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.prev, k.cur = k.cur, make(map[uint64]struct{})
+	k.rotating = nil
+	if len(k.prev) > 0 {
+		k.rotating = k.timeSource.AfterFunc(knownWorkersRotation, k.rotate)
+	}
+}
+
+// sizes is how many fingerprints each generation holds, for tests.
+func (k *knownWorkers) sizes() (cur, prev int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.cur), len(k.prev)
 }
 
 // heartbeatClass is a heartbeat's admission class: a worker this host saw heartbeat, or one

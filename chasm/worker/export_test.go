@@ -7,3 +7,7 @@ func BeginRecountForTest(c *StateCounts) { c.beginRecount() }
 func EndRecountForTest(c *StateCounts, counted map[string]StateCount, ok bool) {
 	c.endRecount(counted, ok)
 }
+
+// KnownWorkers is how many fingerprints of workers seen lately the handler holds, in the
+// current generation and in the previous one.
+func (h *Handler) KnownWorkers() (cur, prev int) { return h.known.sizes() }

@@ -60,7 +60,7 @@ func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scop
 	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
 		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
 		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
-		known:    newKnownWorkers(), turnedAway: newKnownWorkers()}
+		known:    newKnownWorkers(timeSource), turnedAway: newKnownWorkers(timeSource)}
 	for _, opt := range opts {
 		opt(h)
 	}
@@ -140,11 +140,11 @@ func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsR
 		result, err = h.heartbeat(ctx, req, entry)
 		release()
 	} else if class == admission.ClassRegistration {
-		h.turnedAway.add(fingerprint(namespaceID, instanceKey), start)
+		h.turnedAway.add(fingerprint(namespaceID, instanceKey))
 	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
 	if err == nil && result.GetStatus() == statusActive {
-		h.known.add(fingerprint(namespaceID, instanceKey), start)
+		h.known.add(fingerprint(namespaceID, instanceKey))
 	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)

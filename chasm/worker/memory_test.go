@@ -68,3 +68,32 @@ worker.expiryBrakeSettle:
 	}
 	require.Zero(t, b.host.Engine.MemoryStats().CachedExecutions, "a lookup of a deleted worker caches nothing")
 }
+
+// The fingerprints that rank known workers' heartbeats above registrations outlive a worker's
+// silence by one to two rotations, then go, also on a host that sees no more heartbeats at
+// all: a fleet that has gone is not remembered for good.
+func TestKnownWorkersAreForgottenOnceSilent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rotation = 15 * time.Minute
+	generations := func(cur, prev int) func() bool {
+		return func() bool {
+			c, p := b.handler.KnownWorkers()
+			return c == cur && p == prev
+		}
+	}
+	b.mustBeat("w1", withLease(5*time.Minute))
+	b.mustBeat("w2", withLease(5*time.Minute))
+	require.True(t, generations(2, 0)())
+
+	b.engine.Clock().Advance(rotation) // both in the previous generation now, still known
+	require.Eventually(t, generations(0, 2), 10*time.Second, time.Millisecond)
+	b.mustBeat("w1", withLease(5*time.Minute))
+	require.True(t, generations(1, 2)())
+
+	b.engine.Clock().Advance(rotation) // w2 was silent for a whole generation
+	require.Eventually(t, generations(0, 1), 10*time.Second, time.Millisecond)
+
+	b.engine.Clock().Advance(rotation) // and now w1, with no heartbeat coming in at all
+	require.Eventually(t, generations(0, 0), 10*time.Second, time.Millisecond)
+}

@@ -11,7 +11,8 @@
 // one collection and a full scavenge. That costs a few milliseconds at the heap sizes left
 // after a fleet has gone, and happens at most once per Quiet however many notes come in.
 // Under steady load nothing notes, and the runtime's own pacing applies. Follow-up looks for a
-// few minutes catch what is let go later (see FollowUps).
+// few minutes catch what is let go later (see FollowUps). Memory outside the Go heap is given
+// back by hooks that run with every release (OnRelease).
 package memrelease
 
 import (
@@ -61,7 +62,49 @@ func Note() {
 	})
 }
 
+// hooks are what OnRelease registered, by registration number.
+var hooks = struct {
+	sync.Mutex
+	next int
+	fns  map[int]func()
+}{fns: map[int]func(){}}
+
+// OnRelease registers fn to run at every release, before the Go runtime returns its free
+// pages: a component holding memory outside the Go heap (SQLite's page caches and
+// connections, allocated by modernc.org/libc) gives it back there, and whatever Go memory fn
+// drops is returned in the same release. fn runs on a goroutine of its own, one release at a
+// time; it should bound its own wait. The returned function unregisters it.
+func OnRelease(fn func()) (remove func()) {
+	hooks.Lock()
+	defer hooks.Unlock()
+	id := hooks.next
+	hooks.next++
+	hooks.fns[id] = fn
+	return func() {
+		hooks.Lock()
+		defer hooks.Unlock()
+		delete(hooks.fns, id)
+	}
+}
+
+// ReleaseNow releases at once, hooks included, without waiting for a Note's quiet time.
+func ReleaseNow() { release() }
+
+// releasing serializes releases: a follow-up and a Note's release never run hooks at once.
+var releasing sync.Mutex
+
 func release() {
+	releasing.Lock()
+	defer releasing.Unlock()
+	hooks.Lock()
+	fns := make([]func(), 0, len(hooks.fns))
+	for _, fn := range hooks.fns {
+		fns = append(fns, fn)
+	}
+	hooks.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 	debug.FreeOSMemory()
 	releases.Add(1)
 }

@@ -33,3 +33,21 @@ func TestNotesReleaseOnceAfterTheBurst(t *testing.T) {
 	time.Sleep(quiet)
 	require.Equal(t, before+1, Releases(), "one release for the burst")
 }
+
+// A release runs every registered hook, before the runtime returns its memory; a removed hook
+// no longer runs.
+func TestReleaseRunsHooks(t *testing.T) {
+	var first, second int
+	removeFirst := OnRelease(func() { first++ })
+	removeSecond := OnRelease(func() { second++ })
+	t.Cleanup(removeSecond)
+
+	ReleaseNow()
+	require.Equal(t, 1, first)
+	require.Equal(t, 1, second)
+
+	removeFirst()
+	ReleaseNow()
+	require.Equal(t, 1, first, "a removed hook does not run")
+	require.Equal(t, 2, second)
+}

@@ -26,6 +26,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/vigilhq/vigil/common/combine"
+	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/persistence"
 )
 
@@ -37,6 +38,14 @@ const (
 	// MaxReadConnsDefault caps the read pool. Reads are short; a few connections per core
 	// keep the WAL readers busy without piling up memory.
 	MaxReadConnsDefault = 4
+	// ReadConnMaxIdleTime closes a read connection unused for that long; the pool opens one
+	// again when reads need it (in well under a millisecond). A connection holds its page
+	// cache (up to 2,000 KiB by default, about twice that as allocated), its prepared
+	// statements and its schema: the readers a burst opened should not keep that for good.
+	ReadConnMaxIdleTime = time.Minute
+	// releaseMemoryTimeout bounds how long ReleaseMemory, run from memrelease's hook, waits for
+	// the write connection behind the transactions in flight.
+	releaseMemoryTimeout = 10 * time.Second
 )
 
 // Config selects and tunes the database file.
@@ -71,6 +80,12 @@ type Store struct {
 	taskDeleteRounds atomic.Int64
 	// checkpoints copies the WAL into the database file off the write connection.
 	checkpoints *checkpointer
+	// maxReadConns is the read pool's size, also its number of idle connections kept.
+	maxReadConns int
+	// stopReleasing unregisters ReleaseMemory from memrelease; memoryReleases counts its
+	// runs, for tests.
+	stopReleasing  func()
+	memoryReleases atomic.Int64
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -98,7 +113,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		cfg.CheckpointInterval = CheckpointIntervalDefault
 	}
 
-	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path))}
+	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path)), maxReadConns: cfg.MaxReadConns}
 	s.taskDeletes = combine.New(s.flushTaskDeletes)
 
 	var err error
@@ -139,6 +154,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 	s.readDB.SetMaxOpenConns(cfg.MaxReadConns)
 	s.readDB.SetMaxIdleConns(cfg.MaxReadConns)
+	s.readDB.SetConnMaxIdleTime(ReadConnMaxIdleTime)
 	if err := s.readDB.PingContext(ctx); err != nil {
 		_ = s.readDB.Close()
 		for _, st := range s.writeStmts {
@@ -149,6 +165,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 
 	if cfg.CheckpointInterval < 0 {
+		s.stopReleasing = memrelease.OnRelease(s.releaseMemoryHook)
 		return s, nil
 	}
 	ckptDB, err := sql.Open("sqlite", checkpointDSN(cfg))
@@ -170,6 +187,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s for checkpoints: %w", cfg.Path, err)
 	}
 	s.checkpoints = startCheckpointer(ckptDB, cfg.CheckpointInterval, s.logger)
+	s.stopReleasing = memrelease.OnRelease(s.releaseMemoryHook)
 	return s, nil
 }
 
@@ -238,6 +256,9 @@ func describeOpenError(err error) error {
 // Close stops the checkpointer and closes the connection pools. A write transaction in flight
 // finishes first; the last connection to close checkpoints the WAL.
 func (s *Store) Close() error {
+	if s.stopReleasing != nil {
+		s.stopReleasing()
+	}
 	var errs []error
 	if s.checkpoints != nil {
 		errs = append(errs, s.checkpoints.close())

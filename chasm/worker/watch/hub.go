@@ -85,7 +85,7 @@ type Hub struct {
 	// One flat entry per worker: a fleet of one worker per host costs no map per host.
 	active map[workerRef]string
 	hosts  map[hostRef]int
-	peaks  struct{ active, hosts int }
+	peaks  struct{ active, hosts, relayed int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
 	// how far each worker's relayed states went (namespace ID + "\x00" + key), to drop a late
 	// event. A mark, not the state: a frontend relays every worker of the cluster.
@@ -254,6 +254,7 @@ func (h *Hub) Relay(events ...Event) {
 		}
 		if ev.Kind == KindDeleted {
 			delete(h.relayed, id)
+			h.relayed, _ = memrelease.ShrinkMap(h.relayed, &h.peaks.relayed, memrelease.ShrinkMapMin)
 		} else {
 			h.relayed[id] = progressOf(ev.State)
 		}
@@ -263,6 +264,9 @@ func (h *Hub) Relay(events ...Event) {
 		c := worker.Change{Kind: worker.ChangeKind(ev.Kind), NamespaceID: ev.NamespaceID, WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State, Count: ev.Count}
 		h.trackHost(c, host, ev.Time)
 	}
+	// As in Publish: a frontend's ring, which relays every host's events, lets go of them
+	// after RingRetention too, instead of keeping the last burst's states for good.
+	h.trimLocked(h.opts.TimeSource.Now())
 }
 
 // Gap records that events were lost before the next one (a relayed host's stream broke, fell
@@ -281,8 +285,8 @@ func (h *Hub) Gap(reason string) {
 	}
 	h.active = make(map[workerRef]string)
 	h.hosts = make(map[hostRef]int)
-	h.peaks.active, h.peaks.hosts = 0, 0
 	h.relayed = make(map[string]progress)
+	h.peaks.active, h.peaks.hosts, h.peaks.relayed = 0, 0, 0
 }
 
 // Older reports whether a is an earlier state of a worker than b. A worker's states only move

@@ -10,6 +10,7 @@ import (
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 // counted is a state of a worker on machine host after hb heartbeats and lapses lapses.
@@ -115,4 +116,40 @@ func TestSubscribeLog(t *testing.T) {
 	require.False(t, ok, "the log no longer starts at its first event")
 	require.EqualValues(t, 5, pos, "at most half a buffer is replayed")
 	require.Len(t, drain(t, s), 4)
+}
+
+// TestRelayForgetsOldEvents: a frontend's hub, fed only by Relay, lets go of the relayed
+// events (and the worker states they hold) after RingRetention as a history host's does, and
+// its map of relayed workers is made anew once the fleet is deleted.
+func TestRelayForgetsOldEvents(t *testing.T) {
+	ts := clock.NewFakeTimeSource()
+	h := NewHub(Options{TimeSource: ts, RingRetention: time.Minute})
+	const workers = 2000
+	at := func(ev Event) Event { ev.Time = ts.Now(); return ev }
+	for i := range workers {
+		h.Relay(at(relayed(KindRegistered, fmt.Sprintf("w%d", i), counted(active, "m1", 1, 0))))
+	}
+	for i := range workers {
+		h.Relay(at(relayed(KindDeleted, fmt.Sprintf("w%d", i), counted(inactive, "m1", 1, 1))))
+	}
+	held := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, ev := range h.ring {
+			if ev.State != nil {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2*workers, held())
+	h.mu.Lock()
+	require.Empty(t, h.relayed)
+	require.Less(t, h.peaks.relayed, memrelease.ShrinkMapMin, "the map was made anew for what it holds")
+	h.mu.Unlock()
+
+	ts.Advance(time.Minute + time.Second)
+	require.Eventually(t, func() bool { return held() == 0 }, 10*time.Second, time.Millisecond,
+		"a minute later the ring holds no state")
 }
