@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/persistencetest"
@@ -68,4 +69,62 @@ func walSize(t *testing.T, path string) int64 {
 	fi, err := os.Stat(path + "-wal")
 	require.NoError(t, err)
 	return fi.Size()
+}
+
+// TestWALStartsOverUnderWritesThatNeverPause: a checkpoint that cannot copy the whole WAL
+// (here a reader held an old snapshot; under load, the writer kept appending) asks the write
+// path to finish it, and the next write starts the WAL over and cuts its file back to
+// WALSizeLimit. Without that, the WAL only ever grew while writes kept coming.
+func TestWALStartsOverUnderWritesThatNeverPause(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	const limit = 256 << 10
+	// The test runs each checkpoint itself.
+	s, err := Open(ctx, Config{Path: path, CheckpointInterval: time.Hour, WALSizeLimit: limit}, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	defer s.Close()
+	f := persistencetest.NewHeartbeatFixture(t, s, 200)
+
+	version := int64(1)
+	writeRound := func() {
+		ws := make([]*persistence.ExecutionWrite, 0, len(f.Workers))
+		for _, k := range f.Workers {
+			ws = append(ws, f.Heartbeat(k, version))
+		}
+		results, err := s.WriteBatch(ctx, ws)
+		require.NoError(t, err)
+		for _, err := range results {
+			require.NoError(t, err)
+		}
+		version++
+	}
+	for walSize(t, path) < 4*limit {
+		writeRound()
+	}
+
+	// A reader takes its snapshot, the writer appends past it, and the checkpoint can copy
+	// only what the reader's snapshot holds.
+	reader, err := s.readDB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, reader.QueryRowContext(ctx, "SELECT count(*) FROM executions").Scan(&n))
+	writeRound()
+	require.NoError(t, s.checkpoints.checkpoint(ctx))
+	require.True(t, s.checkpoints.restartWanted.Load(), "a WAL over the limit that the checkpoint could not finish asks for a restart")
+	require.NoError(t, reader.Rollback())
+	grown := walSize(t, path)
+	require.Greater(t, grown, int64(4*limit))
+
+	writeRound()
+	require.EqualValues(t, 1, s.checkpoints.restarts.Load(), "the write path finished the checkpoint")
+	require.False(t, s.checkpoints.restartWanted.Load())
+	require.LessOrEqual(t, walSize(t, path), int64(limit), "the WAL started over and was cut back to the limit")
+
+	// Nothing written is lost: every worker has its last heartbeat.
+	for _, k := range f.Workers {
+		rec, err := s.GetExecution(ctx, persistencetest.HeartbeatShard, k)
+		require.NoError(t, err)
+		require.EqualValues(t, version, rec.DBVersion)
+	}
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// database file (see checkpointer). Zero means CheckpointIntervalDefault; negative
 	// leaves checkpoints to SQLite, inside the commits on the write connection (as before).
 	CheckpointInterval time.Duration
+	// WALSizeLimit bounds the WAL file under a write load that never pauses: once the WAL
+	// holds more than this, the next write first lets it start over (see checkpointer), and
+	// a WAL that starts over is cut back to this size. Zero means WALSizeLimitDefault.
+	WALSizeLimit int64
 }
 
 // Store implements persistence.Store on one SQLite file.
@@ -111,6 +115,9 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = CheckpointIntervalDefault
+	}
+	if cfg.WALSizeLimit <= 0 {
+		cfg.WALSizeLimit = WALSizeLimitDefault
 	}
 
 	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path)), maxReadConns: cfg.MaxReadConns}
@@ -186,7 +193,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		_ = s.writeDB.Close()
 		return nil, fmt.Errorf("sqlite: open %s for checkpoints: %w", cfg.Path, err)
 	}
-	s.checkpoints = startCheckpointer(ckptDB, cfg.CheckpointInterval, s.logger)
+	s.checkpoints = startCheckpointer(ckptDB, cfg.CheckpointInterval, walFrames(cfg.WALSizeLimit), s.logger)
 	s.stopReleasing = memrelease.OnRelease(s.releaseMemoryHook)
 	return s, nil
 }
@@ -201,6 +208,9 @@ func writeDSN(cfg Config) string {
 	if cfg.CheckpointInterval >= 0 {
 		q.Add("_pragma", "wal_autocheckpoint(0)")
 	}
+	// A WAL that starts over is truncated to this size, so one burst does not leave a
+	// WAL file of its own size on disk for good.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", cfg.WALSizeLimit))
 	// Referential integrity is kept by the write path (a delete removes its dependents in the
 	// same transaction); foreign-key checks would add an index probe to every collection and
 	// task insert on the hot path.
@@ -323,6 +333,9 @@ func (s *Store) GetShard(ctx context.Context, shardID int32) (persistence.ShardI
 
 // inWriteTx runs fn in a write transaction on the write connection and commits it.
 func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if s.checkpoints != nil && s.checkpoints.restartWanted.CompareAndSwap(true, false) {
+		s.letWALRestart(ctx)
+	}
 	tx, err := s.writeDB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
