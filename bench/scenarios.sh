@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs issue 7's four benchmark scenarios in one go, each on a fresh server, one server at a
+# Runs the benchmark scenarios of issues 7 and 19 in one go, each on a fresh server, one server at a
 # time, and writes every run's JSON summary plus summary.md into OUT (default
 # bench-results/<UTC time>). See bench/README.md for what each figure means.
 #
@@ -7,7 +7,9 @@
 #   SCENARIOS="1 3" bench/scenarios.sh          # a subset
 #   SCALE_NS="10000 20000" bench/scenarios.sh   # scenario 2's fleet sizes
 #   RATES="1000 2000" bench/scenarios.sh        # scenario 4's heartbeat rates
-#   SKIP_PEER=1 bench/scenarios.sh              # scenario 4 against vigil only
+#   SKIP_PEER=1 bench/scenarios.sh              # scenarios 4 and 5 against vigil only
+#   CHURNS="20 50" bench/scenarios.sh           # scenario 1's churn percentages
+#   BURST_BASE=20000 BURST=20000 bench/scenarios.sh   # scenario 5's fleet and burst sizes
 #
 # The generator shares the machine with the server: on a small machine, read the generator's
 # own CPU in each JSON (generator.mean_cpu_pct) beside the server's.
@@ -17,7 +19,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${1:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$out"
-scenarios="${SCENARIOS:-1 2 3 4}"
+scenarios="${SCENARIOS:-1 2 3 4 5}"
+churns="${CHURNS:-0 20 50}"
+burst_base="${BURST_BASE:-20000}" burst="${BURST:-20000}"
 scale_ns="${SCALE_NS:-10000 20000 25000 30000 40000 60000}"
 rates="${RATES:-1000 2000 4000}"
 duration="${DURATION:-60s}"
@@ -84,7 +88,7 @@ clean() { jq -r '(.errors == 0) and (.heartbeats_missed == 0)' "$1"; }
 for s in $scenarios; do
   case $s in
   1) # Temporal's published scenario.
-    for churn in 0 20 50; do
+    for churn in $churns; do
       vigil_run "s1-churn$churn" --api liveness --workers 1000 --activities 100 --interval 20s \
         --duration 120s --churn "$churn" --churn-period 10s
     done ;;
@@ -107,6 +111,14 @@ for s in $scenarios; do
         peer_run "s4-peer-$r" --api public --workers "$r" --interval 1s --duration "$duration" --warmup 2s
       fi
     done ;;
+  5) # A registration burst: BURST workers send their first heartbeat at the same instant
+    # while BURST_BASE registered workers heartbeat every 10 s.
+    vigil_run s5-vigil --api public --workers "$burst_base" --interval 10s --duration "$duration" \
+      --warmup 10s --register-burst "$burst"
+    if [[ -z ${SKIP_PEER:-} ]]; then
+      peer_run s5-peer --api public --workers "$burst_base" --interval 10s --duration "$duration" \
+        --warmup 10s --register-burst "$burst"
+    fi ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
 done
@@ -115,10 +127,10 @@ done
 {
   cat "$out/machine.txt"
   echo
-  echo "| run | offered/s | ok/s | p50 ms | p99 ms | max ms | errors | missed | server CPU % | server RSS MiB | generator CPU % | detection p99 ms | hand-back ms |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| run | offered/s | ok/s | p50 ms | p99 ms | max ms | errors | missed | server CPU % | server RSS MiB | generator CPU % | detection p99 ms | hand-back ms | burst registered ms |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for f in "$out"/*.json; do
-    jq -r --arg run "$(basename "$f" .json)" '"| \($run) | \(.offered_per_s|floor) | \(.throughput_per_s|floor) | \(.p50_ms) | \(.p99_ms) | \(.max_ms) | \(.errors) | \(.heartbeats_missed) | \(.server.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.server.max_rss_mib // "-"|tostring|.[0:6]) | \(.generator.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.detection_p99_ms // "-") | \(.redispatch_all_ms // "-") |"' "$f"
+    jq -r --arg run "$(basename "$f" .json)" '"| \($run) | \(.offered_per_s|floor) | \(.throughput_per_s|floor) | \(.p50_ms) | \(.p99_ms) | \(.max_ms) | \(.errors) | \(.heartbeats_missed) | \(.server.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.server.max_rss_mib // "-"|tostring|.[0:6]) | \(.generator.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.detection_p99_ms // "-") | \(.redispatch_all_ms // "-") | \(.burst_all_registered_ms // "-") |"' "$f"
   done
 } >"$out/summary.md"
 cat "$out/summary.md"
