@@ -5,9 +5,9 @@
 #   1. capacity: a ladder of offered heartbeat rates (RATES) by a fleet of OVERLOAD_WORKERS
 #      liveness workers; the box's capacity is the highest rate carried at >= 98 % with
 #      p99 <= 1 s. Skipped when CAPACITY is given.
-#   2. overload: twice that capacity offered by the same fleet (interval = workers / rate,
-#      lease = 3 intervals), with KILL workers killed mid-run: goodput (ok/s, and as a share of
-#      capacity), p99, false INACTIVE, detection, RSS.
+#   2. overload: OVERLOAD_FACTORS (default 2) times that capacity offered by the same fleet
+#      (interval = workers / rate, lease = 3 intervals), with KILL workers killed mid-run:
+#      goodput (ok/s, and as a share of capacity), p99, false INACTIVE, detection, RSS.
 #   3. fleet: the issue's 100,000-worker run (30 s interval, 90 s lease, 200 s with a 60 s
 #      warm-up, 100 killed).
 #
@@ -16,6 +16,17 @@
 #   RATES="1000 2000 4000 6000" bench/overload.sh
 #   FLEET_WORKERS=50000 RUNS=fleet bench/overload.sh
 #   FLEET_ARGS="--interval 15s --lease 45s --duration 120s --warmup 30s" RUNS=fleet bench/overload.sh
+#   PIN=1 OVERLOAD_FACTORS="1.4 2" bench/overload.sh
+#
+# With KILL, vigil bench keeps the load on until every killed worker is seen INACTIVE; while
+# the server is behind the whole time the expiry brake holds them, so an overload run is
+# interrupted (SIGINT: the summary is still written) KILL_WAIT seconds (default 60) after its
+# planned end.
+#
+# PIN=1 runs the server on CPU SERVER_CPU (default 0) and the generator on GEN_CPU (default 1),
+# each with GOMAXPROCS=1 (taskset): capacity is then what the server alone carries on its core,
+# and an overload run does not take CPU from the server by the generator working harder. BIN
+# uses a vigil binary already built (e.g. another commit's) instead of building this tree.
 #
 # False INACTIVE is what the server itself counts as the load ends (vigil bench reads
 # --metrics-url then, before its shutdowns): vigil_worker_resurrections_total (a worker
@@ -38,17 +49,27 @@ ow="${OVERLOAD_WORKERS:-20000}"
 fw="${FLEET_WORKERS:-100000}"
 fleet_args="${FLEET_ARGS:---interval 30s --lease 90s --duration 200s --warmup 60s}"
 kill_n="${KILL:-100}"
+kill_wait="${KILL_WAIT:-60}"
 step_duration="${STEP_DURATION:-60}"
 overload_duration="${OVERLOAD_DURATION:-120}"
 port="${PORT:-21233}"
 http=$((port + 10))
 capacity="${CAPACITY:-}"
 
-go build -o bin/vigil ./cmd/vigil
+bin="${BIN:-bin/vigil}"
+if [[ -z ${BIN:-} ]]; then go build -o bin/vigil ./cmd/vigil; fi
+pin="${PIN:-}"
+server_cmd=("$bin") gen_cmd=("$bin")
+if [[ -n $pin ]]; then
+  server_cmd=(env GOMAXPROCS=1 taskset -c "${SERVER_CPU:-0}" "$bin")
+  gen_cmd=(env GOMAXPROCS=1 taskset -c "${GEN_CPU:-1}" "$bin")
+fi
+factors="${OVERLOAD_FACTORS:-2}"
 {
   echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)')"
   echo "machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(uname -sr)"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "binary: $bin; pinned: ${pin:+server on CPU ${SERVER_CPU:-0}, generator on CPU ${GEN_CPU:-1}, GOMAXPROCS=1 each}${pin:-no}"
   echo "started: $(date -u +%FT%TZ)"
 } >"$out/machine.txt"
 
@@ -70,7 +91,7 @@ metric() { # file name: the value of an unlabelled series, 0 if absent
 run() {
   local name=$1; shift
   local dir; dir=$(mktemp -d)
-  bin/vigil server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
+  "${server_cmd[@]}" server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
     --log-level warn >"$out/$name.server.log" 2>&1 &
   local pid=$!
   wait_port 127.0.0.1 "$port" 60
@@ -79,9 +100,12 @@ run() {
     exit 1
   fi
   echo "== $name: vigil bench --api liveness $* (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
-  bin/vigil bench --api liveness --address "127.0.0.1:$port" --server-pid "$pid" \
+  local limit=()
+  if [[ ${run_timeout:-0} -gt 0 ]]; then limit=(timeout -s INT "$run_timeout"); fi
+  "${limit[@]}" "${gen_cmd[@]}" bench --api liveness --address "127.0.0.1:$port" --server-pid "$pid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || true
+  echo "$name: load average at end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
   curl -sf "http://127.0.0.1:$http/metrics" >"$out/$name.metrics" || true
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
@@ -149,18 +173,20 @@ if [[ " $runs " == *" overload "* ]]; then
   if [[ -z $capacity || $capacity -le 0 ]]; then
     echo "overload: no capacity measured; set CAPACITY or include the capacity run" >&2
   else
-    rate=$((2 * capacity))
-    interval=$(awk -v w="$ow" -v r="$rate" 'BEGIN {printf "%.3f", w / r}')
-    warmup=$(awk -v i="$interval" 'BEGIN {w = 2 * i; if (w < 15) w = 15; printf "%d", w}')
-    run overload --workers "$ow" --interval "${interval}s" --lease "$(awk -v i="$interval" 'BEGIN {printf "%.3f", 3 * i}')s" \
-      --duration "$((overload_duration + warmup))s" --warmup "${warmup}s" --kill "$kill_n"
-    rows+=("$(row overload "$ow")")
+    for f in $factors; do
+      rate=$(awk -v c="$capacity" -v f="$f" 'BEGIN {printf "%d", c * f}')
+      interval=$(awk -v w="$ow" -v r="$rate" 'BEGIN {printf "%.3f", w / r}')
+      warmup=$(awk -v i="$interval" 'BEGIN {w = 2 * i; if (w < 15) w = 15; printf "%d", w}')
+      run_timeout=$((overload_duration + warmup + kill_wait)) run "overload-${f}x" --workers "$ow" --interval "${interval}s" --lease "$(awk -v i="$interval" 'BEGIN {printf "%.3f", 3 * i}')s" \
+        --duration "$((overload_duration + warmup))s" --warmup "${warmup}s" --kill "$kill_n"
+      rows+=("$(row "overload-${f}x" "$ow")")
+    done
   fi
 fi
 
 if [[ " $runs " == *" fleet "* ]]; then
   # shellcheck disable=SC2086
-  run fleet --workers "$fw" $fleet_args --kill "$kill_n"
+  run_timeout=${FLEET_TIMEOUT:-0} run fleet --workers "$fw" $fleet_args --kill "$kill_n"
   rows+=("$(row fleet "$fw")")
 fi
 
