@@ -258,20 +258,24 @@ write), and are released together at these ticks, oldest deadline first.`,
 	ExpiryBrakeThreshold = NewNamespaceFloatSetting(
 		"worker.expiryBrakeThreshold",
 		0.55,
-		`Share of a namespace's ACTIVE workers whose leases running out within
-worker.expiryBrakeWindow engages the expiry brake (Kubernetes' unhealthyZoneThreshold): a mass
-expiry is more often the server's or the network's fault than a mass crash. >= 1 disables.`,
+		`Share of a namespace's ACTIVE workers (on a host) running out of lease that engages the
+expiry brake (Kubernetes' unhealthyZoneThreshold): a mass expiry is more often the server's or
+the network's fault than a mass crash. A worker is running out once less than a third of its
+lease is left without a heartbeat (it missed a whole beat), or once its expiry was offered
+within worker.expiryBrakeWindow. >= 1 disables.`,
 	)
 	ExpiryBrakeWindow = NewNamespaceDurationSetting(
 		"worker.expiryBrakeWindow",
 		30*time.Second,
-		`Window over which expiring leases are counted against worker.expiryBrakeThreshold.`,
+		`How long an offered lease expiry (held or run) keeps counting against
+worker.expiryBrakeThreshold.`,
 	)
 	ExpiryBrakeSettle = NewNamespaceDurationSetting(
 		"worker.expiryBrakeSettle",
-		2*time.Second,
-		`Every lease expiry waits this long before it runs, so that the leases of a burst all show
-up before the first of them is judged. Adds this much to detection.`,
+		0,
+		`Every lease expiry waits this long before it runs. The share rule needs no wait to see a
+mass expiry (the workers of a burst are overdue before the first of them expires); a settle
+time adds this much to every detection.`,
 	)
 	ExpiryBrakeMinExpiries = NewNamespaceIntSetting(
 		"worker.expiryBrakeMinExpiries",

@@ -292,7 +292,6 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			}
 			g := worker.NewStateGauges(e, r, ids, dynamicconfig.StateGaugeInterval.Get(dc), ts, scope.SubScope("worker"), o.logger)
 			g.CountFrom(counts, dynamicconfig.StateRecountInterval.Get(dc))
-			g.ReportActiveTo(brake.SetActiveCount)
 			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),

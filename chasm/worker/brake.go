@@ -4,10 +4,14 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/vigilhq/vigil/chasm"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
@@ -81,13 +85,19 @@ type BrakeStatus struct {
 //     refreshes leases after a leader change: a worker beating every 30 s whose beats were
 //     all refused needs up to an interval after the catch-up to get one through, and a
 //     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000;
-//   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers have leases
-//     running out within worker.expiryBrakeWindow (at least worker.expiryBrakeMinExpiries of
-//     them); then only worker.expiryBrakeSecondaryRate expiries per second still run.
+//   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
+//     running out of lease (at least worker.expiryBrakeMinExpiries of them); then only
+//     worker.expiryBrakeSecondaryRate expiries per second still run.
 //
-// Every expiry first waits worker.expiryBrakeSettle, so a burst is seen whole before its
-// first member is judged. A restart or shard move is covered by the timer queue's restart
-// grace (history.leaseExpiryGraceAfterRestart). Held expiries are offered again on a grid of
+// A worker is running out of lease once it is overdue, that is once less than a third of its
+// lease is left without a heartbeat (with the usual lease of three intervals: it missed a
+// whole beat), or once its expiry has been offered within worker.expiryBrakeWindow. The brake
+// sees every committed lease (its commit observer), so a mass silence shows whole at its
+// first expiry: each silent worker is overdue by then, since its own last beat was no later
+// than the last beat of the first to expire, plus an interval. No expiry need wait to see
+// the others come. (worker.expiryBrakeSettle can still make every expiry wait.) A restart or
+// shard move is covered by the timer queue's restart grace
+// (history.leaseExpiryGraceAfterRestart). Held expiries are offered again on a grid of
 // history.expiryBrakeRecheck, so when the brake comes off they run together, oldest first.
 type Brake struct {
 	cfg    BrakeConfig
@@ -109,9 +119,14 @@ type Brake struct {
 }
 
 type namespaceBrake struct {
-	name        string
-	active      int64
-	activeKnown bool
+	name string
+	// leases are the ACTIVE workers whose leases this host committed, by instance key.
+	leases     map[string]trackedLease
+	leasesPeak int
+	// expiring and tracked are the last count of the share rule (countLocked), taken at
+	// countedAt and exact until countedAt + countLookahead.
+	expiring, tracked int
+	countedAt         time.Time
 	// candidates are the workers whose lease ran out within the window, by instance key.
 	candidates     map[string]*expiryCandidate
 	candidatesPeak int
@@ -121,6 +136,23 @@ type namespaceBrake struct {
 	secondary      *rate.Limiter
 	secRate        float64
 }
+
+// trackedLease is a worker's lease as last committed, in Unix nanoseconds.
+type trackedLease struct {
+	// overdue is when less than a third of the lease is left without a heartbeat. The record
+	// counts until deadline + window: by then its expiry either ran (and dropped the record),
+	// or is held and counted as a candidate, or the worker's shard moved to another host.
+	overdue, deadline int64
+}
+
+// countLookahead is how long a count of the share rule is reused: it counts the workers that
+// will be overdue by then, which a live worker (overdue an interval after its heartbeat is
+// due) never is.
+const countLookahead = 100 * time.Millisecond
+
+// leaseRecordsPruneEvery is how often records of workers that left unseen (their shard moved
+// to another host) are dropped when no expiry asks for a count.
+const leaseRecordsPruneEvery = time.Minute
 
 type expiryCandidate struct {
 	firstSeen, lastSeen time.Time
@@ -219,13 +251,34 @@ func (b *Brake) ForgetSuspect(namespaceID, instanceKey string) {
 	}
 }
 
-// SetActiveCount records a namespace's ACTIVE workers, the base of the share rule (the
-// workers_by_state count feeds it). Until it is known the share rule does not engage.
-func (b *Brake) SetActiveCount(namespaceID string, n int64) {
+// observer keeps the leases of ACTIVE workers, the share rule's base, from every committed
+// change of a worker on this host: a heartbeat moves its lease, any other state drops it.
+func (b *Brake) observer() chasm.CommitObserver {
+	return func(key chasm.ExecutionKey, _, after proto.Message, deleted bool) {
+		a, _ := after.(*workerpb.WorkerState)
+		if a == nil {
+			return
+		}
+		b.noteLease(key.NamespaceID, a.GetNamespace(), key.BusinessID, a, deleted)
+	}
+}
+
+// noteLease records the committed state of one worker.
+func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *workerpb.WorkerState, deleted bool) {
+	active := !deleted && st.GetStatus() == statusActive && st.GetLeaseDeadline() != nil
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ns := b.namespaceLocked(namespaceID, "")
-	ns.active, ns.activeKnown = n, true
+	if !active {
+		if ns, ok := b.namespaces[namespaceID]; ok {
+			delete(ns.leases, instanceKey)
+		}
+		return
+	}
+	ns := b.namespaceLocked(namespaceID, namespace)
+	deadline := st.GetLeaseDeadline().AsTime().UnixNano()
+	lease := st.GetLeaseDuration().AsDuration()
+	ns.leases[instanceKey] = trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
+	ns.leasesPeak = max(ns.leasesPeak, len(ns.leases))
 }
 
 // Status returns the brake as it applies to a namespace.
@@ -289,7 +342,7 @@ func (b *Brake) recheckAfter(t time.Time) time.Time {
 func (b *Brake) namespaceLocked(namespaceID, name string) *namespaceBrake {
 	ns, ok := b.namespaces[namespaceID]
 	if !ok {
-		ns = &namespaceBrake{candidates: make(map[string]*expiryCandidate)}
+		ns = &namespaceBrake{candidates: make(map[string]*expiryCandidate), leases: make(map[string]trackedLease)}
 		b.namespaces[namespaceID] = ns
 	}
 	if name != "" {
@@ -329,7 +382,9 @@ func (b *Brake) evaluateBehindLocked(now time.Time) {
 }
 
 // evaluateNamespaceLocked prunes the namespace's candidates older than the window (always when
-// force, else at most once a second) and turns the share rule on or off.
+// force, else at most once a second) and turns the share rule on or off. The count behind the
+// rule is taken only when there is something to judge: expiries offered (candidates), or the
+// rule on (to see it come off).
 func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.Time, force bool) {
 	window := b.cfg.Window(ns.name)
 	if force || now.Sub(ns.prunedAt) >= time.Second {
@@ -342,16 +397,26 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 		// A mass expiry grew the map; once it has passed, give its buckets back.
 		ns.candidates, _ = memrelease.ShrinkMap(ns.candidates, &ns.candidatesPeak, memrelease.ShrinkMapMin)
 	}
-	n := len(ns.candidates)
+	switch {
+	case len(ns.candidates) > 0 || ns.shareOn:
+		if now.Before(ns.countedAt) || !now.Before(ns.countedAt.Add(countLookahead)) {
+			b.countLocked(ns, now)
+		}
+	case force && now.Sub(ns.countedAt) >= leaseRecordsPruneEvery:
+		b.countLocked(ns, now) // only to drop the records of workers that left unseen
+		return
+	default:
+		return
+	}
+	n, base := ns.expiring, ns.tracked
 	threshold := b.cfg.Threshold(ns.name)
-	on := ns.activeKnown && threshold < 1 && n >= b.cfg.MinExpiries(ns.name) &&
-		float64(n) > threshold*float64(max(ns.active, int64(n)))
+	on := threshold < 1 && n >= b.cfg.MinExpiries(ns.name) && float64(n) > threshold*float64(max(base, n))
 	if on == ns.shareOn {
 		return
 	}
 	ns.shareOn = on
 	fields := []zap.Field{
-		tag.NamespaceID(id), tag.Namespace(ns.name), zap.Int("expiring", n), zap.Int64("active", ns.active),
+		tag.NamespaceID(id), tag.Namespace(ns.name), zap.Int("expiring", n), zap.Int("active", base),
 		zap.Float64("threshold", threshold), zap.Duration("window", window),
 	}
 	if on {
@@ -363,4 +428,32 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 		b.logger.Info("expiry brake off: expiries resume oldest first",
 			append(fields, zap.Duration("engaged-for", now.Sub(ns.shareSince)))...)
 	}
+}
+
+// countLocked counts the namespace's workers running out of lease (overdue by now +
+// countLookahead, or offered for expiry within the window) and its ACTIVE workers on this
+// host, and drops the records that no longer count. It walks every record of the namespace;
+// it runs at most once per countLookahead, and only while expiries are being judged.
+func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
+	gone := now.Add(-b.cfg.Window(ns.name)).UnixNano() // deadlines before this no longer count
+	horizon := now.Add(countLookahead).UnixNano()
+	expiring, tracked := 0, 0
+	for key, l := range ns.leases {
+		if l.deadline <= gone {
+			delete(ns.leases, key)
+			continue
+		}
+		tracked++
+		if _, candidate := ns.candidates[key]; !candidate && l.overdue <= horizon {
+			expiring++
+		}
+	}
+	for key := range ns.candidates {
+		if _, ok := ns.leases[key]; !ok {
+			tracked++ // held long past its deadline, or known only by its suspicion
+		}
+	}
+	expiring += len(ns.candidates)
+	ns.expiring, ns.tracked, ns.countedAt = expiring, tracked, now
+	ns.leases, _ = memrelease.ShrinkMap(ns.leases, &ns.leasesPeak, memrelease.ShrinkMapMin)
 }

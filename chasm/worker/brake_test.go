@@ -47,7 +47,6 @@ func setupBrake(t *testing.T) *brakeBundle {
 	ts.TimeSource = engine.Clock()
 	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeRecheck.Key(), time.Second)
 	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeCooldown.Key(), 5*time.Second)
-	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSettle.Key(), testNamespace, 2*time.Second)
 	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeMinExpiries.Key(), testNamespace, 3)
 	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSecondaryRate.Key(), testNamespace, 0.0)
 	return &brakeBundle{
@@ -100,8 +99,9 @@ func TestExpiryBrake(t *testing.T) {
 		b := setupBrake(t)
 		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 0.3)
 		live, silent := workerKeys("live", 10), workerKeys("silent", 10)
-		// The silent half stops in two waves a second apart (within the settle time), so
-		// "oldest" means something.
+		// The silent half stops in two waves a second apart, so "oldest" means something.
+		// When the first wave's leases run out, the second wave is overdue too: the brake
+		// holds the very first expiry, with no settle time.
 		for _, k := range append(append([]string{}, live...), silent...) {
 			b.mustBeat(k, withLease(10*time.Second))
 		}
@@ -109,7 +109,6 @@ func TestExpiryBrake(t *testing.T) {
 		for _, k := range silent[:5] {
 			b.mustBeat(k, withLease(10*time.Second))
 		}
-		b.brake.SetActiveCount(testNamespaceID, 20)
 
 		b.run(30*time.Second, live)
 		require.Zero(t, b.inactive(silent), "no lease may expire while the brake is on")
@@ -132,19 +131,42 @@ func TestExpiryBrake(t *testing.T) {
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 	})
 
-	t.Run("DetectsAFewRealDeathsWithinLeasePlusSettle", func(t *testing.T) {
+	t.Run("DetectsAFewRealDeathsAtTheirDeadline", func(t *testing.T) {
 		t.Parallel()
 		b := setupBrake(t)
 		keys := workerKeys("w", 20)
 		for _, k := range keys {
 			b.mustBeat(k, withLease(10*time.Second))
 		}
-		b.brake.SetActiveCount(testNamespaceID, 20)
 		dead, live := keys[:2], keys[2:]
-		// Lease 10s + settle 2s + one recheck tick.
-		b.run(14*time.Second, live)
-		require.Equal(t, 2, b.inactive(dead))
+		b.run(9*time.Second, live)
+		require.Zero(t, b.inactive(dead))
+		b.run(time.Second, live)
+		require.Equal(t, 2, b.inactive(dead), "found at their deadline, not held")
+		for _, k := range dead {
+			s := b.describe(k).State
+			require.Equal(t, s.LeaseDeadline.AsTime(), s.InactiveTime.AsTime())
+		}
 		require.Zero(t, b.inactive(live))
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+	})
+
+	t.Run("GracefulShutdownsDoNotCountAsExpiring", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 0.3)
+		keys := workerKeys("w", 40)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		// A deploy stops most of the fleet as the SDK does, and three workers crash meanwhile:
+		// 3 of the 16 left (under the threshold), not 27 of 40.
+		stopped, crashed, live := keys[:24], keys[24:27], keys[27:]
+		for _, k := range stopped {
+			b.shutdown(k)
+		}
+		b.run(10*time.Second, live)
+		require.Equal(t, len(crashed), b.inactive(crashed), "the crashed workers are found at their deadline")
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 	})
 

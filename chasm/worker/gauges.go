@@ -24,8 +24,7 @@ const (
 )
 
 // StateGauges reports workers_by_state{state} (summed over namespaces), and passes each
-// namespace's counts to the expiry brake (ReportActiveTo) and to worker.maxWorkersPerNamespace
-// (ReportTotalTo), at an interval.
+// namespace's count to worker.maxWorkersPerNamespace (ReportTotalTo), at an interval.
 //
 // Without CountFrom it counts executions in the store at every report. With it, reports read
 // the counts the library keeps from committed transitions (StateCounts), which cost nothing to
@@ -39,8 +38,6 @@ type StateGauges struct {
 	ts           clock.TimeSource
 	scope        tally.Scope
 	logger       *zap.Logger
-	// activeSink, when set, receives each namespace's ACTIVE count (the expiry brake's base).
-	activeSink func(namespaceID string, n int64)
 	// totalSink, when set, receives each namespace's count of worker records in any state
 	// (the base of worker.maxWorkersPerNamespace).
 	totalSink func(namespaceID string, n int64)
@@ -67,10 +64,6 @@ func NewStateGauges(
 		ts: ts, scope: scope, logger: logger, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
-
-// ReportActiveTo passes every namespace's ACTIVE count to sink at each report; call before
-// Start.
-func (g *StateGauges) ReportActiveTo(sink func(namespaceID string, n int64)) { g.activeSink = sink }
 
 // ReportTotalTo passes every namespace's count of worker records (every state) to sink at
 // each report; call before Start.
@@ -175,9 +168,6 @@ func (g *StateGauges) report(counts map[string]StateCount) {
 		sum.Active += c.Active
 		sum.Inactive += c.Inactive
 		sum.CleanedUp += c.CleanedUp
-		if g.activeSink != nil {
-			g.activeSink(ns, c.Active)
-		}
 		if g.totalSink != nil {
 			g.totalSink(ns, c.Total())
 		}

@@ -122,11 +122,10 @@ func TestStateCounts(t *testing.T) {
 		lister := &countingLister{Lister: b.engine}
 		ts := clock.NewFakeTimeSource()
 		scope := tally.NewTestScope("", nil)
-		var active, total atomic.Int64
+		var total atomic.Int64
 		g := worker.NewStateGauges(lister, b.engine.Registry(), func() []string { return []string{testNamespaceID} },
 			func() time.Duration { return time.Second }, ts, scope, zap.NewNop())
 		g.CountFrom(counts, func() time.Duration { return time.Minute })
-		g.ReportActiveTo(func(ns string, n int64) { active.Store(n) })
 		g.ReportTotalTo(func(ns string, n int64) { total.Store(n) })
 		g.Start()
 		t.Cleanup(g.Stop)
@@ -138,14 +137,12 @@ func TestStateCounts(t *testing.T) {
 		waitForTimer() // the first report, a recount, is done
 		require.Equal(t, int64(3), lister.calls.Load(), "one count per state at start")
 		require.Equal(t, map[string]float64{"ACTIVE": 2, "INACTIVE": 0, "CLEANED_UP": 0}, stateGauges(scope))
-		require.Equal(t, int64(2), active.Load())
 
 		b.mustBeat("w3")
 		b.shutdown("w1")
 		ts.Advance(time.Second)
 		waitForTimer()
 		require.Equal(t, map[string]float64{"ACTIVE": 2, "INACTIVE": 1, "CLEANED_UP": 0}, stateGauges(scope))
-		require.Equal(t, int64(2), active.Load())
 		require.Equal(t, int64(3), total.Load())
 		require.Equal(t, int64(3), lister.calls.Load(), "a report reads no store")
 

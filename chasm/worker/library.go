@@ -71,6 +71,9 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 	if l.counts != nil {
 		observers = append(observers, l.counts.observer())
 	}
+	if b, ok := l.brake.(*Brake); ok {
+		observers = append(observers, b.observer()) // the share rule's leading indicator
+	}
 	switch len(observers) {
 	case 0:
 	case 1:

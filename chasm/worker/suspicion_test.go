@@ -222,11 +222,12 @@ func TestSuspicionAndTheExpiryBrake(t *testing.T) {
 	t.Run("OneLostWorkerIsNotHeldBeyondItsGrace", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		// With a settle time configured, a suspect's grace serves as its settle time.
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSettle.Key(), testNamespace, 2*time.Second)
 		keys := workerKeys("w", 10)
 		for _, k := range keys {
 			b.mustBeat(k, withLease(time.Minute))
 		}
-		b.brake.SetActiveCount(testNamespaceID, 10)
 		b.report(keys[0], true)
 		b.engine.AdvanceTime(500 * time.Millisecond)
 		s := b.describe(keys[0]).State
@@ -241,7 +242,6 @@ func TestSuspicionAndTheExpiryBrake(t *testing.T) {
 		for _, k := range keys {
 			b.mustBeat(k, withLease(time.Minute))
 		}
-		b.brake.SetActiveCount(testNamespaceID, 10)
 		for _, k := range keys[:6] { // the server's own network drops: most connections close at once
 			b.report(k, true)
 		}
