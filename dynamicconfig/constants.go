@@ -287,7 +287,8 @@ namespace: a few real deaths are always detected.`,
 		"worker.expiryBrakeSecondaryRate",
 		0.1,
 		`Lease expiries per second still run while the brake is on by share (Kubernetes'
-secondary eviction rate), oldest first, so that a real mass death is not hidden for ever.
+secondary eviction rate), oldest first, so that a real mass death is not hidden for ever; only
+of workers silent for worker.expiryBrakeWindow beyond their deadline.
 0 holds them all.`,
 	)
 )

@@ -87,7 +87,9 @@ type BrakeStatus struct {
 //     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000;
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
 //     running out of lease (at least worker.expiryBrakeMinExpiries of them); then only
-//     worker.expiryBrakeSecondaryRate expiries per second still run.
+//     worker.expiryBrakeSecondaryRate expiries per second still run, of workers silent for
+//     longer than their lease and worker.expiryBrakeWindow: an overloaded server makes a
+//     large share of its workers overdue too, and their heartbeats may still be on the way.
 //
 // A worker is running out of lease once it is overdue, that is once less than a third of its
 // lease is left without a heartbeat (with the usual lease of three intervals: it missed a
@@ -172,7 +174,7 @@ func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally
 }
 
 // Hold implements ExpiryBrake.
-func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Time, lease time.Duration) (time.Time, bool) {
+func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time, lease time.Duration) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ns := b.namespaceLocked(namespaceID, namespace)
@@ -209,6 +211,13 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, _, now time.Tim
 		return b.recheckAfter(settled.Add(-time.Nanosecond)), true
 	}
 	if ns.shareOn {
+		if now.Sub(deadline) < b.cfg.Window(namespace) {
+			// Silent for less than its lease and a window: a server that was slow or
+			// overloaded a moment ago may still hold its heartbeats (they can take as long
+			// as their RPC deadline). Only a longer silence is released at the secondary rate.
+			metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonShare)).Inc(1)
+			return recheck, true
+		}
 		rps := b.cfg.SecondaryRate(namespace)
 		if ns.secondary == nil || ns.secRate != rps {
 			ns.secondary = rate.NewLimiter(rate.Limit(rps), 1)

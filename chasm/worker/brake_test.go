@@ -131,6 +131,29 @@ func TestExpiryBrake(t *testing.T) {
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 	})
 
+	t.Run("SecondaryRateReleasesOnlyLongSilences", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 0.3)
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeWindow.Key(), testNamespace, 10*time.Second)
+		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSecondaryRate.Key(), testNamespace, 1.0)
+		live, silent := workerKeys("live", 10), workerKeys("silent", 10)
+		for _, k := range append(append([]string{}, live...), silent...) {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		// The silent leases run out at 10s. Until they have been silent a window longer (20s),
+		// their heartbeats may still be queued in a server that was behind: none is released.
+		b.run(19*time.Second, live)
+		require.Zero(t, b.inactive(silent))
+		require.True(t, b.brake.Status(testNamespaceID).Engaged)
+		// Then they go at the secondary rate (1/s here), not all at once.
+		b.run(4*time.Second, live)
+		n := b.inactive(silent)
+		require.Positive(t, n)
+		require.Less(t, n, len(silent))
+		require.Zero(t, b.inactive(live))
+	})
+
 	t.Run("DetectsAFewRealDeathsAtTheirDeadline", func(t *testing.T) {
 		t.Parallel()
 		b := setupBrake(t)
