@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -110,6 +111,8 @@ type Admission struct {
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
+	// writers counts the admitted heartbeats and registrations running (WritersInFlight).
+	writers atomic.Int64
 }
 
 // refusalWindow is how many seconds of heartbeats the refused share is taken over, and
@@ -174,7 +177,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	g := a.gateLocked(shardID)
 	limit := a.limitLocked()
 	if g.inFlight < limit && a.nothingWaitingAheadLocked(g, class) && g.slotFree(class, limit) {
-		g.take(class)
+		a.takeLocked(g, class)
 		a.mu.Unlock()
 		return a.releaser(g, class, now, now), nil
 	}
@@ -416,6 +419,9 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			if class == ClassRegistration {
 				g.regInFlight--
 			}
+			if class != ClassRead {
+				a.writers.Add(-1)
+			}
 			if a.queued > 0 {
 				a.limit.markSaturated()
 			}
@@ -443,12 +449,20 @@ func (g *gate) slotFree(class AdmissionClass, limit int) bool {
 	return class != ClassRegistration || g.regInFlight < registrationSlots(limit)
 }
 
-func (g *gate) take(class AdmissionClass) {
+func (a *Admission) takeLocked(g *gate, class AdmissionClass) {
 	g.inFlight++
 	if class == ClassRegistration {
 		g.regInFlight++
 	}
+	if class != ClassRead {
+		a.writers.Add(1)
+	}
 }
+
+// WritersInFlight is how many admitted calls that write (heartbeats and registrations) are
+// running, host-wide: the group committer waits for their writes to batch them together
+// (persistence.GroupCommitter.ExpectWritesFrom).
+func (a *Admission) WritersInFlight() int { return int(a.writers.Load()) }
 
 // grantNextLocked gives a slot of g to its oldest waiter of the highest class that may take
 // one, if any.
@@ -462,7 +476,7 @@ func (a *Admission) grantNextLocked(g *gate, limit int) bool {
 		g.waiting[c] = g.waiting[c][1:]
 		a.dequeuedLocked(w)
 		w.granted = true
-		g.take(c)
+		a.takeLocked(g, c)
 		close(w.ready)
 		return true
 	}

@@ -63,6 +63,9 @@ var Module = fx.Module("history",
 	),
 	// Nothing in the host depends on the server: ask for it so that it exists and serves.
 	fx.Invoke(func(*Server) {}),
+	// Group commit waits for the writes of admitted calls to batch them (PostgreSQL's
+	// commit_siblings): under load, one commit for many heartbeats instead of a few.
+	fx.Invoke(func(c *persistence.GroupCommitter, a *Admission) { c.ExpectWritesFrom(a.WritersInFlight) }),
 )
 
 // StopMode lets a test stop a host as a crash would look to the others: no shard handoff, no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -50,6 +51,10 @@ type GroupCommitOptions struct {
 	// MaxWait is how long after a write arrives its batch may wait for more writes. Nil means
 	// GroupCommitMaxWaitDefault; zero or negative means never wait.
 	MaxWait func() time.Duration
+	// SiblingsWait is how long after its oldest write arrived a batch may wait for the writes
+	// of calls still running upstream (ExpectWritesFrom), while there are any. Nil or
+	// non-positive: never.
+	SiblingsWait func() time.Duration
 	// MaxInFlight is how many batches may be committing at once (read at Start). Nil or
 	// below 1 means one: each batch starts once the previous one returned. A store whose
 	// batches are independent transactions on their own connections (ConcurrentBatchWriter)
@@ -110,6 +115,12 @@ type GroupCommitter struct {
 
 	startOnce sync.Once
 	stopOnce  sync.Once
+
+	// outstanding counts the writes handed in (Write) and not yet answered or withdrawn.
+	outstanding atomic.Int64
+	// expected, when set (ExpectWritesFrom), counts the calls upstream that will probably
+	// hand in a write soon, outstanding ones included.
+	expected atomic.Pointer[func() int]
 
 	testSignals groupCommitTestSignals
 }
@@ -200,7 +211,7 @@ func (g *GroupCommitter) Stop() {
 		abandoned := g.takeAllPendingLocked()
 		g.mu.Unlock()
 		for _, p := range abandoned {
-			p.result <- ErrGroupCommitterStopped
+			g.answer(p, ErrGroupCommitterStopped)
 		}
 		close(g.stop)
 		if wasStarted {
@@ -238,6 +249,7 @@ func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
 	}
 	l := laneOf(w)
 	g.lanes[l] = append(g.lanes[l], p)
+	g.outstanding.Add(1)
 	g.mu.Unlock()
 	g.testSignals.queued.signal()
 	select {
@@ -253,6 +265,7 @@ func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
 		if !p.taken {
 			// Still queued: withdraw it. The loop drops canceled entries when it reaches them.
 			p.canceled = true
+			g.outstanding.Add(-1)
 			g.mu.Unlock()
 			return ctx.Err()
 		}
@@ -265,6 +278,31 @@ func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// ExpectWritesFrom tells the committer how many writers are running upstream (for the history
+// host, its admitted heartbeats and registrations), whether or not they have handed in their
+// write yet. While some have not, a batch waits for them, up to SiblingsWait after its oldest
+// write arrived: as PostgreSQL's commit_delay waits only with commit_siblings active
+// transactions, an idle server adds no latency, and a loaded one commits in large batches.
+// On a CPU-bound host the batch's fixed cost (the WAL's pages, the fsync) was paid every two
+// or three heartbeats otherwise. It may be called at any time.
+func (g *GroupCommitter) ExpectWritesFrom(writers func() int) { g.expected.Store(&writers) }
+
+// writersToCome is how many expected writes have not been handed in yet.
+func (g *GroupCommitter) writersToCome() int {
+	fn := g.expected.Load()
+	if fn == nil {
+		return 0
+	}
+	return (*fn)() - int(g.outstanding.Load())
+}
+
+func (g *GroupCommitter) siblingsWait() time.Duration {
+	if g.opts.SiblingsWait == nil {
+		return 0
+	}
+	return g.opts.SiblingsWait()
 }
 
 func (g *GroupCommitter) maxBatchSize() int {
@@ -308,7 +346,7 @@ func (g *GroupCommitter) loop() {
 				<-g.slots
 				// Stopped while gathering: the taken writes were never sent.
 				for _, p := range batch {
-					p.result <- ErrGroupCommitterStopped
+					g.answer(p, ErrGroupCommitterStopped)
 				}
 				return
 			}
@@ -331,8 +369,9 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 	if len(batch) == 0 || len(batch) >= maxSize {
 		return batch, true
 	}
-	// Wait for company until MaxWait after the oldest write arrived. After a long commit
-	// that deadline has usually passed already, and the batch goes out at once.
+	// Wait for company until MaxWait after the oldest write arrived, and while writers are
+	// still running upstream (ExpectWritesFrom), until SiblingsWait. After a long commit
+	// those deadlines have usually passed already, and the batch goes out at once.
 	oldest := batch[0].arrived
 	for _, p := range batch[1:] {
 		if p.arrived.Before(oldest) {
@@ -340,10 +379,21 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 		}
 	}
 	deadline := oldest.Add(g.maxWait())
+	siblingsDeadline := oldest.Add(g.siblingsWait())
+
 	for len(batch) < maxSize {
-		remaining := time.Until(deadline)
+		until, polling := deadline, false
+		if siblingsDeadline.After(until) && g.writersToCome() > 0 {
+			until, polling = siblingsDeadline, true
+		}
+		remaining := time.Until(until)
 		if remaining <= 0 {
 			break
+		}
+		if polling {
+			// The writers counted may finish without handing in a write (their write was
+			// answered, or they had none): look again soon rather than wait out the deadline.
+			remaining = min(remaining, siblingsPoll)
 		}
 		timer := time.NewTimer(remaining)
 		select {
@@ -354,7 +404,10 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 			timer.Stop()
 			batch = g.take(batch, maxSize)
 		case <-timer.C:
-			return g.take(batch, maxSize), true
+			batch = g.take(batch, maxSize)
+			if !polling {
+				return batch, true
+			}
 		}
 	}
 	return batch, true
@@ -433,7 +486,7 @@ func (g *GroupCommitter) commit(batch []*pendingWrite) {
 		g.batchErrors.Inc(1)
 		g.logger.Warn("group commit batch failed", zap.Int("batch-size", len(batch)), zap.Error(err))
 		for _, p := range batch {
-			p.result <- err
+			g.answer(p, err)
 		}
 		return
 	}
@@ -441,8 +494,20 @@ func (g *GroupCommitter) commit(batch []*pendingWrite) {
 		if results[i] != nil {
 			g.writeErrors.Inc(1)
 		}
-		p.result <- results[i]
+		g.answer(p, results[i])
 	}
+}
+
+// siblingsPoll is how often a batch waiting for expected writers looks again whether any is
+// still to come.
+const siblingsPoll = 200 * time.Microsecond
+
+// answer delivers a write's outcome. It stops counting as outstanding at once, before its
+// caller runs again: on a busy CPU that can take a while, and a batch gathered meanwhile must
+// not wait for it.
+func (g *GroupCommitter) answer(p *pendingWrite, err error) {
+	g.outstanding.Add(-1)
+	p.result <- err
 }
 
 // groupCommitTestSignals let tests wait for an event instead of sleeping. They are nil (and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -555,5 +556,52 @@ func TestGroupCommitterLanes(t *testing.T) {
 		require.Len(t, batches, 2)
 		require.Len(t, batches[0], 8)
 		require.Len(t, batches[1], 8)
+	})
+}
+
+func TestGroupCommitterWaitsForExpectedWriters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	long := func() time.Duration { return time.Hour }
+	none := func() time.Duration { return 0 } // MaxWait: no wait of its own
+
+	t.Run("ABatchWaitsForTheWritesOfRunningCalls", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		g := newTestCommitter(t, store, GroupCommitOptions{MaxWait: none, SiblingsWait: long}, 10)
+		// Three calls are running upstream; their writes arrive one after the other.
+		var running atomic.Int64
+		running.Store(3)
+		g.ExpectWritesFrom(func() int { return int(running.Load()) })
+		out := make(chan writeOutcome, 3)
+		for i := range 3 {
+			goWrite(ctx, g, fmt.Sprintf("w-%d", i), out)
+			waitSignal(t, g.testSignals.queued, "write queued")
+			// The committer has taken it: a batch would go out now if it did not wait.
+			require.Eventually(t, func() bool {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				return len(g.lanes[laneUpdate]) == 0
+			}, 10*time.Second, time.Millisecond)
+		}
+		for range 3 {
+			require.NoError(t, (<-out).err)
+		}
+		require.Equal(t, []int{3}, store.batchSizes(), "one commit for the three")
+	})
+
+	t.Run("ALoneWriterDoesNotWait", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		g := newTestCommitter(t, store, GroupCommitOptions{MaxWait: none, SiblingsWait: long}, 10)
+		g.ExpectWritesFrom(func() int { return 1 }) // the write's own call
+		out := make(chan writeOutcome, 1)
+		goWrite(ctx, g, "alone", out)
+		select {
+		case o := <-out:
+			require.NoError(t, o.err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a lone write waited for writers that do not exist")
+		}
 	})
 }

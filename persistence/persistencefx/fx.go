@@ -58,6 +58,7 @@ func newGroupCommitter(
 	opts := persistence.GroupCommitOptions{
 		MaxBatchSize: dynamicconfig.GroupCommitMaxBatchSize.Get(dc),
 		MaxWait:      dynamicconfig.GroupCommitMaxWait.Get(dc),
+		SiblingsWait: dynamicconfig.GroupCommitSiblingsWait.Get(dc),
 	}
 	if w, ok := store.(persistence.ConcurrentBatchWriter); ok {
 		opts.MaxInFlight = w.MaxConcurrentBatches
