@@ -63,6 +63,16 @@ func WithRestartGrace() TaskOption {
 	return func(t *RegistrableTask) { t.restartGrace = true }
 }
 
+// WithGate makes the host ask gate, before it loads the task's execution (key), whether the
+// task may run at all now: while gate answers deferred, the task is offered again at until without its
+// execution being read, decoded or locked. For tasks that a host-wide condition holds back in
+// bulk (lease expiries while the expiry brake is on): each would otherwise cost a load and a
+// decline at every recheck, on a host that is already behind. A gate reads only the host's
+// memory; the task's own executor still decides once the gate lets it through.
+func WithGate(gate func(key ExecutionKey, now time.Time) (until time.Time, deferred bool)) TaskOption {
+	return func(t *RegistrableTask) { t.gate = gate }
+}
+
 // RegistrableTask is a task type as registered by a library.
 type RegistrableTask struct {
 	name          string
@@ -74,6 +84,7 @@ type RegistrableTask struct {
 	pure          bool
 	singleton     bool
 	restartGrace  bool
+	gate          func(key ExecutionKey, now time.Time) (until time.Time, deferred bool)
 
 	validate          func(Context, Component, TaskAttributes, proto.Message) (bool, error)
 	executePure       func(MutableContext, Component, TaskAttributes, proto.Message) error
@@ -144,6 +155,15 @@ func (t *RegistrableTask) IsSingletonTimer() bool { return t.singleton }
 
 // HasRestartGrace reports whether the task waits out a grace period after a shard is acquired.
 func (t *RegistrableTask) HasRestartGrace() bool { return t.restartGrace }
+
+// Gate reports whether the task must wait, without its execution (WithGate); a task without
+// a gate never does.
+func (t *RegistrableTask) Gate(key ExecutionKey, now time.Time) (until time.Time, deferred bool) {
+	if t.gate == nil {
+		return time.Time{}, false
+	}
+	return t.gate(key, now)
+}
 
 // UnmarshalPayload decodes a persisted payload of this task type.
 func (t *RegistrableTask) UnmarshalPayload(data []byte) (proto.Message, error) {

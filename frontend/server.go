@@ -94,6 +94,10 @@ type Server struct {
 	ready atomic.Bool
 	// conns ties connections to workers (connection suspicion); nil when off.
 	conns *connTracker
+	// early refuses heartbeats in the transport while history is behind; nil without
+	// Deps.Pressure. stopEarly ends its controller.
+	early     *EarlyRefusal
+	stopEarly context.CancelFunc
 }
 
 // NewServer listens on cfg.Address and registers both services behind Interceptors(deps).
@@ -144,6 +148,10 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	}
 	if srv.conns != nil {
 		opts = append(opts, grpc.StatsHandler(srv.conns))
+	}
+	if deps.Pressure != nil {
+		srv.early = NewEarlyRefusal(deps.DynamicConfig, deps.Pressure, deps.TimeSource, deps.MetricsScope)
+		opts = append(opts, grpc.InTapHandle(srv.early.Tap))
 	}
 	s := grpc.NewServer(opts...)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
@@ -254,6 +262,11 @@ func (s *Server) Serve() {
 // must be running by then.
 func (s *Server) Start() {
 	s.Serve()
+	if s.early != nil && s.stopEarly == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopEarly = cancel
+		go s.early.Run(ctx)
+	}
 	s.ready.Store(true)
 	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
@@ -265,6 +278,9 @@ func (s *Server) Stop(ctx context.Context) {
 	// New calls are refused at once while the open ones finish; health checks say so (and
 	// stay NOT_SERVING: Shutdown ignores later updates), and open health watches hear it.
 	s.ready.Store(false)
+	if s.stopEarly != nil {
+		s.stopEarly()
+	}
 	if s.conns != nil {
 		// Before any connection closes: a stopping server is not its workers dying.
 		s.conns.stop()

@@ -39,6 +39,7 @@ const ListGate = admission.ListGate
 var (
 	_ admission.Admitter   = (*Admission)(nil)
 	_ admission.LoadSignal = (*Admission)(nil)
+	_ admission.Pressure   = (*Admission)(nil)
 )
 
 // AdmissionConfig is what the admission controller reads at use time.
@@ -113,6 +114,11 @@ type Admission struct {
 	limit adaptiveLimit
 	// writers counts the admitted heartbeats and registrations running (WritersInFlight).
 	writers atomic.Int64
+	// writeService is the smoothed time a write (heartbeat or registration) holds its slot,
+	// host-wide, and writeWait the wait a write arriving now is estimated to meet, in
+	// nanoseconds (EstimatedWait, read without the lock).
+	writeService time.Duration
+	writeWait    atomic.Int64
 }
 
 // refusalWindow is how many seconds of heartbeats the refused share is taken over, and
@@ -153,7 +159,7 @@ const serviceTimeInitial = 5 * time.Millisecond
 
 // NewAdmission returns an admission controller.
 func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
-	return &Admission{cfg: cfg, ts: ts, scope: scope, logger: logger, gates: make(map[int32]*gate)}
+	return &Admission{cfg: cfg, ts: ts, scope: scope, logger: logger, gates: make(map[int32]*gate), writeService: serviceTimeInitial}
 }
 
 // Admit waits for a slot on shardID for a call of class carrying bytes of payload. It returns
@@ -219,6 +225,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	a.queued++
 	a.queuedBytes += bytes
 	a.queuedByCls[class]++
+	a.updateWriteWaitLocked()
 	a.mu.Unlock()
 	a.updateQueuedGauges()
 
@@ -328,20 +335,20 @@ func (a *Admission) stillBehindLocked(class AdmissionClass, wait, lost time.Dura
 		a.hbLost += (lost - a.hbLost) / 20
 	}
 	a.hbDelayAt = a.ts.Now()
-	a.countHeartbeatLocked(a.hbDelayAt, true)
+	a.countHeartbeatsLocked(a.hbDelayAt, 1, true)
 }
 
-// countHeartbeatLocked counts a heartbeat served or refused in its second.
-func (a *Admission) countHeartbeatLocked(now time.Time, refused bool) {
+// countHeartbeatsLocked counts n heartbeats served or refused in their second.
+func (a *Admission) countHeartbeatsLocked(now time.Time, n int, refused bool) {
 	second := now.Unix()
 	c := &a.hbCounts[(second%refusalWindow+refusalWindow)%refusalWindow]
 	if c.second != second {
 		*c = heartbeatCount{second: second}
 	}
 	if refused {
-		c.refused++
+		c.refused += n
 	} else {
-		c.served++
+		c.served += n
 	}
 }
 
@@ -367,7 +374,44 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 	// Exponentially smoothed over roughly the last 20 heartbeats.
 	a.hbQueueDelay += (d - a.hbQueueDelay) / 20
 	a.hbDelayAt = a.ts.Now()
-	a.countHeartbeatLocked(a.hbDelayAt, false)
+	a.countHeartbeatsLocked(a.hbDelayAt, 1, false)
+}
+
+// EstimatedWait is how long a heartbeat or registration arriving now would wait for a slot:
+// the writes queued host-wide, spread over every shard's slots, each taking the host's
+// measured service time. Read without a lock, on every call, by the frontend's early refusal.
+func (a *Admission) EstimatedWait() time.Duration { return time.Duration(a.writeWait.Load()) }
+
+// updateWriteWaitLocked recomputes EstimatedWait after the queue or the service time changed.
+func (a *Admission) updateWriteWaitLocked() {
+	queued := a.queuedByCls[ClassHeartbeat] + a.queuedByCls[ClassRegistration]
+	if queued == 0 {
+		a.writeWait.Store(0)
+		return
+	}
+	slots := max(1, len(a.gates)) * a.limitLocked()
+	a.writeWait.Store(int64(float64(queued) / float64(slots) * float64(a.writeService)))
+}
+
+// RefusedEarly counts n heartbeats refused before they reached history (the frontend's early
+// refusal), each having lost lost (what was left of its deadline), like those admission
+// refuses itself: the expiry brake must see every refused heartbeat, wherever it was refused.
+func (a *Admission) RefusedEarly(n int, lost time.Duration) {
+	if n <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.ts.Now()
+	if lost > 0 {
+		// Smoothed as if each had been refused here, a step per refusal (at most 20 steps:
+		// the average then stands at lost).
+		for i := 0; i < min(n, 20); i++ {
+			a.hbLost += (lost - a.hbLost) / 20
+		}
+	}
+	a.hbDelayAt = now
+	a.countHeartbeatsLocked(now, n, true)
 }
 
 // limitLocked returns the current in-flight limit per shard.
@@ -426,6 +470,7 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 				a.limit.markSaturated()
 			}
 			if class != ClassRead {
+				a.writeService += (took - a.writeService) / 20
 				// Reads do not write: their time says nothing about the store.
 				a.limit.observe(now, took, a.cfg.MinInFlightPerShard(), a.cfg.MaxInFlightPerShard(), a.cfg.TargetLatency())
 			}
@@ -500,6 +545,7 @@ func (a *Admission) dequeuedLocked(w *waiter) {
 	a.queued--
 	a.queuedBytes -= w.bytes
 	a.queuedByCls[w.class]--
+	a.updateWriteWaitLocked()
 }
 
 func (a *Admission) updateQueuedGauges() {

@@ -449,3 +449,47 @@ func TestAdaptiveLimit(t *testing.T) {
 	fixed.observe(now, time.Hour, lo, hi, 0)
 	require.Equal(t, hi, fixed.current(lo, hi, 0))
 }
+
+func TestAdmissionPressure(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EstimatedWaitFollowsTheWritesQueued", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		require.Zero(t, b.a.EstimatedWait(), "nothing queued")
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		require.Zero(t, b.a.EstimatedWait(), "a call in its slot is not a queue")
+
+		var waiting []<-chan error
+		for range 4 {
+			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassRegistration))
+		}
+		waitQueued(t, b.a, 4)
+		// Four writes for one slot, each taking the 5ms assumed before any was measured.
+		require.Equal(t, 20*time.Millisecond, b.a.EstimatedWait())
+
+		release()
+		for _, w := range waiting {
+			require.NoError(t, <-w)
+		}
+		waitQueued(t, b.a, 0)
+		require.Zero(t, b.a.EstimatedWait(), "the queue drained")
+	})
+
+	t.Run("EarlyRefusalsMakeTheHostBehindForTheBrake", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
+		for range 100 {
+			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			require.NoError(t, err)
+			release()
+		}
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second, "every heartbeat was served at once")
+
+		// The frontend refused as many before they reached history, each 10s from its deadline.
+		b.a.RefusedEarly(100, 10*time.Second)
+		require.Greater(t, b.a.HeartbeatQueueDelay(), 5*time.Second,
+			"half the heartbeats were refused: the host is behind, whoever refused them")
+	})
+}

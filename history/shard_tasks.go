@@ -45,6 +45,10 @@ func (s *Shard) executeTask(
 		return tasks.Park(err)
 	}
 	key := chasm.ExecutionKey{NamespaceID: pkey.NamespaceID, BusinessID: pkey.BusinessID, RunID: pkey.RunID}
+	if until, deferred := taskType.Gate(key, s.engine.timeSource.Now()); deferred {
+		// Held back host-wide (the expiry brake): nothing loaded, offered again later.
+		return tasks.Defer(until)
+	}
 	if taskType.IsPure() {
 		err = s.executePure(ctx, rc, key, task)
 	} else {

@@ -19,6 +19,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm/worker/watch"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
@@ -202,7 +203,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Invoke(func(lc fx.Lifecycle, _ *history.Server, ws *watch.Server, mode *history.StopMode) {
 			lc.Append(fx.StopHook(func() { ws.Stop(!mode.Crashed()) }))
 		}),
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, fanin *frontend.WatchFanin) (*frontend.Server, *frontend.LivenessHandler, error) {
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, fanin *frontend.WatchFanin, pressure admission.Pressure) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
@@ -217,6 +218,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 				Logger:        o.logger,
 				MetricsScope:  scope.SubScope("frontend"),
 				Cluster:       (*clusterDescriber)(s),
+				Pressure:      pressure,
 			}
 			workflow := frontend.NewWorkflowHandler(deps)
 			var tlsConfig *tls.Config

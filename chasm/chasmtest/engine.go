@@ -38,6 +38,7 @@ type Engine struct {
 	pruned   int
 	executed int
 	deferred int
+	gated    int
 }
 
 type slotKey struct {
@@ -459,6 +460,14 @@ func (e *Engine) popDuePureTask() *ScheduledTask {
 
 func (e *Engine) firePure(st *ScheduledTask) {
 	e.t.Helper()
+	if until, deferred := st.Task.Type.Gate(st.Ref.Key, e.clock.Now()); deferred {
+		// Held by its gate, as the host does: the execution is not even loaded.
+		e.deferTask(st, until)
+		e.mu.Lock()
+		e.gated++
+		e.mu.Unlock()
+		return
+	}
 	s, exec, err := e.lockExecution(st.Ref)
 	if err != nil {
 		// The execution is gone; so is the point of its tasks.
@@ -474,15 +483,7 @@ func (e *Engine) firePure(st *ScheduledTask) {
 		e.t.Errorf("chasmtest: %v: a pure task must make its own validator false", err)
 	case isDeferred(err):
 		until, _ := chasm.AsDeferred(err)
-		if !until.After(e.clock.Now()) {
-			e.t.Errorf("chasmtest: pure task %s deferred to %v, not after now (%v)", st, until, e.clock.Now())
-			return
-		}
-		st.deferredUntil = until
-		e.mu.Lock()
-		e.pending = append(e.pending, st)
-		e.deferred++
-		e.mu.Unlock()
+		e.deferTask(st, until)
 	case err != nil:
 		e.t.Errorf("chasmtest: pure task %s failed: %v", st, err)
 	default:
@@ -491,6 +492,20 @@ func (e *Engine) firePure(st *ScheduledTask) {
 		e.executed++
 		e.mu.Unlock()
 	}
+}
+
+// deferTask puts a pure task back, to be offered again at until.
+func (e *Engine) deferTask(st *ScheduledTask, until time.Time) {
+	e.t.Helper()
+	if !until.After(e.clock.Now()) {
+		e.t.Errorf("chasmtest: pure task %s deferred to %v, not after now (%v)", st, until, e.clock.Now())
+		return
+	}
+	st.deferredUntil = until
+	e.mu.Lock()
+	e.pending = append(e.pending, st)
+	e.deferred++
+	e.mu.Unlock()
 }
 
 func (e *Engine) validate(st *ScheduledTask) (bool, error) {
@@ -530,7 +545,16 @@ func isDeferred(err error) bool {
 	return ok
 }
 
-// DeferredPureTasks returns how many times a pure task was deferred (chasm.DeferTask).
+// GatedPureTasks returns how many of the deferrals (DeferredPureTasks) were made by a task
+// type's gate (chasm.WithGate), without the execution being loaded.
+func (e *Engine) GatedPureTasks() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gated
+}
+
+// DeferredPureTasks returns how many times a pure task was deferred (chasm.DeferTask, or its
+// gate).
 func (e *Engine) DeferredPureTasks() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -232,6 +232,30 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	return time.Time{}, false
 }
 
+// HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
+// state says: the host is behind. It is the lease-expiry task's gate (chasm.WithGate): while
+// it holds, expiries are deferred to the next recheck without their workers being loaded, and
+// counted as held. Expiries it lets through still go through Hold (the catch-up's lease, the
+// share rule).
+func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.evaluateBehindLocked(now)
+	if !b.behindOn {
+		return time.Time{}, false
+	}
+	ns := b.namespaceLocked(key.NamespaceID, "")
+	c, ok := ns.candidates[key.BusinessID]
+	if !ok {
+		c = &expiryCandidate{firstSeen: now}
+		ns.candidates[key.BusinessID] = c
+		ns.candidatesPeak = max(ns.candidatesPeak, len(ns.candidates))
+	}
+	c.lastSeen, c.held = now, true
+	metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+	return b.recheckAfter(now), true
+}
+
 // NoteSuspect counts a worker under connection suspicion as expiring from since: a burst of
 // connection losses (the server's own network failing) engages the share rule when it begins,
 // not when the first grace runs out. Its expiry is settled at settled (the end of its grace).

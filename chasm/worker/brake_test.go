@@ -206,6 +206,10 @@ func TestExpiryBrake(t *testing.T) {
 		st := b.brake.Status(testNamespaceID)
 		require.True(t, st.Engaged)
 		require.Equal(t, []string{worker.BrakeReasonBehind}, st.Reasons)
+		// A host that is behind holds every expiry without loading its worker: at each
+		// recheck the held timer is deferred by its gate, not by its executor.
+		require.Positive(t, b.engine.GatedPureTasks())
+		require.Len(t, b.engine.PendingTasksOfType("worker.leaseExpiry"), len(keys), "held, still pending")
 
 		// Caught up: the brake comes off after the cooldown (5s), but the silent worker's
 		// expiry, held while the host was behind, waits a whole lease (10s) more, as if its

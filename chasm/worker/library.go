@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"time"
+
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -93,13 +95,20 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 
 // Tasks implements chasm.Library.
 func (l *Library) Tasks() []*chasm.RegistrableTask {
+	leaseExpiryOpts := []chasm.TaskOption{chasm.WithSingletonTimer(), chasm.WithRestartGrace()}
+	if gate, ok := l.brake.(interface {
+		HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
+	}); ok {
+		// While the host is behind every expiry is held: say so before loading each worker.
+		leaseExpiryOpts = append(leaseExpiryOpts, chasm.WithGate(gate.HoldAll))
+	}
 	return []*chasm.RegistrableTask{
 		// One expiry timer per worker, replaced by every heartbeat; after a restart it waits
 		// out history.leaseExpiryGraceAfterRestart, so an outage of the server is not taken for
 		// the death of every worker.
 		chasm.NewRegistrablePureTask("leaseExpiry",
 			&LeaseExpiryTaskExecutor{config: l.config, brake: l.brake, scope: l.scope, logger: l.logger},
-			chasm.WithSingletonTimer(), chasm.WithRestartGrace()),
+			leaseExpiryOpts...),
 		chasm.NewRegistrablePureTask("cleanup",
 			&WorkerCleanupTaskExecutor{config: l.config, scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer()),

@@ -52,3 +52,16 @@ type Admitter interface {
 type LoadSignal interface {
 	HeartbeatQueueDelay() time.Duration
 }
+
+// Pressure is what a host's admission control tells the transport in front of it, so that the
+// transport can refuse, before reading them, the heartbeats admission would keep waiting too
+// long (frontend's early refusal): a refusal there costs a fraction of one made after the call
+// was read, decoded, authorized and routed.
+type Pressure interface {
+	// EstimatedWait is how long a write arriving now would wait for a slot. Called for every
+	// heartbeat, on the connection's reader goroutine: it must not block.
+	EstimatedWait() time.Duration
+	// RefusedEarly counts n heartbeats refused before they reached the host, each having lost
+	// lost (what was left of its deadline): the expiry brake counts them with its own.
+	RefusedEarly(n int, lost time.Duration)
+}

@@ -263,6 +263,13 @@ var (
 		WithValues(TagKind, "server_behind", "mass_expiry")
 )
 
+// Early refusal (frontend): heartbeats refused in the transport while history is behind.
+var (
+	// EarlyRefusals counts heartbeats refused before they were read.
+	EarlyRefusals = NewCounterDef("frontend_early_refusals",
+		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue would have kept them waiting longer than frontend.earlyRefusalTargetWait.")
+)
+
 // Live view (WatchWorkers and the web page's stream).
 var (
 	// WatchersOpen is the number of open watch streams (gRPC and web page).
