@@ -99,7 +99,7 @@ func TestEarlyRefusal(t *testing.T) {
 	_, lost := pressure.reported()
 	require.Greater(t, lost, 5*time.Second)
 	require.Eventually(t, func() bool {
-		c := env.scope.Snapshot().Counters()["frontend_early_refusals+"]
+		c := env.scope.Snapshot().Counters()["early_refusals+"]
 		return c != nil && c.Value() == 2
 	}, 10*time.Second, 10*time.Millisecond)
 

@@ -266,7 +266,7 @@ var (
 // Early refusal (frontend): heartbeats refused in the transport while history is behind.
 var (
 	// EarlyRefusals counts heartbeats refused before they were read.
-	EarlyRefusals = NewCounterDef("frontend_early_refusals",
+	EarlyRefusals = NewCounterDef("early_refusals",
 		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue would have kept them waiting longer than frontend.earlyRefusalTargetWait.")
 )
 
