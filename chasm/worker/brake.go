@@ -234,8 +234,8 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
 // state says: the host is behind. It is the lease-expiry task's gate (chasm.WithGate): while
-// it holds, expiries are deferred to the next recheck without their workers being loaded, and
-// counted as held. Expiries it lets through still go through Hold (the catch-up's lease, the
+// it holds, expiries are deferred without their workers being loaded, to the first recheck at
+// which the brake could be off, and counted as held. Expiries it lets through still go through Hold (the catch-up's lease, the
 // share rule).
 func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
 	b.mu.Lock()
@@ -253,7 +253,14 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	}
 	c.lastSeen, c.held = now, true
 	metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
-	return b.recheckAfter(now), true
+	// The brake cannot come off before behindUntil (the cooldown after the last sign of being
+	// behind): offering the expiry again sooner would only hold it again. Still on the grid, so
+	// that the held expiries come back together.
+	from := now
+	if b.behindUntil.After(now) {
+		from = b.behindUntil.Add(-time.Nanosecond)
+	}
+	return b.recheckAfter(from), true
 }
 
 // NoteSuspect counts a worker under connection suspicion as expiring from since: a burst of
