@@ -225,7 +225,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	a.queued++
 	a.queuedBytes += bytes
 	a.queuedByCls[class]++
-	a.updateWriteWaitLocked()
+	a.updateWriteWaitLocked(limit)
 	a.mu.Unlock()
 	a.updateQueuedGauges()
 
@@ -382,14 +382,15 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 // measured service time. Read without a lock, on every call, by the frontend's early refusal.
 func (a *Admission) EstimatedWait() time.Duration { return time.Duration(a.writeWait.Load()) }
 
-// updateWriteWaitLocked recomputes EstimatedWait after the queue or the service time changed.
-func (a *Admission) updateWriteWaitLocked() {
+// updateWriteWaitLocked recomputes EstimatedWait after the queue changed; limit is the
+// in-flight limit per shard the caller already holds.
+func (a *Admission) updateWriteWaitLocked(limit int) {
 	queued := a.queuedByCls[ClassHeartbeat] + a.queuedByCls[ClassRegistration]
 	if queued == 0 {
 		a.writeWait.Store(0)
 		return
 	}
-	slots := max(1, len(a.gates)) * a.limitLocked()
+	slots := max(1, len(a.gates)) * limit
 	a.writeWait.Store(int64(float64(queued) / float64(slots) * float64(a.writeService)))
 }
 
@@ -519,7 +520,7 @@ func (a *Admission) grantNextLocked(g *gate, limit int) bool {
 		w := g.waiting[c][0]
 		g.waiting[c][0] = nil
 		g.waiting[c] = g.waiting[c][1:]
-		a.dequeuedLocked(w)
+		a.dequeuedLocked(w, limit)
 		w.granted = true
 		a.takeLocked(g, c)
 		close(w.ready)
@@ -535,17 +536,17 @@ func (a *Admission) removeWaiterLocked(g *gate, w *waiter) {
 			copy(q[i:], q[i+1:])
 			q[len(q)-1] = nil
 			g.waiting[w.class] = q[:len(q)-1]
-			a.dequeuedLocked(w)
+			a.dequeuedLocked(w, a.limitLocked())
 			return
 		}
 	}
 }
 
-func (a *Admission) dequeuedLocked(w *waiter) {
+func (a *Admission) dequeuedLocked(w *waiter, limit int) {
 	a.queued--
 	a.queuedBytes -= w.bytes
 	a.queuedByCls[w.class]--
-	a.updateWriteWaitLocked()
+	a.updateWriteWaitLocked(limit)
 }
 
 func (a *Admission) updateQueuedGauges() {

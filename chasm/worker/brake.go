@@ -28,6 +28,12 @@ type ExpiryBrake interface {
 	Hold(namespaceID, namespace, instanceKey string, deadline, now time.Time, lease time.Duration) (recheck time.Time, held bool)
 }
 
+// bulkHold is the part of a brake that holds every expiry at once, without the worker (the
+// lease-expiry task's gate); Brake has it.
+type bulkHold interface {
+	HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
+}
+
 // LoadSignal tells the brake how far behind the host is (the host's admission control).
 type LoadSignal = admission.LoadSignal
 
@@ -178,13 +184,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ns := b.namespaceLocked(namespaceID, namespace)
-	c, ok := ns.candidates[instanceKey]
-	if !ok {
-		c = &expiryCandidate{firstSeen: now}
-		ns.candidates[instanceKey] = c
-		ns.candidatesPeak = max(ns.candidatesPeak, len(ns.candidates))
-	}
-	c.lastSeen = now
+	c := ns.candidateLocked(instanceKey, now)
 	// Only this namespace, and its pruning at most once a second: Hold runs for every held
 	// expiry at every recheck, so it must not walk every candidate each time.
 	b.evaluateBehindLocked(now)
@@ -235,8 +235,8 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
 // state says: the host is behind. It is the lease-expiry task's gate (chasm.WithGate): while
 // it holds, expiries are deferred without their workers being loaded, to the first recheck at
-// which the brake could be off, and counted as held. Expiries it lets through still go through Hold (the catch-up's lease, the
-// share rule).
+// which the brake could be off, and counted as held. Expiries it lets through still go
+// through Hold (the catch-up's lease, the share rule).
 func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -244,14 +244,7 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	if !b.behindOn {
 		return time.Time{}, false
 	}
-	ns := b.namespaceLocked(key.NamespaceID, "")
-	c, ok := ns.candidates[key.BusinessID]
-	if !ok {
-		c = &expiryCandidate{firstSeen: now}
-		ns.candidates[key.BusinessID] = c
-		ns.candidatesPeak = max(ns.candidatesPeak, len(ns.candidates))
-	}
-	c.lastSeen, c.held = now, true
+	b.namespaceLocked(key.NamespaceID, "").candidateLocked(key.BusinessID, now).held = true
 	metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
 	// The brake cannot come off before behindUntil (the cooldown after the last sign of being
 	// behind): offering the expiry again sooner would only hold it again. Still on the grid, so
@@ -377,6 +370,19 @@ func (b *Brake) Stop() {
 func (b *Brake) recheckAfter(t time.Time) time.Time {
 	step := max(b.cfg.Recheck(), time.Millisecond)
 	return t.Truncate(step).Add(step)
+}
+
+// candidateLocked returns the expiry candidate of instanceKey, made first seen now if new,
+// and marks it seen now.
+func (ns *namespaceBrake) candidateLocked(instanceKey string, now time.Time) *expiryCandidate {
+	c, ok := ns.candidates[instanceKey]
+	if !ok {
+		c = &expiryCandidate{firstSeen: now}
+		ns.candidates[instanceKey] = c
+		ns.candidatesPeak = max(ns.candidatesPeak, len(ns.candidates))
+	}
+	c.lastSeen = now
+	return c
 }
 
 func (b *Brake) namespaceLocked(namespaceID, name string) *namespaceBrake {

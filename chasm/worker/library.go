@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"time"
-
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -96,9 +94,7 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 // Tasks implements chasm.Library.
 func (l *Library) Tasks() []*chasm.RegistrableTask {
 	leaseExpiryOpts := []chasm.TaskOption{chasm.WithSingletonTimer(), chasm.WithRestartGrace()}
-	if gate, ok := l.brake.(interface {
-		HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
-	}); ok {
+	if gate, ok := l.brake.(bulkHold); ok {
 		// While the host is behind every expiry is held: say so before loading each worker.
 		leaseExpiryOpts = append(leaseExpiryOpts, chasm.WithGate(gate.HoldAll))
 	}
