@@ -119,6 +119,9 @@ type Admission struct {
 	// nanoseconds (EstimatedWait, read without the lock).
 	writeService time.Duration
 	writeWait    atomic.Int64
+	// The gauges export queued, queuedBytes and the limit. They are set under mu, where the
+	// values change: set after it, a stale value could land last and stay.
+	queuedGauge, queuedBytesGauge, limitGauge tally.Gauge
 }
 
 // refusalWindow is how many seconds of heartbeats the refused share is taken over, and
@@ -159,7 +162,14 @@ const serviceTimeInitial = 5 * time.Millisecond
 
 // NewAdmission returns an admission controller.
 func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
-	return &Admission{cfg: cfg, ts: ts, scope: scope, logger: logger, gates: make(map[int32]*gate), writeService: serviceTimeInitial}
+	return &Admission{
+		cfg: cfg, ts: ts, scope: scope, logger: logger,
+		gates:            make(map[int32]*gate),
+		writeService:     serviceTimeInitial,
+		queuedGauge:      metrics.AdmissionQueued.With(scope),
+		queuedBytesGauge: metrics.AdmissionQueuedBytes.With(scope),
+		limitGauge:       metrics.AdmissionInFlightLimit.With(scope),
+	}
 }
 
 // Admit waits for a slot on shardID for a call of class carrying bytes of payload. It returns
@@ -225,9 +235,8 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	a.queued++
 	a.queuedBytes += bytes
 	a.queuedByCls[class]++
-	a.updateWriteWaitLocked(limit)
+	a.queueChangedLocked(limit)
 	a.mu.Unlock()
-	a.updateQueuedGauges()
 
 	select {
 	case <-w.ready:
@@ -238,7 +247,6 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 			waited := a.ts.Now().Sub(w.enqueued)
 			a.stillBehindLocked(class, waited, waited)
 			a.mu.Unlock()
-			a.updateQueuedGauges()
 			a.count(metrics.AdmissionDropped, class)
 			return nil, callerGone(ctx)
 		}
@@ -249,7 +257,6 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		return nil, callerGone(ctx)
 	}
 	granted := a.ts.Now()
-	a.updateQueuedGauges()
 	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag(class.String())).Record(granted.Sub(w.enqueued))
 	release := a.releaser(g, class, w.enqueued, granted)
 	if hasDeadline && !granted.Before(deadline) {
@@ -478,8 +485,8 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			limit := a.limitLocked()
 			for g.inFlight < limit && a.grantNextLocked(g, limit) {
 			}
+			a.limitGauge.Update(float64(limit))
 			a.mu.Unlock()
-			metrics.AdmissionInFlightLimit.With(a.scope).Update(float64(limit))
 		})
 	}
 }
@@ -546,13 +553,14 @@ func (a *Admission) dequeuedLocked(w *waiter, limit int) {
 	a.queued--
 	a.queuedBytes -= w.bytes
 	a.queuedByCls[w.class]--
-	a.updateWriteWaitLocked(limit)
+	a.queueChangedLocked(limit)
 }
 
-func (a *Admission) updateQueuedGauges() {
-	calls, bytes := a.Queued()
-	metrics.AdmissionQueued.With(a.scope).Update(float64(calls))
-	metrics.AdmissionQueuedBytes.With(a.scope).Update(float64(bytes))
+// queueChangedLocked publishes the queue after it changed: its gauges, and EstimatedWait.
+func (a *Admission) queueChangedLocked(limit int) {
+	a.queuedGauge.Update(float64(a.queued))
+	a.queuedBytesGauge.Update(float64(a.queuedBytes))
+	a.updateWriteWaitLocked(limit)
 }
 
 // paceRegistration takes a token from the registration bucket, waiting for it when the wait

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
 type admissionBundle struct {
@@ -492,4 +494,94 @@ func TestAdmissionPressure(t *testing.T) {
 		require.Greater(t, b.a.HeartbeatQueueDelay(), 5*time.Second,
 			"half the heartbeats were refused: the host is behind, whoever refused them")
 	})
+}
+
+// TestAdmissionQueuedGauge: once the queue is empty, the exported queue reads empty, however
+// its callers raced. The gauge was once set after the lock was let go: a waiter granted with
+// another still queued could be slow to set its count, set it after the other had left and
+// emptied the queue, and the gauge then read one call queued for good.
+func TestAdmissionQueuedGauge(t *testing.T) {
+	t.Parallel()
+	scope := &pausableScope{Scope: tally.NewTestScope("", nil), gauge: metrics.AdmissionQueued.Name()}
+	b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+	b.a = NewAdmission(b.a.cfg, b.ts, scope, zaptest.NewLogger(t))
+
+	hold, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+	require.NoError(t, err)
+	first := admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+	waitQueued(t, b.a, 1)
+	secondCtx, leave := context.WithCancel(longCtx(t))
+	second := admitAsync(secondCtx, b.a, 0, ClassHeartbeat)
+	waitQueued(t, b.a, 2)
+
+	// The first waiter is granted with the second still queued; its setting of the gauge is
+	// slow. Meanwhile the second leaves, and the queue is empty.
+	paused := scope.pauseNext()
+	go hold()
+	<-paused
+	leave()
+	select {
+	case err := <-second:
+		require.Error(t, err, "the second waiter left, yet was served")
+		waitQueued(t, b.a, 0)
+		scope.resume()
+	case <-time.After(100 * time.Millisecond):
+		// Held up behind the paused update: the count and its gauge change together.
+		scope.resume()
+		require.Error(t, <-second, "the second waiter left, yet was served")
+	}
+	require.NoError(t, <-first)
+	calls, _ := b.a.Queued()
+	require.Zero(t, calls)
+	require.Zero(t, scope.value(), "the queued gauge is stale")
+}
+
+// pausableScope is a metrics scope whose named gauge can be made to pause in its next Update,
+// until resumed: a slow metrics path, on demand.
+type pausableScope struct {
+	tally.Scope
+	gauge string
+
+	mu      sync.Mutex
+	armed   chan struct{} // closed when the next update pauses
+	release chan struct{}
+	last    float64
+}
+
+func (s *pausableScope) Gauge(name string) tally.Gauge {
+	if name != s.gauge {
+		return s.Scope.Gauge(name)
+	}
+	return pausableGauge{s}
+}
+
+func (s *pausableScope) pauseNext() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.release = make(chan struct{}), make(chan struct{})
+	return s.armed
+}
+
+func (s *pausableScope) resume() { close(s.release) }
+
+func (s *pausableScope) value() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+type pausableGauge struct{ s *pausableScope }
+
+func (g pausableGauge) Update(v float64) {
+	g.s.mu.Lock()
+	armed, release := g.s.armed, g.s.release
+	g.s.armed = nil
+	g.s.mu.Unlock()
+	if armed != nil {
+		close(armed)
+		<-release
+	}
+	g.s.mu.Lock()
+	g.s.last = v
+	g.s.mu.Unlock()
 }
