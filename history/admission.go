@@ -92,7 +92,6 @@ func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 type Admission struct {
 	cfg    AdmissionConfig
 	ts     clock.TimeSource
-	scope  tally.Scope
 	logger *zap.Logger
 
 	mu           sync.Mutex
@@ -122,6 +121,11 @@ type Admission struct {
 	// The gauges export queued, queuedBytes and the limit. They are set under mu, where the
 	// values change: set after it, a stale value could land last and stay.
 	queuedGauge, queuedBytesGauge, limitGauge tally.Gauge
+	// The per-class series, looked up once: a tagged lookup on every call cost 5 % of the
+	// host's CPU at 8,000 heartbeats a second.
+	queueDelay    [numClasses]tally.Timer
+	shed, dropped [numClasses]tally.Counter
+	pacingDelay   tally.Timer
 }
 
 // refusalWindow is how many seconds of heartbeats the refused share is taken over, and
@@ -162,14 +166,22 @@ const serviceTimeInitial = 5 * time.Millisecond
 
 // NewAdmission returns an admission controller.
 func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
-	return &Admission{
-		cfg: cfg, ts: ts, scope: scope, logger: logger,
+	a := &Admission{
+		cfg: cfg, ts: ts, logger: logger,
 		gates:            make(map[int32]*gate),
 		writeService:     serviceTimeInitial,
 		queuedGauge:      metrics.AdmissionQueued.With(scope),
 		queuedBytesGauge: metrics.AdmissionQueuedBytes.With(scope),
 		limitGauge:       metrics.AdmissionInFlightLimit.With(scope),
+		pacingDelay:      metrics.AdmissionQueueDelay.With(scope, metrics.KindTag("registrationPacing")),
 	}
+	for c := range AdmissionClass(numClasses) {
+		kind := metrics.KindTag(c.String())
+		a.queueDelay[c] = metrics.AdmissionQueueDelay.With(scope, kind)
+		a.shed[c] = metrics.AdmissionShed.With(scope, kind)
+		a.dropped[c] = metrics.AdmissionDropped.With(scope, kind)
+	}
+	return a
 }
 
 // Admit waits for a slot on shardID for a call of class carrying bytes of payload. It returns
@@ -179,7 +191,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	now := a.ts.Now()
 	deadline, hasDeadline := ctx.Deadline()
 	if err := ctx.Err(); err != nil || (hasDeadline && !now.Before(deadline)) {
-		a.count(metrics.AdmissionDropped, class)
+		a.countDropped(class)
 		return nil, callerGone(ctx)
 	}
 	if class == ClassRegistration {
@@ -200,13 +212,13 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	a.limit.markSaturated()
 	if class == ClassRead && a.queuedByCls[ClassHeartbeat]+a.queuedByCls[ClassRegistration] > 0 {
 		a.mu.Unlock()
-		a.count(metrics.AdmissionShed, class)
+		a.countShed(class)
 		return nil, exhausted("history is serving heartbeats first; retry the read later")
 	}
 	if a.queued+1 > a.cfg.MaxQueued() || a.queuedBytes+bytes > a.cfg.MaxQueuedBytes() {
 		a.stillBehindLocked(class, 0, a.lostWait(now, deadline, hasDeadline, 0))
 		a.mu.Unlock()
-		a.count(metrics.AdmissionShed, class)
+		a.countShed(class)
 		return nil, exhausted(fmt.Sprintf("history admission queue is full (%d calls waiting)", a.queued))
 	}
 	// Work ahead of this call, spread over the shard's slots, each taking the measured service
@@ -226,7 +238,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		// so for the host's delay measure, which the expiry brake reads.
 		a.stillBehindLocked(class, wait, a.lostWait(now, deadline, hasDeadline, wait))
 		a.mu.Unlock()
-		a.count(metrics.AdmissionShed, class)
+		a.countShed(class)
 		return nil, exhausted(fmt.Sprintf("history shard %d is behind: about %v of work queued ahead of this call; retry later",
 			shardID, wait.Round(time.Millisecond)))
 	}
@@ -247,21 +259,21 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 			waited := a.ts.Now().Sub(w.enqueued)
 			a.stillBehindLocked(class, waited, waited)
 			a.mu.Unlock()
-			a.count(metrics.AdmissionDropped, class)
+			a.countDropped(class)
 			return nil, callerGone(ctx)
 		}
 		a.mu.Unlock()
 		// Granted as the caller left: pass the slot on.
 		a.releaser(g, class, w.enqueued, a.ts.Now())()
-		a.count(metrics.AdmissionDropped, class)
+		a.countDropped(class)
 		return nil, callerGone(ctx)
 	}
 	granted := a.ts.Now()
-	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag(class.String())).Record(granted.Sub(w.enqueued))
+	a.queueDelay[class].Record(granted.Sub(w.enqueued))
 	release := a.releaser(g, class, w.enqueued, granted)
 	if hasDeadline && !granted.Before(deadline) {
 		release()
-		a.count(metrics.AdmissionDropped, class)
+		a.countDropped(class)
 		return nil, serviceerror.NewDeadlineExceeded("the call's deadline passed while it waited for history")
 	}
 	return release, nil
@@ -583,28 +595,27 @@ func (a *Admission) paceRegistration(ctx context.Context, now, deadline time.Tim
 	if !r.OK() || (hasDeadline && now.Add(delay+service).After(deadline)) {
 		r.CancelAt(now)
 		a.mu.Unlock()
-		a.count(metrics.AdmissionShed, ClassRegistration)
+		a.countShed(ClassRegistration)
 		return exhausted(fmt.Sprintf("registrations are admitted at %g/s (history.registrationAdmitRPS); retry later", rps))
 	}
 	a.mu.Unlock()
 	if delay <= 0 {
 		return nil
 	}
-	metrics.AdmissionQueueDelay.With(a.scope, metrics.KindTag("registrationPacing")).Record(delay)
+	a.pacingDelay.Record(delay)
 	timerC, timer := a.ts.NewTimer(delay)
 	defer timer.Stop()
 	select {
 	case <-timerC:
 		return nil
 	case <-ctx.Done():
-		a.count(metrics.AdmissionDropped, ClassRegistration)
+		a.countDropped(ClassRegistration)
 		return callerGone(ctx)
 	}
 }
 
-func (a *Admission) count(def metrics.CounterDef, class AdmissionClass) {
-	def.With(a.scope, metrics.KindTag(class.String())).Inc(1)
-}
+func (a *Admission) countShed(class AdmissionClass)    { a.shed[class].Inc(1) }
+func (a *Admission) countDropped(class AdmissionClass) { a.dropped[class].Inc(1) }
 
 func exhausted(msg string) error {
 	return serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_SYSTEM_OVERLOADED, msg)
