@@ -30,8 +30,13 @@ type Execution struct {
 	component *RegistrableComponent
 	key       ExecutionKey
 
-	started     bool
-	state       proto.Message
+	started bool
+	state   proto.Message
+	// encoded is state as the store holds it, from the load or the last Apply: Persisted
+	// hands it out instead of encoding the state again. The committed state is never changed
+	// in place (a transaction works on a copy, a read must not modify it), so it stays true
+	// until the next Apply.
+	encoded     []byte
 	lifecycle   LifecycleState
 	indexed     IndexedFields
 	collections map[string]map[string][]byte
@@ -75,7 +80,7 @@ func LoadExecution(
 		return nil, fmt.Errorf("chasm: execution %s (%s): corrupt state: %w", key, component.fullName, err)
 	}
 	e.started = true
-	e.state = msg
+	e.state, e.encoded = msg, state
 	c := component.fromState(msg)
 	e.lifecycle = c.LifecycleState()
 	if ic, ok := c.(IndexedComponent); ok {
@@ -325,7 +330,7 @@ func (e *Execution) Apply(m *Mutation) {
 		return
 	}
 	e.started = true
-	e.state = m.stateMsg
+	e.state, e.encoded = m.stateMsg, m.State
 	e.lifecycle = m.Lifecycle
 	e.indexed = m.Indexed
 	for _, entry := range m.CollectionPuts {
@@ -346,9 +351,10 @@ func (e *Execution) Apply(m *Mutation) {
 // execution while it is idle: the encoded state is a fraction of the decoded message's size.
 // Collection values are shared, not copied; they are never modified in place.
 func (e *Execution) Persisted() (state []byte, entries []CollectionEntry, err error) {
-	state, err = proto.MarshalOptions{Deterministic: true}.Marshal(e.state)
-	if err != nil {
-		return nil, nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+	if state = e.encoded; state == nil {
+		if state, err = (proto.MarshalOptions{Deterministic: true}).Marshal(e.state); err != nil {
+			return nil, nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+		}
 	}
 	n := 0
 	for _, c := range e.collections {

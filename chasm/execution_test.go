@@ -32,6 +32,52 @@ func newReminderExecution(t *testing.T) (*chasm.Execution, time.Time) {
 func TestExecution(t *testing.T) {
 	t.Parallel()
 
+	t.Run("PersistedIsTheCommittedState", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		deadline := func(e *chasm.Execution) time.Time {
+			var d time.Time
+			require.NoError(t, e.Read(now, func(_ chasm.Context, c chasm.Component) error {
+				d = c.(*reminder.Reminder).GetDeadline().AsTime()
+				return nil
+			}))
+			return d
+		}
+		registry := chasmtest.NewRegistry(t, reminder.NewLibrary(reminder.NewRecordingSink()))
+		reload := func() *chasm.Execution {
+			state, entries, err := exec.Persisted()
+			require.NoError(t, err)
+			loaded, err := chasm.LoadExecution(registry, exec.Archetype(), exec.Key(), state, entries)
+			require.NoError(t, err)
+			return loaded
+		}
+		schedule := func(e *chasm.Execution, delay time.Duration) *chasm.Mutation {
+			m, err := e.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+				return reminder.TransitionScheduled.Apply(c.(*reminder.Reminder), ctx, reminder.EventSchedule{Delay: delay})
+			})
+			require.NoError(t, err)
+			return m
+		}
+		require.Equal(t, now.Add(time.Minute), deadline(reload()))
+
+		// A mutation whose write failed is never applied: the persisted form is still the
+		// committed state.
+		schedule(exec, time.Hour)
+		require.Equal(t, now.Add(time.Minute), deadline(reload()))
+
+		exec.Apply(schedule(exec, 2*time.Hour))
+		require.Equal(t, now.Add(2*time.Hour), deadline(reload()))
+
+		// A run loaded from its persisted form persists as it was loaded, and as it changes.
+		loaded := reload()
+		loaded.Apply(schedule(loaded, 3*time.Hour))
+		state, _, err := loaded.Persisted()
+		require.NoError(t, err)
+		again, err := chasm.LoadExecution(registry, exec.Archetype(), exec.Key(), state, nil)
+		require.NoError(t, err)
+		require.Equal(t, now.Add(3*time.Hour), deadline(again))
+	})
+
 	t.Run("MutationCarriesOnlyChangedCollectionEntries", func(t *testing.T) {
 		t.Parallel()
 		exec, now := newReminderExecution(t)
