@@ -310,4 +310,18 @@ secondary eviction rate), oldest first, so that a real mass death is not hidden 
 of workers silent for worker.expiryBrakeWindow beyond their deadline.
 0 holds them all.`,
 	)
+	GCTargetInterval = NewGlobalDurationSetting(
+		"system.gcTargetInterval",
+		time.Second,
+		`While the host allocates fast, GOGC is raised so that the Go collector's cycles come about
+this far apart: room for this much of the allocation rate above the live heap, at most
+system.gcMaxExtraBytes, and never below the GOGC the process started with. Idle, GOGC returns to
+that base. 0 leaves GOGC alone, as does GOGC set in the environment (vigil_gc_percent shows it).`,
+	)
+	GCMaxExtraBytes = NewGlobalIntSetting(
+		"system.gcMaxExtraBytes",
+		256<<20,
+		`The most heap, in bytes above the live heap, that system.gcTargetInterval may let grow
+between collections.`,
+	)
 )

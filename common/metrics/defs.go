@@ -268,6 +268,9 @@ var (
 	// EarlyRefusals counts heartbeats refused before they were read.
 	EarlyRefusals = NewCounterDef("early_refusals",
 		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue would have kept them waiting longer than frontend.earlyRefusalTargetWait.")
+	// GCPercent is the GOGC the process runs with (common/gcpacer).
+	GCPercent = NewGaugeDef("gc_percent",
+		"The Go collector's GOGC the process runs with: raised from its base while the host allocates fast, so that cycles come about system.gcTargetInterval apart (common/gcpacer).")
 )
 
 // Live view (WatchWorkers and the web page's stream).
