@@ -145,13 +145,16 @@ func TestWorkerCommands(t *testing.T) {
 		waiting := e.pollCommand(ctx)
 		e.awaitWaiting()
 
-		// What AddWorkerCommand does under the lock, then the caller goes away.
+		// The caller goes away while AddWorkerCommand holds the lock: the poll cannot unlink
+		// itself, and is handed the command. (Cancelled after the hand-off instead, the poll
+		// could return the command before it saw the cancellation, and the test failed now
+		// and then.)
 		e.m.mu.Lock()
+		cancel()
 		q := e.m.commandQueues[queueKey{testNS, testCQ}]
 		q.commands = append(q.commands, &commandEntry{cmd: cancelCommand("c1"), expiresAt: e.ts.Now().Add(time.Minute)})
 		e.m.busyCommands[q] = struct{}{}
 		e.m.dispatchCommands(q, e.ts.Now())
-		cancel()
 		e.m.mu.Unlock()
 
 		got := receive(t, waiting)
