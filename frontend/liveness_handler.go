@@ -5,8 +5,8 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 
+	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -30,11 +30,21 @@ const (
 type LivenessHandler struct {
 	livenesspb.UnimplementedWorkerLivenessServiceServer
 	deps Deps
-	// watchers counts open watches (WatchWorkers and the web page's stream).
-	watchers atomic.Int64
+	// watchers counts open watches (WatchWorkers and the web page's stream); changed, and
+	// exported, under watchersMu, so that the gauge's last value is the count's.
+	watchersMu sync.Mutex
+	watchers   int
 	// stopping is closed by Stop: open watches end.
 	stopping chan struct{}
 	stopOnce sync.Once
+}
+
+// addWatchers changes the count of open watches by d and exports it.
+func (h *LivenessHandler) addWatchers(d int, open tally.Gauge) {
+	h.watchersMu.Lock()
+	defer h.watchersMu.Unlock()
+	h.watchers += d
+	open.Update(float64(h.watchers))
 }
 
 // NewLivenessHandler returns the extended API handler.

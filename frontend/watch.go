@@ -98,9 +98,8 @@ func (h *LivenessHandler) Watch(ctx context.Context, req *livenesspb.WatchWorker
 
 	scope := h.deps.MetricsScope
 	open := metrics.WatchersOpen.With(scope)
-	h.watchers.Add(1)
-	open.Update(float64(h.watchers.Load()))
-	defer func() { open.Update(float64(h.watchers.Add(-1))) }()
+	h.addWatchers(1, open)
+	defer h.addWatchers(-1, open)
 	sent := metrics.WatchEventsSent.With(scope)
 
 	w := &watcher{ns: ns, query: func(r *workerpb.WorkerRecord) bool { return matchesQuery(q, r) }, shown: make(map[string]*workerpb.WorkerState), epoch: hub.Epoch()}

@@ -305,9 +305,9 @@ func (q *OutboundQueue) readPage() (readAt time.Time, err error) {
 	q.moreToRead = stopped || len(page) == pageSize
 	q.readRequested = q.moreToRead
 	inMemory := len(q.known)
+	q.backlogGauge.Update(float64(inMemory))
 	q.mu.Unlock()
 
-	q.backlogGauge.Update(float64(inMemory))
 	if q.cfg.hooks.OnRead != nil {
 		q.cfg.hooks.OnRead(len(page), inMemory)
 	}
@@ -411,11 +411,10 @@ func (q *OutboundQueue) finish(e *outboundEntry, err error) {
 		if d.size() == 0 && d.overflowFrom == 0 {
 			delete(q.dests, d.name)
 		}
-		inMemory, stuck := len(q.known), q.stuck
+		q.backlogGauge.Update(float64(len(q.known)))
+		q.stuckGauge.Update(float64(q.stuck))
 		q.mu.Unlock()
 
-		q.backlogGauge.Update(float64(inMemory))
-		q.stuckGauge.Update(float64(stuck))
 		if q.cfg.hooks.OnCompleted != nil {
 			q.cfg.hooks.OnCompleted(e.task)
 		}
@@ -431,13 +430,13 @@ func (q *OutboundQueue) finish(e *outboundEntry, err error) {
 	e.retryAt = q.ts.Now().Add(backoff)
 	heap.Push(&q.retries, e)
 	isHead := e.index == 0
-	attempts, stuck := e.attempts, q.stuck
+	attempts := e.attempts
+	if becameStuck {
+		q.stuckGauge.Update(float64(q.stuck))
+	}
 	q.mu.Unlock()
 
 	q.failureCounter.Inc(1)
-	if becameStuck {
-		q.stuckGauge.Update(float64(stuck))
-	}
 	logRetry(q.logger, "outbound", outboundTaskFields(e.task), attempts, becameStuck, err)
 	if q.cfg.hooks.OnFailed != nil {
 		q.cfg.hooks.OnFailed(e.task, attempts, err)

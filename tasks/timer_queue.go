@@ -251,9 +251,8 @@ func (q *TimerQueue) NotifyNewTimers(tasks []*persistence.TimerTask) {
 		q.insertLocked(t)
 	}
 	rearm := len(q.pending) > 0 && (headBefore.IsZero() || q.pending[0].fireAt.Before(headBefore))
-	inMemory := len(q.known)
+	q.inMemoryGauge.Update(float64(len(q.known)))
 	q.mu.Unlock()
-	q.inMemoryGauge.Update(float64(inMemory))
 	if rearm {
 		q.wake()
 	}
@@ -555,9 +554,9 @@ func (q *TimerQueue) readPage() (readAt time.Time, err error) {
 	}
 	q.readRequested = q.moreToRead
 	inMemory := len(q.known)
+	q.inMemoryGauge.Update(float64(inMemory))
 	q.mu.Unlock()
 
-	q.inMemoryGauge.Update(float64(inMemory))
 	if q.cfg.hooks.OnRead != nil {
 		q.cfg.hooks.OnRead(len(page), inMemory)
 	}
@@ -662,11 +661,10 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 		}
 		q.shrinkLocked()
 		needRead := q.moreToRead && readFits(true, len(q.known), q.cfg.maxInMemory(), q.cfg.pageSize())
-		inMemory, stuck := len(q.known), q.stuck
+		q.inMemoryGauge.Update(float64(len(q.known)))
+		q.stuckGauge.Update(float64(q.stuck))
 		q.mu.Unlock()
 
-		q.inMemoryGauge.Update(float64(inMemory))
-		q.stuckGauge.Update(float64(stuck))
 		if q.cfg.hooks.OnCompleted != nil {
 			q.cfg.hooks.OnCompleted(e.task)
 		}
@@ -694,13 +692,13 @@ func (q *TimerQueue) finish(e *timerEntry, err error) {
 	e.fireAt = q.ts.Now().Add(backoff)
 	heap.Push(&q.pending, e)
 	isHead := e.index == 0
-	attempts, stuck := e.attempts, q.stuck
+	attempts := e.attempts
+	if becameStuck {
+		q.stuckGauge.Update(float64(q.stuck))
+	}
 	q.mu.Unlock()
 
 	q.errorCounter.Inc(1)
-	if becameStuck {
-		q.stuckGauge.Update(float64(stuck))
-	}
 	logRetry(q.logger, "timer", timerTaskFields(e.task), attempts, becameStuck, err)
 	if q.cfg.hooks.OnFailed != nil {
 		q.cfg.hooks.OnFailed(e.task, attempts, err)
