@@ -113,6 +113,9 @@ type Brake struct {
 	ts     clock.TimeSource
 	scope  tally.Scope
 	logger *zap.Logger
+	// deferredBehind and deferredShare count deferrals by reason, looked up once: every held
+	// expiry counts at every offer, thousands a second on a host that is behind.
+	deferredBehind, deferredShare tally.Counter
 
 	mu          sync.Mutex
 	behindOn    bool
@@ -174,8 +177,10 @@ type expiryCandidate struct {
 func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 	return &Brake{
 		cfg: cfg, load: load, ts: ts, scope: scope, logger: logger,
-		namespaces: make(map[string]*namespaceBrake),
-		stop:       make(chan struct{}), done: make(chan struct{}),
+		deferredBehind: metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonBehind)),
+		deferredShare:  metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonShare)),
+		namespaces:     make(map[string]*namespaceBrake),
+		stop:           make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
@@ -193,14 +198,14 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	recheck := b.recheckAfter(now)
 	c.held = true
 	if b.behindOn {
-		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+		b.deferredBehind.Inc(1)
 		return recheck, true
 	}
 	if !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)) {
 		// The host caught up less than a lease ago: the worker has not yet had a whole lease
 		// of normal service to get a heartbeat through. This holds for a lease that ran out
 		// after the catch-up too: its last beats may have been the ones refused.
-		metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+		b.deferredBehind.Inc(1)
 		return recheck, true
 	}
 	settled := c.firstSeen.Add(b.cfg.Settle(namespace))
@@ -215,7 +220,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 			// Silent for less than its lease and a window: a server that was slow or
 			// overloaded a moment ago may still hold its heartbeats (they can take as long
 			// as their RPC deadline). Only a longer silence is released at the secondary rate.
-			metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonShare)).Inc(1)
+			b.deferredShare.Inc(1)
 			return recheck, true
 		}
 		rps := b.cfg.SecondaryRate(namespace)
@@ -224,7 +229,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 			ns.secRate = rps
 		}
 		if rps <= 0 || !ns.secondary.AllowN(now, 1) {
-			metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonShare)).Inc(1)
+			b.deferredShare.Inc(1)
 			return recheck, true
 		}
 	}
@@ -245,7 +250,7 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		return time.Time{}, false
 	}
 	b.namespaceLocked(key.NamespaceID, "").candidateLocked(key.BusinessID, now).held = true
-	metrics.LeaseExpiriesDeferred.With(b.scope, metrics.KindTag(BrakeReasonBehind)).Inc(1)
+	b.deferredBehind.Inc(1)
 	// The brake cannot come off before behindUntil (the cooldown after the last sign of being
 	// behind): offering the expiry again sooner would only hold it again. Still on the grid, so
 	// that the held expiries come back together.
