@@ -22,7 +22,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -61,10 +61,11 @@ type Pacer struct {
 type sample struct {
 	allocs uint64 // bytes allocated since the process started
 	live   uint64 // heap found live by the last cycle
+	gogc   int    // GOGC in force (-1: off)
 }
 
-// New returns a pacer for a process whose GOGC is base.
-func New(cfg Config, base int, scope tally.Scope) *Pacer {
+// newPacer returns a pacer for a process whose GOGC is base.
+func newPacer(cfg Config, base int, scope tally.Scope) *Pacer {
 	return &Pacer{
 		cfg: cfg, base: base, percent: base,
 		gauge: metricdefs.GCPercent.With(scope),
@@ -99,36 +100,21 @@ func (p *Pacer) apply(percent int) {
 	p.gauge.Update(float64(percent))
 }
 
-var (
-	processMu sync.Mutex
-	running   bool
-)
+// running is set while a pacer runs in this process.
+var running atomic.Bool
 
 // Run paces GOGC until ctx ends, then restores the base. It returns at once if another pacer
 // runs in this process or the operator chose GOGC (see the package comment).
 func Run(ctx context.Context, cfg Config, ts clock.TimeSource, scope tally.Scope) {
-	if os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" || !running.CompareAndSwap(false, true) {
 		return
 	}
-	processMu.Lock()
-	if running {
-		processMu.Unlock()
-		return
-	}
-	running = true
-	processMu.Unlock()
-	defer func() {
-		processMu.Lock()
-		running = false
-		processMu.Unlock()
-	}()
-
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	defer running.Store(false)
+	base := readRuntime().gogc
 	if base < 0 {
 		return // GC turned off
 	}
-	p := New(cfg, base, scope)
+	p := newPacer(cfg, base, scope)
 	p.gauge.Update(float64(base))
 	defer p.set(base)
 	for {
@@ -145,14 +131,17 @@ func Run(ctx context.Context, cfg Config, ts clock.TimeSource, scope tally.Scope
 
 // readRuntime reads the sample from the runtime's metrics (no collection, no stop).
 func readRuntime() sample {
-	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}
 	metrics.Read(samples)
-	var s sample
+	s := sample{gogc: -1}
 	if v := samples[0].Value; v.Kind() == metrics.KindUint64 {
 		s.allocs = v.Uint64()
 	}
 	if v := samples[1].Value; v.Kind() == metrics.KindUint64 {
 		s.live = v.Uint64()
+	}
+	if v := samples[2].Value; v.Kind() == metrics.KindUint64 {
+		s.gogc = int(int64(v.Uint64())) // off reads as -1
 	}
 	return s
 }

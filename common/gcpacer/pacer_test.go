@@ -10,17 +10,19 @@ import (
 
 const mib = 1 << 20
 
-// fakeRuntime stands for the heap: what has been allocated, what the last cycle found live,
-// and the GOGC set.
+// fakeRuntime stands for the heap (what has been allocated, what the last cycle found live),
+// the GOGC set, and the clock.
 type fakeRuntime struct {
 	s       sample
 	percent int
 	sets    int
+	now     time.Time
 }
 
-func newTestPacer(interval time.Duration, maxExtra int) (*Pacer, *fakeRuntime) {
-	rt := &fakeRuntime{percent: 100}
-	p := New(Config{
+// newTestPacer returns a pacer over a fake runtime whose live heap is live bytes.
+func newTestPacer(interval time.Duration, maxExtra int, live uint64) (*Pacer, *fakeRuntime) {
+	rt := &fakeRuntime{percent: 100, s: sample{live: live}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := newPacer(Config{
 		TargetInterval: func() time.Duration { return interval },
 		MaxExtra:       func() int { return maxExtra },
 	}, 100, tally.NoopScope)
@@ -30,74 +32,63 @@ func newTestPacer(interval time.Duration, maxExtra int) (*Pacer, *fakeRuntime) {
 }
 
 // run steps the pacer every Every for d while the host allocates rate bytes a second.
-func (rt *fakeRuntime) run(p *Pacer, now *time.Time, d time.Duration, rate int) {
-	for end := now.Add(d); now.Before(end); {
-		*now = now.Add(Every)
+func (rt *fakeRuntime) run(p *Pacer, d time.Duration, rate int) {
+	for end := rt.now.Add(d); rt.now.Before(end); {
+		rt.now = rt.now.Add(Every)
 		rt.s.allocs += uint64(float64(rate) * Every.Seconds())
-		p.apply(p.step(*now, p.read()))
+		p.apply(p.step(rt.now, p.read()))
 	}
 }
 
 func TestPacer(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	t.Run("RoomForTheTargetIntervalOfAllocation", func(t *testing.T) {
 		t.Parallel()
-		p, rt := newTestPacer(time.Second, 256*mib)
-		rt.s.live = 50 * mib
-		now := start
+		p, rt := newTestPacer(time.Second, 256*mib, 50*mib)
 		// 150 MiB a second on a 50 MiB live heap: cycles a second apart need 150 MiB of room,
 		// GOGC 300 (the runtime's default, 100, would run one every third of a second).
-		rt.run(p, &now, 5*time.Second, 150*mib)
+		rt.run(p, 5*time.Second, 150*mib)
 		require.InDelta(t, 300, rt.percent, 30)
 	})
 
 	t.Run("RoomIsBoundedInBytes", func(t *testing.T) {
 		t.Parallel()
-		p, rt := newTestPacer(time.Second, 64*mib)
-		rt.s.live = 16 * mib
-		now := start
-		rt.run(p, &now, 5*time.Second, 500*mib)
+		p, rt := newTestPacer(time.Second, 64*mib, 16*mib)
+		rt.run(p, 5*time.Second, 500*mib)
 		require.Equal(t, 400, rt.percent, "64 MiB above a 16 MiB live heap, however fast the host allocates")
 	})
 
 	t.Run("NeverBelowTheBaseAndBackToItWhenIdle", func(t *testing.T) {
 		t.Parallel()
-		p, rt := newTestPacer(time.Second, 256*mib)
-		rt.s.live = 200 * mib
-		now := start
-		rt.run(p, &now, 5*time.Second, 50*mib)
+		p, rt := newTestPacer(time.Second, 256*mib, 200*mib)
+		rt.run(p, 5*time.Second, 50*mib)
 		require.Equal(t, 100, rt.percent, "a large live heap already leaves room for more than a second")
 		require.Zero(t, rt.sets)
 
 		rt.s.live = 20 * mib
-		rt.run(p, &now, 5*time.Second, 100*mib)
+		rt.run(p, 5*time.Second, 100*mib)
 		require.Greater(t, rt.percent, 300)
-		rt.run(p, &now, 10*time.Second, 0)
+		rt.run(p, 10*time.Second, 0)
 		require.Equal(t, 100, rt.percent, "idle: the memory is not held for a rate that has gone")
 	})
 
 	t.Run("SmallChangesAreLeftAlone", func(t *testing.T) {
 		t.Parallel()
-		p, rt := newTestPacer(time.Second, 256*mib)
-		rt.s.live = 50 * mib
-		now := start
-		rt.run(p, &now, 5*time.Second, 150*mib)
+		p, rt := newTestPacer(time.Second, 256*mib, 50*mib)
+		rt.run(p, 5*time.Second, 150*mib)
 		sets := rt.sets
 		// The rate wobbles by a few percent from one step to the next.
 		for i := range 40 {
-			rt.run(p, &now, Every, (150+3*(i%2))*mib)
+			rt.run(p, Every, (150+3*(i%2))*mib)
 		}
 		require.Equal(t, sets, rt.sets)
 	})
 
 	t.Run("ZeroTurnsItOff", func(t *testing.T) {
 		t.Parallel()
-		p, rt := newTestPacer(0, 256*mib)
-		rt.s.live = 20 * mib
-		now := start
-		rt.run(p, &now, 5*time.Second, 500*mib)
+		p, rt := newTestPacer(0, 256*mib, 20*mib)
+		rt.run(p, 5*time.Second, 500*mib)
 		require.Equal(t, 100, rt.percent)
 		require.Zero(t, rt.sets)
 	})
