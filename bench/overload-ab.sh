@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # bench/overload-ab.sh OUT NAME=BIN [NAME=BIN ...]: issue 18's overload run, builds interleaved.
+# "NAME=BIN ARGS" (quoted) also passes ARGS to that build's server only.
 #
 # One pinned core each (server on CPU 0, generator on CPU 1, GOMAXPROCS=1): WORKERS (20,000)
 # liveness workers at INTERVAL (2.222 s), i.e. 9,000 heartbeats/s offered, twice the 4,500/s
@@ -8,15 +9,17 @@
 # window; each run stopped after 150 s. Every build runs once per round (ROUNDS, default
 # "1 2"), in the order given. SERVER_ARGS adds flags to every server.
 #   bench/overload-ab.sh /tmp/ab base=/tmp/vigil-base new=bin/vigil
+#   bench/overload-ab.sh /tmp/ab base=bin/vigil "off=bin/vigil --dynamic-config-file off.yaml"
 set -euo pipefail
 out=$1; shift
 mkdir -p "$out"
 workers=${WORKERS:-20000} interval=${INTERVAL:-2.222s} lease=${LEASE:-6.667s} kill_n=${KILL:-100}
-run() { # name bin
+run() { # name bin [server args...]
   local name=$1 bin=$2 dir spid gpid
+  shift 2
   dir=$(mktemp -d)
   # shellcheck disable=SC2086
-  env GOMAXPROCS=1 taskset -c 0 "$bin" server start --db-filename "$dir/v.db" --port 21233 --http-port 21243 --log-level warn ${SERVER_ARGS:-} > "$out/$name.server.log" 2>&1 &
+  env GOMAXPROCS=1 taskset -c 0 "$bin" server start --db-filename "$dir/v.db" --port 21233 --http-port 21243 --log-level warn ${SERVER_ARGS:-} "$@" > "$out/$name.server.log" 2>&1 &
   spid=$!
   sleep 2
   env GOMAXPROCS=1 taskset -c 1 "$bin" bench --api liveness --address 127.0.0.1:21233 --server-pid "$spid" \
@@ -31,6 +34,7 @@ run() { # name bin
 }
 for r in ${ROUNDS:-1 2}; do
   for pair in "$@"; do
-    run "${pair%%=*}$r" "${pair#*=}"
+    read -r -a build <<< "${pair#*=}"
+    run "${pair%%=*}$r" "${build[@]}"
   done
 done
