@@ -28,8 +28,9 @@ const Quiet = 10 * time.Second
 
 // What a fleet held is not all garbage at once: the watch ring keeps its last events for a
 // minute, caches and maps shrink step by step. For FollowUps × FollowUpEvery after a release,
-// the heap's free pages not yet returned are looked at (a runtime/metrics read, no
-// collection), and released again when they exceed FollowUpMinBytes.
+// what a release would give back (the heap's free pages not yet returned, and the garbage
+// made since the last collection; a runtime/metrics read, no collection) is looked at, and
+// released again when it exceeds FollowUpMinBytes.
 const (
 	FollowUps        = 10
 	FollowUpEvery    = 30 * time.Second
@@ -121,13 +122,38 @@ func followUp(n int) {
 		if noted {
 			return // a new burst of notes: its own release and follow-ups come
 		}
-		sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() >= FollowUpMinBytes {
+		if reclaimable() >= FollowUpMinBytes {
 			release()
 		}
 		followUp(n - 1)
 	})
+}
+
+// reclaimable is what a release would give back now, read without a collection: the heap's
+// free pages not yet returned, and the garbage made since the last collection (objects now,
+// less what that collection found live). A host the fleet has just left allocates little, so
+// its next collection can be minutes away (the runtime forces one every two minutes), and the
+// garbage of the fleet's last deletions would stay resident until then, with the heap's
+// headroom over it.
+func reclaimable() uint64 {
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	metrics.Read(samples)
+	var v [3]uint64
+	for i, s := range samples {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		v[i] = s.Value.Uint64()
+	}
+	free, objects, live := v[0], v[1], v[2]
+	if objects > live {
+		free += objects - live
+	}
+	return free
 }
 
 // Releases returns how many releases have run in this process.

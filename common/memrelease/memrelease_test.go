@@ -2,6 +2,7 @@ package memrelease
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -50,4 +51,32 @@ func TestReleaseRunsHooks(t *testing.T) {
 	ReleaseNow()
 	require.Equal(t, 1, first, "a removed hook does not run")
 	require.Equal(t, 2, second)
+}
+
+// A follow-up releases the garbage a quiet host has not collected yet, not only the free pages
+// it has: with little allocation after a fleet has gone, the next collection can be minutes
+// away, and the fleet's last garbage would stay resident until then.
+func TestFollowUpReleasesUncollectedGarbage(t *testing.T) {
+	followUpEvery = 10 * time.Millisecond
+	t.Cleanup(func() { followUpEvery = FollowUpEvery })
+	// No collection of its own during the test: the garbage stays uncollected until a release.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+
+	debug.FreeOSMemory()
+	require.Less(t, reclaimable(), uint64(FollowUpMinBytes), "just released: nothing for a follow-up")
+	before := Releases()
+
+	garbage := make([][]byte, 32)
+	for i := range garbage {
+		garbage[i] = make([]byte, 1<<20)
+	}
+	runtime.KeepAlive(garbage)
+	garbage = nil
+
+	followUp(1)
+	require.Eventually(t, func() bool { return Releases() == before+1 }, 10*time.Second, 5*time.Millisecond,
+		"32 MiB of uncollected garbage is released")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	require.Less(t, ms.HeapInuse, uint64(16<<20), "the garbage was collected")
 }
