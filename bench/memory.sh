@@ -15,6 +15,17 @@
 # profile forces): live_KiB/worker is what the server's data structures hold per worker, RSS
 # adds the garbage collector's headroom (GOGC) and what a burst left fragmented.
 #
+# The summary's last columns split the RSS after into parts: heap_MiB is the Go heap in use
+# (live objects and the spans they keep, with what the fleet left fragmented), rt_MiB the Go
+# runtime's own memory (goroutine stacks, span and GC metadata, profiling buckets; the runtime
+# sizes it for the peak heap and never gives it back), and other_MiB the rest (the binary's
+# code pages, SQLite's memory outside the Go heap, the WAL index).
+#
+# WARM=W (default 0) first runs a fleet of W workers with a 3 s lease through the same
+# expiry and deletion, and reads the idle figures only after it has gone: a server that has
+# served before, whose first-call costs (code paged in, pools, lazily built tables) are paid,
+# rather than a fresh process.
+#
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
 #        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
@@ -81,8 +92,27 @@ memstats() { # phase: RSS and the Go heap's view of it, appended to $dir/memstat
 	} >>"$dir/memstats.txt"
 }
 
+wait_deleted() { # max seconds: until two recounts in a row find no worker
+	local deadline=$((SECONDS + $1)) zero=0
+	while [ $zero -lt 2 ]; do
+		if [ $SECONDS -ge $deadline ]; then
+			echo "N=$n: workers still held after $((SECONDS))s: $(metric vigil_workers_by_state)" >&2
+			return
+		fi
+		sleep 3
+		if [ "$(metric vigil_workers_by_state)" -eq 0 ]; then zero=$((zero + 1)); else zero=0; fi
+	done
+}
+runtime_split() { # "heap_KiB runtime_KiB": the Go heap in use, and the runtime's own memory
+	curl -sf "http://127.0.0.1:$HTTP_PORT/debug/pprof/heap?debug=1" | awk '
+		/^# HeapInuse = / {h = $4}
+		/^# (Stack|MSpan|MCache) = / {r += $6} # in use / from the OS: the second
+		/^# (BuckHashSys|GCSys|OtherSys) = / {r += $4}
+		END {printf "%d %d\n", h / 1024, r / 1024}'
+}
+
 summary="$OUT/summary.txt"
-printf '%-8s %9s %15s %11s %17s %10s %15s %11s\n' workers idle_MiB registered_MiB KiB/worker live_KiB/worker after_MiB after_live_MiB after/idle | tee "$summary"
+printf '%-8s %9s %15s %11s %17s %10s %15s %11s %9s %7s %10s\n' workers idle_MiB registered_MiB KiB/worker live_KiB/worker after_MiB after_live_MiB after/idle heap_MiB rt_MiB other_MiB | tee "$summary"
 
 for n in "${SIZES[@]}"; do
 	dir="$OUT/n$n"
@@ -105,6 +135,12 @@ for n in "${SIZES[@]}"; do
 		sleep 0.2
 	done
 	sleep 5
+	if [ "${WARM:-0}" -gt 0 ]; then
+		"$VIGIL" bench --address "127.0.0.1:$PORT" --api liveness --workers "$WARM" --lease 3s --interval 1s \
+			--duration 5s --shutdown-at-end=false >"$dir/warm.txt" 2>&1
+		wait_deleted 120
+		sleep "$(secs "$SETTLE")"
+	fi
 	idle=$(rss_kib $pid)
 	memstats idle
 	heap "$dir/heap-idle.pb.gz"
@@ -127,16 +163,7 @@ for n in "${SIZES[@]}"; do
 	held=$(metric vigil_workers_by_state)
 	echo "N=$n: registered RSS $((registered / 1024)) MiB, $held workers held; waiting for every lease to expire and every worker to be deleted" >&2
 
-	deadline=$((SECONDS + $(secs "$LEASE") + 900))
-	zero=0
-	while [ $zero -lt 2 ]; do # two recounts in a row find no worker
-		if [ $SECONDS -ge $deadline ]; then
-			echo "N=$n: workers still held after $((SECONDS))s: $(metric vigil_workers_by_state)" >&2
-			break
-		fi
-		sleep 3
-		if [ "$(metric vigil_workers_by_state)" -eq 0 ]; then zero=$((zero + 1)); else zero=0; fi
-	done
+	wait_deleted $(($(secs "$LEASE") + 900))
 	echo "N=$n: all deleted; settling $SETTLE" >&2
 	settle_end=$((SECONDS + $(secs "$SETTLE")))
 	while [ $SECONDS -lt $settle_end ]; do
@@ -144,6 +171,7 @@ for n in "${SIZES[@]}"; do
 		sleep $((settle_end - SECONDS < 30 ? settle_end - SECONDS : 30))
 	done
 	after=$(rss_kib $pid)
+	read -r after_heap after_rt < <(runtime_split)
 	memstats after
 	heap "$dir/heap-after.pb.gz"
 	alloc=$(heap_alloc_mib)
@@ -151,8 +179,9 @@ for n in "${SIZES[@]}"; do
 	wait $pid 2>/dev/null || true
 	trap - EXIT
 
-	awk -v n="$held" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" -v il="$idle_live" -v rl="$registered_live" 'BEGIN {
-		printf "%-8d %9.1f %15.1f %11.2f %17.2f %10.1f %15.1f %11.2f\n", n, i/1024, r/1024, (r-i)/n, (rl-il)*1024/n, a/1024, h, a/i
+	awk -v n="$held" -v i="$idle" -v r="$registered" -v a="$after" -v h="$alloc" -v il="$idle_live" -v rl="$registered_live" \
+		-v ah="$after_heap" -v ar="$after_rt" 'BEGIN {
+		printf "%-8d %9.1f %15.1f %11.2f %17.2f %10.1f %15.1f %11.2f %9.1f %7.1f %10.1f\n", n, i/1024, r/1024, (r-i)/n, (rl-il)*1024/n, a/1024, h, a/i, ah/1024, ar/1024, (a-ah-ar)/1024
 	}' | tee -a "$summary"
 done
 echo "logs, heap profiles and $summary in $OUT" >&2

@@ -14,9 +14,13 @@ set -euo pipefail
 out=$1; shift
 mkdir -p "$out"
 workers=${WORKERS:-20000} interval=${INTERVAL:-2.222s} lease=${LEASE:-6.667s} kill_n=${KILL:-100}
+# The hypervisor's steal on the server's core (CPU 0) during a run, in % of the core: a run
+# that lost a tenth of its core to a neighbour is not comparable with one that did not.
+steal_ticks() { awk '$1 == "cpu0" {print $9; exit}' /proc/stat; }
 run() { # name bin [server args...]
-  local name=$1 bin=$2 dir spid gpid
+  local name=$1 bin=$2 dir spid gpid s0 t0 steal
   shift 2
+  s0=$(steal_ticks) t0=$SECONDS
   dir=$(mktemp -d)
   # shellcheck disable=SC2086
   env GOMAXPROCS=1 taskset -c 0 "$bin" server start --db-filename "$dir/v.db" --port 21233 --http-port 21243 --log-level warn ${SERVER_ARGS:-} "$@" > "$out/$name.server.log" 2>&1 &
@@ -30,7 +34,8 @@ run() { # name bin [server args...]
   curl -s http://127.0.0.1:21243/metrics > "$out/$name.metrics" || true
   kill "$spid"; wait "$spid" || true
   rm -rf "$dir"
-  echo "$name $(grep -E '^throughput' "$out/$name.txt" || echo '(no summary)')" >> "$out/summary"
+  steal=$(( ($(steal_ticks) - s0) * 100 / $(getconf CLK_TCK) / (SECONDS - t0) ))
+  echo "$name $(grep -E '^throughput' "$out/$name.txt" || echo '(no summary)') steal ${steal}%" >> "$out/summary"
 }
 for r in ${ROUNDS:-1 2}; do
   for pair in "$@"; do
