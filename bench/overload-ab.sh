@@ -7,7 +7,8 @@
 # this core carried at p99 <= 1 s on 2026-11-26; lease LEASE (6.667 s); KILL (100) workers
 # killed; a 40 s warm-up, so that the fleet's registration (1,000/s per caller) is outside the
 # window; each run stopped after 150 s. Every build runs once per round (ROUNDS, default
-# "1 2"), in the order given. SERVER_ARGS adds flags to every server.
+# "1 2"), in the order given. SERVER_ARGS adds flags to every server. NAME.samples has, every
+# 5 s, the server's admission limit and queue, its GOGC and the steal on its core.
 #   bench/overload-ab.sh /tmp/ab base=/tmp/vigil-base new=bin/vigil
 #   bench/overload-ab.sh /tmp/ab base=bin/vigil "off=bin/vigil --dynamic-config-file off.yaml"
 set -euo pipefail
@@ -30,6 +31,15 @@ run() { # name bin [server args...]
     --metrics-url http://127.0.0.1:21243/metrics --workers "$workers" --interval "$interval" --lease "$lease" \
     --duration 110s --warmup 40s --kill "$kill_n" --json "$out/$name.json" > "$out/$name.txt" 2> "$out/$name.progress" &
   gpid=$!
+  # Every 5 s: the server's admission (in-flight limit, queue), GOGC, and the steal so far.
+  (
+    while kill -0 "$spid" 2>/dev/null; do
+      printf '%s steal_ticks=%s ' "$((SECONDS - t0))" "$(($(steal_ticks) - s0))"
+      curl -sf http://127.0.0.1:21243/metrics | awk '/^vigil_(admission_in_flight_limit|admission_queued|gc_percent) / {printf "%s=%s ", $1, $2}'
+      echo
+      sleep 5
+    done
+  ) > "$out/$name.samples" 2>/dev/null &
   sleep 150; kill -INT "$gpid" 2>/dev/null || true; wait "$gpid" || true
   curl -s http://127.0.0.1:21243/metrics > "$out/$name.metrics" || true
   kill "$spid"; wait "$spid" || true
