@@ -22,9 +22,9 @@
 # code pages, SQLite's memory outside the Go heap, the WAL index).
 #
 # WARM=W (default 0) first runs a fleet of W workers with a 3 s lease through the same
-# expiry and deletion, and reads the idle figures only after it has gone: a server that has
-# served before, whose first-call costs (code paged in, pools, lazily built tables) are paid,
-# rather than a fresh process.
+# expiry and deletion, and reads the idle figures only once it has gone and SETTLE has passed
+# (as the figures after are read): a server that has served before, whose first-call costs
+# (code paged in, pools, lazily built tables) are paid, rather than a fresh process.
 #
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;

@@ -122,15 +122,12 @@ func followUp(n int) {
 		if noted {
 			return // a new burst of notes: its own release and follow-ups come
 		}
-		if followUpDue() {
+		if reclaimable() >= FollowUpMinBytes {
 			release()
 		}
 		followUp(n - 1)
 	})
 }
-
-// followUpDue says whether a follow-up has enough to give back to release again.
-func followUpDue() bool { return reclaimable() >= FollowUpMinBytes }
 
 // reclaimable is what a release would give back now, read without a collection: the heap's
 // free pages not yet returned, and the garbage made since the last collection (objects now,
