@@ -35,7 +35,7 @@ run() { # name bin [server args...]
   (
     while kill -0 "$spid" 2>/dev/null; do
       printf '%s steal_ticks=%s ' "$((SECONDS - t0))" "$(($(steal_ticks) - s0))"
-      curl -sf http://127.0.0.1:21243/metrics | awk '/^vigil_(admission_in_flight_limit|admission_queued|gc_percent) / {printf "%s=%s ", $1, $2}'
+      curl -sf http://127.0.0.1:21243/metrics | awk '/^vigil_(admission_in_flight_limit|admission_queued|heartbeats_outstanding|gc_percent) / {printf "%s=%s ", $1, $2}'
       echo
       sleep 5
     done

@@ -189,12 +189,14 @@ var (
 	EarlyRefusalTargetWait = NewGlobalDurationSetting(
 		"frontend.earlyRefusalTargetWait",
 		500*time.Millisecond,
-		`While the heartbeats and registrations queued in history would keep a new one waiting
-longer than this for a slot, the frontend refuses heartbeats in the transport, before reading
-them (ResourceExhausted, which the SDK retries): a refusal there costs about 14 µs, one made
+		`While the writes queued in history, or the heartbeats on their way to it, would keep a
+new heartbeat waiting longer than this for a slot, the frontend refuses a share of heartbeats in
+the transport, before reading them (ResourceExhausted, which the SDK retries): the share grows
+with the excess, to all of them at twice this wait. A refusal there costs about 14 µs, one made
 by history's admission about 35 µs, and a call that waits holds a goroutine and its memory.
-Below history.admissionMaxQueueDelay, so that an overloaded host's queue, latency and memory
-stay small. 0 disables early refusal; history's admission still refuses what it cannot serve.`,
+Twice this stays below history.admissionMaxQueueDelay, so that an overloaded host's queue,
+latency and memory stay small. 0 disables early refusal; history's admission still refuses
+what it cannot serve.`,
 	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",

@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
@@ -29,13 +30,27 @@ import (
 // Refused here, in grpc's tap (which runs as the stream's headers arrive, before any goroutine,
 // buffer or message exists for it), a call costs a few microseconds.
 //
-// The rule is admission's own, made earlier: a heartbeat is refused while the writes already
-// queued in history would keep it waiting longer than frontend.earlyRefusalTargetWait
-// (admission.Pressure.EstimatedWait: the queue, spread over the slots, times the measured
-// service time). There is no controller to tune and nothing to spiral: the refusals stop the
-// moment the queue is short again, and what passes meets a short queue. Which heartbeats to
-// refuse cannot be chosen here (the body is unread), so it is whichever arrive while the queue
-// is long. Heartbeats refused here count for the expiry brake like those admission refuses
+// The rule is admission's own, made earlier, and proportional. The wait a heartbeat arriving
+// now would meet is the larger of two estimates:
+//
+//   - the writes already queued in history (admission.Pressure.EstimatedWait);
+//   - the heartbeats this frontend has let through and not yet answered, wherever they are:
+//     still being read, decoded and authorized, queued in history, or in a slot
+//     (admission.Pressure.WaitBehind). Under load a call spends a long time between the tap
+//     and admission, and a burst let through while the queue looked short overshot it by
+//     seconds of work; counted from the moment the tap lets it through, it is seen at once. In a
+//     cluster the heartbeats this frontend forwarded to other hosts count too, at this host's
+//     pace: a slow peer makes this frontend refuse sooner, which is the back-pressure its
+//     callers should meet anyway.
+//
+// Up to frontend.earlyRefusalTargetWait nothing is refused; beyond it a share of heartbeats
+// that grows with the excess, all of them at twice the target. Refusing all or nothing at one
+// line made the load oscillate: a burst passed whole, everything was refused while it drained,
+// and the clients refused together came back together. With a share, the queue settles where
+// what passes is what the host serves. The share is spread evenly over the heartbeats as they
+// arrive (an error-diffusion counter, not a random draw), so it is exact over any run of
+// calls. Which heartbeats to refuse cannot be chosen here (the body is unread). Heartbeats
+// refused here count for the expiry brake like those admission refuses
 // (Pressure.RefusedEarly), so no lease runs out because of a refusal.
 //
 // Only heartbeats are refused: a shutdown, a poll or a completion always reaches history.
@@ -57,7 +72,9 @@ var errEarlyRefused = serviceerror.ToStatus(serviceerror.NewResourceExhausted(
 	"vigil is behind: heartbeat refused before it was read; retry later")).Err()
 
 // EarlyRefusal is the transport's early refusal of heartbeats (see above). Tap is its
-// grpc.InTapHandle; Run reports its refusals to history and follows the setting.
+// grpc.InTapHandle and the EarlyRefusal itself a stats.Handler that counts the heartbeats let
+// through until they are answered; Run reports its refusals to history and follows the
+// setting.
 type EarlyRefusal struct {
 	targetWait func() time.Duration
 	pressure   admission.Pressure
@@ -66,10 +83,24 @@ type EarlyRefusal struct {
 
 	// target is frontend.earlyRefusalTargetWait in nanoseconds, as Run last read it; 0: off.
 	target atomic.Int64
+	// outstanding counts the heartbeats the tap let through whose RPC has begun and not
+	// ended. It moves only on grpc's paired Begin and End events, so it cannot drift.
+	outstanding atomic.Int64
+	// transit counts the heartbeats let through whose RPC has not begun yet: on one busy core a
+	// connection's reader can pass a thousand streams before any of their goroutines runs.
+	transit transitCount
+	// draws accumulates the refused share of every heartbeat the tap judged, in 1/shareOne:
+	// a heartbeat is refused when it carries the sum past a multiple of shareOne.
+	draws atomic.Uint64
 	// Since the last report: heartbeats refused, and the deadline they had left.
 	refused   atomic.Int64
 	lostNanos atomic.Int64
 }
+
+// shareOne is a refused share of 1 (every heartbeat) in the units of EarlyRefusal.draws.
+const shareOne = 1 << 10
+
+var _ stats.Handler = (*EarlyRefusal)(nil)
 
 // NewEarlyRefusal returns an early refusal that asks pressure, history's admission on this host.
 func NewEarlyRefusal(dc *dynamicconfig.Collection, pressure admission.Pressure, ts clock.TimeSource, scope tally.Scope) *EarlyRefusal {
@@ -81,12 +112,20 @@ func NewEarlyRefusal(dc *dynamicconfig.Collection, pressure admission.Pressure, 
 	return e
 }
 
+// passedTap marks the context of a heartbeat the tap let through, for HandleRPC to count.
+type passedTap struct{}
+
 // Tap is the grpc.InTapHandle: it runs on the connection's reader goroutine as a call's headers
 // arrive, so it only compares and counts.
 func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	target := e.target.Load()
-	if target <= 0 || int64(e.pressure.EstimatedWait()) <= target || !earlyRefusedMethods[info.FullMethodName] {
+	if target <= 0 || !earlyRefusedMethods[info.FullMethodName] {
 		return ctx, nil
+	}
+	wait := max(e.pressure.EstimatedWait(), e.pressure.WaitBehind(e.Outstanding()))
+	if share := refusedShare(wait, time.Duration(target)); share == 0 || !e.draw(share) {
+		e.transit.passed()
+		return context.WithValue(ctx, passedTap{}, true), nil
 	}
 	e.refused.Add(1)
 	if deadline, ok := ctx.Deadline(); ok {
@@ -95,9 +134,91 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 	return ctx, errEarlyRefused
 }
 
-// Run reports refusals to history every earlyRefusalTick, and reads the setting, until ctx
-// ends.
+// refusedShare is the share of heartbeats to refuse, in 1/shareOne, when a new one would wait
+// wait against the target: none up to the target, then growing with the excess, all from
+// twice the target on.
+func refusedShare(wait, target time.Duration) uint64 {
+	if wait <= target {
+		return 0
+	}
+	if wait >= 2*target {
+		return shareOne
+	}
+	return uint64((wait - target) * shareOne / target)
+}
+
+// draw adds share to the running sum and says whether this heartbeat is one to refuse: whether
+// the sum crossed a multiple of shareOne. Over any run of heartbeats judged at one share, the
+// refused are that share of them, within one.
+func (e *EarlyRefusal) draw(share uint64) bool {
+	sum := e.draws.Add(share)
+	return sum/shareOne != (sum-share)/shareOne
+}
+
+// TagRPC, HandleRPC, TagConn and HandleConn make the EarlyRefusal a stats.Handler: the RPCs of
+// the heartbeats the tap let through are counted from their Begin to their End, which grpc
+// reports in pairs however a call ends.
+func (e *EarlyRefusal) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (e *EarlyRefusal) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.Begin:
+		if ctx.Value(passedTap{}) != nil {
+			e.transit.begun()
+			e.outstanding.Add(1)
+		}
+	case *stats.End:
+		if ctx.Value(passedTap{}) != nil {
+			e.outstanding.Add(-1)
+		}
+	}
+}
+
+func (e *EarlyRefusal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (e *EarlyRefusal) HandleConn(context.Context, stats.ConnStats) {}
+
+// Outstanding is how many heartbeats the tap let through are not answered yet: those whose
+// RPC has begun, and those still waiting for it to begin.
+func (e *EarlyRefusal) Outstanding() int { return int(e.outstanding.Load()) + e.transit.count() }
+
+// transitCount counts the streams the tap let through whose RPC has not begun, over the last
+// one to two transitWindows. A stream grpc aborts between the tap and its RPC (its deadline ran
+// out in between) never begins; counted for ever, each would inflate the estimate until a
+// restart. Counted in rotating windows, it is forgotten within two; a stream that took longer
+// than a window to begin is forgotten too, which only makes the estimate a little low.
+type transitCount struct {
+	cur     atomic.Int32
+	windows [2]struct{ passed, begun atomic.Int64 }
+}
+
+// transitWindow is how often the transit count drops its older window.
+const transitWindow = time.Second
+
+func (t *transitCount) passed() { t.windows[t.cur.Load()].passed.Add(1) }
+func (t *transitCount) begun()  { t.windows[t.cur.Load()].begun.Add(1) }
+
+// count is the streams passed and not begun over both windows; never negative (a stream passed
+// before the older window may begin in it).
+func (t *transitCount) count() int {
+	n := int(t.windows[0].passed.Load() + t.windows[1].passed.Load() - t.windows[0].begun.Load() - t.windows[1].begun.Load())
+	return max(0, n)
+}
+
+// rotate empties the older window and makes it the current one.
+func (t *transitCount) rotate() {
+	next := 1 - t.cur.Load()
+	t.windows[next].passed.Store(0)
+	t.windows[next].begun.Store(0)
+	t.cur.Store(next)
+}
+
+// Run reports refusals to history every earlyRefusalTick, reads the setting, and rotates the
+// transit count every transitWindow, until ctx ends.
 func (e *EarlyRefusal) Run(ctx context.Context) {
+	rotated := e.ts.Now()
 	for {
 		fired, timer := e.ts.NewTimer(earlyRefusalTick)
 		select {
@@ -107,6 +228,10 @@ func (e *EarlyRefusal) Run(ctx context.Context) {
 			return
 		case <-fired:
 			e.report()
+			if now := e.ts.Now(); now.Sub(rotated) >= transitWindow {
+				e.transit.rotate()
+				rotated = now
+			}
 		}
 	}
 }
@@ -115,6 +240,7 @@ func (e *EarlyRefusal) Run(ctx context.Context) {
 // the metric, and reads the setting.
 func (e *EarlyRefusal) report() {
 	e.target.Store(int64(e.targetWait()))
+	metrics.HeartbeatsOutstanding.With(e.scope).Update(float64(e.Outstanding()))
 	refused := e.refused.Swap(0)
 	lost := e.lostNanos.Swap(0)
 	if refused == 0 {

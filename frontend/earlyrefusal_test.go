@@ -15,15 +15,21 @@ import (
 	"go.uber.org/mock/gomock"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
-// fakePressure is a history admission whose queue the test sets.
+// fakePressure is a history admission whose queue the test sets. Each write on its way adds
+// perWrite to the wait behind it, past slots.
 type fakePressure struct {
-	wait atomic.Int64
+	wait     atomic.Int64
+	perWrite atomic.Int64
+	slots    int
 
 	mu           sync.Mutex
 	refusedEarly int
@@ -31,6 +37,10 @@ type fakePressure struct {
 }
 
 func (p *fakePressure) EstimatedWait() time.Duration { return time.Duration(p.wait.Load()) }
+
+func (p *fakePressure) WaitBehind(n int) time.Duration {
+	return time.Duration(int64(max(0, n-p.slots)) * p.perWrite.Load())
+}
 
 func (p *fakePressure) RefusedEarly(n int, lost time.Duration) {
 	p.mu.Lock()
@@ -115,4 +125,113 @@ func TestEarlyRefusal(t *testing.T) {
 	env.dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 500*time.Millisecond)
 	pressure.wait.Store(0)
 	require.NoError(t, beat(ctx))
+}
+
+// Past the target a share of heartbeats is refused, growing with the excess wait, rather than
+// all of them: refusing all or nothing made the load oscillate.
+func TestEarlyRefusalRefusesAShareGrowingWithTheExcessWait(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 400*time.Millisecond)
+	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+	heartbeat := &tap.Info{FullMethodName: workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName}
+	refusedOf := func(n int, info *tap.Info) int {
+		refused := 0
+		for range n {
+			if _, err := e.Tap(context.Background(), info); err != nil {
+				require.Equal(t, codes.ResourceExhausted, status.Code(err))
+				refused++
+			}
+		}
+		return refused
+	}
+	for _, c := range []struct {
+		wait    time.Duration
+		refused int // of 1,000 heartbeats
+	}{
+		{0, 0},
+		{400 * time.Millisecond, 0}, // at the target: none
+		{500 * time.Millisecond, 250},
+		{600 * time.Millisecond, 500},
+		{700 * time.Millisecond, 750},
+		{800 * time.Millisecond, 1000}, // twice the target: all
+		{time.Minute, 1000},
+	} {
+		pressure.wait.Store(int64(c.wait))
+		require.InDelta(t, c.refused, refusedOf(1000, heartbeat), 1, "estimated wait %v", c.wait)
+	}
+	// Only heartbeats: a shutdown or a poll always passes.
+	require.Zero(t, refusedOf(100, &tap.Info{FullMethodName: workflowservice.WorkflowService_ShutdownWorker_FullMethodName}))
+	require.Zero(t, refusedOf(100, &tap.Info{FullMethodName: workflowservice.WorkflowService_PollActivityTaskQueue_FullMethodName}))
+}
+
+// Heartbeats let through but not yet in history's queue (being read, decoded, authorized)
+// count in the wait a new one would meet: the queue alone cannot see a burst on its way.
+func TestEarlyRefusalCountsHeartbeatsOnTheirWay(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	// Each heartbeat ahead adds a second: one on its way is twice the target.
+	pressure.perWrite.Store(int64(time.Second))
+	env := startServer(t, func(env *testEnv) {
+		env.deps.Pressure = pressure
+		env.dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 500*time.Millisecond)
+	})
+	arrived, release := make(chan struct{}), make(chan struct{})
+	env.history.EXPECT().RecordHeartbeats(gomock.Any(), gomock.Any()).AnyTimes().DoAndReturn(
+		func(_ context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
+			arrived <- struct{}{}
+			<-release
+			return okResults(req), nil
+		})
+	beat := func() error {
+		_, err := env.liveness.RecordHeartbeat(context.Background(), &livenesspb.RecordHeartbeatRequest{Namespace: testNamespace, WorkerHeartbeat: heartbeatOf("w-1")})
+		return err
+	}
+
+	// The first passes, and is held on its way: history's queue (pressure.wait) stays empty.
+	first := make(chan error, 1)
+	go func() { first <- beat() }()
+	<-arrived
+	require.Equal(t, 1, env.server.early.Outstanding())
+
+	// The next would wait behind it: refused before it is read.
+	require.Equal(t, codes.ResourceExhausted, status.Code(beat()))
+
+	// Answered, the first no longer counts, and heartbeats pass again.
+	close(release)
+	require.NoError(t, <-first)
+	require.Eventually(t, func() bool { return env.server.early.Outstanding() == 0 }, 10*time.Second, 10*time.Millisecond)
+	second := make(chan error, 1)
+	go func() { second <- beat() }()
+	<-arrived
+	require.NoError(t, <-second)
+	require.Zero(t, pressure.wait.Load(), "history's own queue never grew")
+}
+
+// A heartbeat let through counts from the tap on, before its RPC begins; one whose RPC never
+// begins (grpc aborted it in between) is forgotten within two windows instead of inflating the
+// estimate for ever.
+func TestEarlyRefusalCountsFromTheTapAndForgetsStreamsThatNeverBegin(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	pressure.perWrite.Store(int64(time.Second)) // one heartbeat on its way: twice the target
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 500*time.Millisecond)
+	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+	heartbeat := &tap.Info{FullMethodName: livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName}
+
+	_, err := e.Tap(context.Background(), heartbeat)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Outstanding(), "counted before its RPC begins")
+	_, err = e.Tap(context.Background(), heartbeat)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "the next waits behind it")
+
+	// Its RPC never begins: two windows later it no longer counts.
+	e.transit.rotate()
+	require.Equal(t, 1, e.Outstanding())
+	e.transit.rotate()
+	require.Zero(t, e.Outstanding())
+	_, err = e.Tap(context.Background(), heartbeat)
+	require.NoError(t, err)
 }

@@ -151,7 +151,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	}
 	if deps.Pressure != nil {
 		srv.early = NewEarlyRefusal(deps.DynamicConfig, deps.Pressure, deps.TimeSource, deps.MetricsScope)
-		opts = append(opts, grpc.InTapHandle(srv.early.Tap))
+		opts = append(opts, grpc.InTapHandle(srv.early.Tap), grpc.StatsHandler(srv.early))
 	}
 	s := grpc.NewServer(opts...)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)

@@ -118,6 +118,9 @@ type Admission struct {
 	// nanoseconds (EstimatedWait, read without the lock).
 	writeService time.Duration
 	writeWait    atomic.Int64
+	// slots is every shard's in-flight limit summed, and perWrite the wait each write ahead of
+	// a new one adds (writeService ÷ slots), in nanoseconds: WaitBehind, read without the lock.
+	slots, perWrite atomic.Int64
 	// The gauges export queued, queuedBytes and the limit. They are set under mu, where the
 	// values change: set after it, a stale value could land last and stay.
 	queuedGauge, queuedBytesGauge, limitGauge tally.Gauge
@@ -404,13 +407,23 @@ func (a *Admission) EstimatedWait() time.Duration { return time.Duration(a.write
 // updateWriteWaitLocked recomputes EstimatedWait after the queue changed; limit is the
 // in-flight limit per shard the caller already holds.
 func (a *Admission) updateWriteWaitLocked(limit int) {
+	slots := max(1, len(a.gates)*limit)
+	perWrite := int64(a.writeService) / int64(slots)
+	a.slots.Store(int64(slots))
+	a.perWrite.Store(perWrite)
 	queued := a.queuedByCls[ClassHeartbeat] + a.queuedByCls[ClassRegistration]
-	if queued == 0 {
-		a.writeWait.Store(0)
-		return
+	a.writeWait.Store(int64(queued) * perWrite)
+}
+
+// WaitBehind is how long a write would wait behind n writes on their way to this host: the
+// slots take the first of them at once, and each of the rest adds the service time spread over
+// the slots. Read without a lock, on every call, by the frontend's early refusal.
+func (a *Admission) WaitBehind(n int) time.Duration {
+	ahead := int64(n) - a.slots.Load()
+	if ahead <= 0 {
+		return 0
 	}
-	slots := max(1, len(a.gates)) * limit
-	a.writeWait.Store(int64(float64(queued) / float64(slots) * float64(a.writeService)))
+	return time.Duration(ahead * a.perWrite.Load())
 }
 
 // RefusedEarly counts n heartbeats refused before they reached history (the frontend's early
@@ -498,6 +511,9 @@ func (a *Admission) releaser(g *gate, class AdmissionClass, arrived, start time.
 			for g.inFlight < limit && a.grantNextLocked(g, limit) {
 			}
 			a.limitGauge.Update(float64(limit))
+			if class != ClassRead {
+				a.updateWriteWaitLocked(limit)
+			}
 			a.mu.Unlock()
 		})
 	}

@@ -479,6 +479,26 @@ func TestAdmissionPressure(t *testing.T) {
 		require.Zero(t, b.a.EstimatedWait(), "the queue drained")
 	})
 
+	t.Run("WaitBehindSpreadsTheWritesOnTheirWayOverTheSlots", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 2, 100, 1<<20, 0)
+		require.Zero(t, b.a.WaitBehind(1000), "nothing measured yet")
+		// Two shards, two slots each; a write holds its slot 5ms.
+		var releases []func()
+		for _, shard := range []int32{0, 1} {
+			release, err := b.a.Admit(longCtx(t), shard, ClassHeartbeat, 100)
+			require.NoError(t, err)
+			releases = append(releases, release)
+		}
+		b.ts.Advance(5 * time.Millisecond)
+		for _, release := range releases {
+			release()
+		}
+		require.Zero(t, b.a.WaitBehind(4), "four slots take four writes at once")
+		// Eight more, four slots, 5ms each: 10ms.
+		require.Equal(t, 10*time.Millisecond, b.a.WaitBehind(12))
+	})
+
 	t.Run("EarlyRefusalsMakeTheHostBehindForTheBrake", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)

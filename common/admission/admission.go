@@ -61,6 +61,11 @@ type Pressure interface {
 	// EstimatedWait is how long a write arriving now would wait for a slot. Called for every
 	// heartbeat, on the connection's reader goroutine: it must not block.
 	EstimatedWait() time.Duration
+	// WaitBehind is how long a write would wait for a slot behind n writes on their way to the
+	// host (read, queued or being served), at the host's measured pace: what the transport
+	// estimates from the calls it let through, which reach the queue only after they are read.
+	// Called for every heartbeat, on the connection's reader goroutine: it must not block.
+	WaitBehind(n int) time.Duration
 	// RefusedEarly counts n heartbeats refused before they reached the host, each having lost
 	// lost (what was left of its deadline): the expiry brake counts them with its own.
 	RefusedEarly(n int, lost time.Duration)

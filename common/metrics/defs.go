@@ -267,7 +267,10 @@ var (
 var (
 	// EarlyRefusals counts heartbeats refused before they were read.
 	EarlyRefusals = NewCounterDef("early_refusals",
-		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue would have kept them waiting longer than frontend.earlyRefusalTargetWait.")
+		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than frontend.earlyRefusalTargetWait (a share, growing with the excess).")
+	// HeartbeatsOutstanding is the heartbeats let through the tap and not yet answered.
+	HeartbeatsOutstanding = NewGaugeDef("heartbeats_outstanding",
+		"Heartbeats the frontend let through its early refusal and has not answered yet: being read, decoded, authorized, queued in history or served. Early refusal counts them in the wait a new heartbeat would meet.")
 	// GCPercent is the GOGC the process runs with (common/gcpacer).
 	GCPercent = NewGaugeDef("gc_percent",
 		"The Go collector's GOGC the process runs with: raised from its base while the host allocates fast, so that cycles come about system.gcTargetInterval apart (common/gcpacer).")
