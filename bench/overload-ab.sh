@@ -8,7 +8,8 @@
 # killed; a 40 s warm-up, so that the fleet's registration (1,000/s per caller) is outside the
 # window; each run stopped after 150 s. Every build runs once per round (ROUNDS, default
 # "1 2"), in the order given. SERVER_ARGS adds flags to every server. NAME.samples has, every
-# 5 s, the server's admission limit and queue, its GOGC and the steal on its core.
+# 5 s, the server's admission limit and queue, the heartbeats outstanding at the frontend, its
+# GOGC and the steal on its core.
 #   bench/overload-ab.sh /tmp/ab base=/tmp/vigil-base new=bin/vigil
 #   bench/overload-ab.sh /tmp/ab base=bin/vigil "off=bin/vigil --dynamic-config-file off.yaml"
 set -euo pipefail
