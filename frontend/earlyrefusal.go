@@ -45,11 +45,12 @@ import (
 //
 // Up to frontend.earlyRefusalTargetWait nothing is refused; beyond it a share of heartbeats
 // that grows with the excess, all of them at twice the target. Refusing all or nothing at one
-// line made the load oscillate: a burst passed whole, everything was refused while it drained,
-// and the clients refused together came back together. With a share, the queue settles where
-// what passes is what the host serves. The share is spread evenly over the heartbeats as they
-// arrive (an error-diffusion counter, not a random draw), so it is exact over any run of
-// calls. Which heartbeats to refuse cannot be chosen here (the body is unread). Heartbeats
+// line let a burst pass whole, then refused everything while it drained, and the clients
+// refused together came back together; a share lets what passes rise and fall with the
+// excess. (Session 10 of BENCHMARKS.md measures it: more goodput on average past capacity,
+// though the queue still swings with the host's own pace.) The share is spread evenly over
+// the heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is
+// exact over any run of calls. Which heartbeats to refuse cannot be chosen here (the body is unread). Heartbeats
 // refused here count for the expiry brake like those admission refuses
 // (Pressure.RefusedEarly), so no lease runs out because of a refusal.
 //

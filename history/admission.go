@@ -404,8 +404,8 @@ func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {
 // measured service time. Read without a lock, on every call, by the frontend's early refusal.
 func (a *Admission) EstimatedWait() time.Duration { return time.Duration(a.writeWait.Load()) }
 
-// updateWriteWaitLocked recomputes EstimatedWait after the queue changed; limit is the
-// in-flight limit per shard the caller already holds.
+// updateWriteWaitLocked recomputes EstimatedWait and WaitBehind's pace after the queue or the
+// service time changed; limit is the in-flight limit per shard the caller already holds.
 func (a *Admission) updateWriteWaitLocked(limit int) {
 	slots := max(1, len(a.gates)*limit)
 	perWrite := int64(a.writeService) / int64(slots)
