@@ -38,10 +38,10 @@ import (
 //     still being read, decoded and authorized, queued in history, or in a slot
 //     (admission.Pressure.WaitBehind). Under load a call spends a long time between the tap
 //     and admission, and a burst let through while the queue looked short overshot it by
-//     seconds of work; counted from the moment the tap lets it through, it is seen at once. In a
-//     cluster the heartbeats this frontend forwarded to other hosts count too, at this host's
-//     pace: a slow peer makes this frontend refuse sooner, which is the back-pressure its
-//     callers should meet anyway.
+//     seconds of work; counted from the moment the tap lets it through, it is seen at once.
+//     In a cluster the heartbeats this frontend forwarded to other hosts count too, at this
+//     host's pace: a slow peer makes this frontend refuse sooner, which is the back-pressure
+//     its callers should meet anyway.
 //
 // Up to frontend.earlyRefusalTargetWait nothing is refused; beyond it a share of heartbeats
 // that grows with the excess, all of them at twice the target. Refusing all or nothing at one
@@ -50,8 +50,8 @@ import (
 // excess. (Session 10 of BENCHMARKS.md measures it: more goodput on average past capacity,
 // though the queue still swings with the host's own pace.) The share is spread evenly over
 // the heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is
-// exact over any run of calls. Which heartbeats to refuse cannot be chosen here (the body is unread). Heartbeats
-// refused here count for the expiry brake like those admission refuses
+// exact over any run of calls. Which heartbeats to refuse cannot be chosen here (the body is
+// unread). Heartbeats refused here count for the expiry brake like those admission refuses
 // (Pressure.RefusedEarly), so no lease runs out because of a refusal.
 //
 // Only heartbeats are refused: a shutdown, a poll or a completion always reaches history.
@@ -175,9 +175,7 @@ func (e *EarlyRefusal) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 }
 
-func (e *EarlyRefusal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
+func (e *EarlyRefusal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 
 func (e *EarlyRefusal) HandleConn(context.Context, stats.ConnStats) {}
 

@@ -55,6 +55,14 @@ func (p *fakePressure) reported() (int, time.Duration) {
 	return p.refusedEarly, p.lost
 }
 
+// newTestEarlyRefusal is an early refusal with the given target, asking pressure, outside any
+// server: the tests call its Tap themselves.
+func newTestEarlyRefusal(t *testing.T, pressure *fakePressure, target time.Duration) *EarlyRefusal {
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), target)
+	return NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+}
+
 func TestEarlyRefusal(t *testing.T) {
 	t.Parallel()
 	pressure := &fakePressure{}
@@ -132,9 +140,7 @@ func TestEarlyRefusal(t *testing.T) {
 func TestEarlyRefusalRefusesAShareGrowingWithTheExcessWait(t *testing.T) {
 	t.Parallel()
 	pressure := &fakePressure{}
-	dc := dynamicconfig.NewMemoryClient()
-	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 400*time.Millisecond)
-	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+	e := newTestEarlyRefusal(t, pressure, 400*time.Millisecond)
 	heartbeat := &tap.Info{FullMethodName: workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName}
 	refusedOf := func(n int, info *tap.Info) int {
 		refused := 0
@@ -216,9 +222,7 @@ func TestEarlyRefusalCountsFromTheTapAndForgetsStreamsThatNeverBegin(t *testing.
 	t.Parallel()
 	pressure := &fakePressure{}
 	pressure.perWrite.Store(int64(time.Second)) // one heartbeat on its way: twice the target
-	dc := dynamicconfig.NewMemoryClient()
-	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 500*time.Millisecond)
-	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+	e := newTestEarlyRefusal(t, pressure, 500*time.Millisecond)
 	heartbeat := &tap.Info{FullMethodName: livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName}
 
 	_, err := e.Tap(context.Background(), heartbeat)
