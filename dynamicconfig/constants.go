@@ -198,6 +198,16 @@ Twice this stays below history.admissionMaxQueueDelay, so that an overloaded hos
 latency and memory stay small. 0 disables early refusal; history's admission still refuses
 what it cannot serve.`,
 	)
+	EarlyRefusalMaxOutstanding = NewGlobalIntSetting(
+		"frontend.earlyRefusalMaxOutstanding",
+		1000,
+		`Most heartbeats the frontend lets through and has not answered yet (being read, decoded,
+authorized, queued in history or written); past it the transport refuses heartbeats before
+reading them (ResourceExhausted), whatever the wait. Each holds a goroutine and its memory, and
+a call that waits behind many is answered late or refused by history after it was read, at
+twice the cost. A host needs about its heartbeats per second × 0.1 s of them to keep its writes
+busy: raise this for a host that serves more than 10,000 a second. 0: no bound.`,
+	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",
 		32,
@@ -263,6 +273,17 @@ than its worker. 0 disables this trigger.`,
 past their deadline (at least 5 of them) above which the host counts as behind for
 history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
 three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
+	)
+	ExpiryBrakeReleaseOdds = NewGlobalFloatSetting(
+		"history.expiryBrakeReleaseOdds",
+		1e-6,
+		`While the host is behind (and for a lease after), a held lease expiry still runs once the
+odds that the host refused every heartbeat of a live worker since its last one fall below this.
+Each whole lease of silence counts as one heartbeat sent (a live worker sends at least one per
+lease) at the share of heartbeats the host refused over that lease and
+history.expiryBrakeCooldown after it (by then a heartbeat sent in it was answered or refused);
+the odds multiply. At half refused, a death is found about 20 leases after the last heartbeat;
+without this, only once the host catches up. 0: hold every expiry while the host is behind.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",

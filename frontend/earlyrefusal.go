@@ -77,13 +77,16 @@ var errEarlyRefused = serviceerror.ToStatus(serviceerror.NewResourceExhausted(
 // through until they are answered; Run reports its refusals to history and follows the
 // setting.
 type EarlyRefusal struct {
-	targetWait func() time.Duration
-	pressure   admission.Pressure
-	ts         clock.TimeSource
-	scope      tally.Scope
+	targetWait     func() time.Duration
+	maxOutstanding func() int
+	pressure       admission.Pressure
+	ts             clock.TimeSource
+	scope          tally.Scope
 
 	// target is frontend.earlyRefusalTargetWait in nanoseconds, as Run last read it; 0: off.
 	target atomic.Int64
+	// limit is frontend.earlyRefusalMaxOutstanding, as Run last read it; 0: no bound.
+	limit atomic.Int64
 	// outstanding counts the heartbeats the tap let through whose RPC has begun and not
 	// ended. It moves only on grpc's paired Begin and End events, so it cannot drift.
 	outstanding atomic.Int64
@@ -108,8 +111,9 @@ func NewEarlyRefusal(dc *dynamicconfig.Collection, pressure admission.Pressure, 
 	if scope == nil {
 		scope = tally.NoopScope
 	}
-	e := &EarlyRefusal{targetWait: dynamicconfig.EarlyRefusalTargetWait.Get(dc), pressure: pressure, ts: ts, scope: scope}
-	e.target.Store(int64(e.targetWait()))
+	e := &EarlyRefusal{targetWait: dynamicconfig.EarlyRefusalTargetWait.Get(dc),
+		maxOutstanding: dynamicconfig.EarlyRefusalMaxOutstanding.Get(dc), pressure: pressure, ts: ts, scope: scope}
+	e.readSettings()
 	return e
 }
 
@@ -119,12 +123,11 @@ type passedTap struct{}
 // Tap is the grpc.InTapHandle: it runs on the connection's reader goroutine as a call's headers
 // arrive, so it only compares and counts.
 func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	target := e.target.Load()
-	if target <= 0 || !earlyRefusedMethods[info.FullMethodName] {
+	target, limit := e.target.Load(), e.limit.Load()
+	if (target <= 0 && limit <= 0) || !earlyRefusedMethods[info.FullMethodName] {
 		return ctx, nil
 	}
-	wait := max(e.pressure.EstimatedWait(), e.pressure.WaitBehind(e.Outstanding()))
-	if share := refusedShare(wait, time.Duration(target)); share == 0 || !e.draw(share) {
+	if !e.refuse(time.Duration(target), limit) {
 		e.transit.passed()
 		return context.WithValue(ctx, passedTap{}, true), nil
 	}
@@ -133,6 +136,21 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 		e.lostNanos.Add(int64(deadline.Sub(e.ts.Now())))
 	}
 	return ctx, errEarlyRefused
+}
+
+// refuse says whether a heartbeat arriving now is refused: limit heartbeats are outstanding
+// already, or it is among the share refused at the wait it would meet.
+func (e *EarlyRefusal) refuse(target time.Duration, limit int64) bool {
+	outstanding := e.Outstanding()
+	if limit > 0 && int64(outstanding) >= limit {
+		return true
+	}
+	if target <= 0 {
+		return false
+	}
+	wait := max(e.pressure.EstimatedWait(), e.pressure.WaitBehind(outstanding))
+	share := refusedShare(wait, target)
+	return share > 0 && e.draw(share)
 }
 
 // refusedShare is the share of heartbeats to refuse, in 1/shareOne, when a new one would wait
@@ -235,10 +253,16 @@ func (e *EarlyRefusal) Run(ctx context.Context) {
 	}
 }
 
+// readSettings reads the settings the tap follows.
+func (e *EarlyRefusal) readSettings() {
+	e.target.Store(int64(e.targetWait()))
+	e.limit.Store(int64(e.maxOutstanding()))
+}
+
 // report hands the refusals since the last report to history (for the expiry brake) and
 // the metric, and reads the setting.
 func (e *EarlyRefusal) report() {
-	e.target.Store(int64(e.targetWait()))
+	e.readSettings()
 	metrics.HeartbeatsOutstanding.With(e.scope).Update(float64(e.Outstanding()))
 	refused := e.refused.Swap(0)
 	lost := e.lostNanos.Swap(0)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/mock/gomock"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -55,11 +56,13 @@ func (p *fakePressure) reported() (int, time.Duration) {
 	return p.refusedEarly, p.lost
 }
 
-// newTestEarlyRefusal is an early refusal with the given target, asking pressure, outside any
-// server: the tests call its Tap themselves.
+// newTestEarlyRefusal is an early refusal with the given target and no bound on the heartbeats
+// outstanding, asking pressure, outside any server: the tests call its Tap themselves, and
+// judge the wait alone.
 func newTestEarlyRefusal(t *testing.T, pressure *fakePressure, target time.Duration) *EarlyRefusal {
 	dc := dynamicconfig.NewMemoryClient()
 	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), target)
+	dc.OverrideValue(dynamicconfig.EarlyRefusalMaxOutstanding.Key(), 0)
 	return NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
 }
 
@@ -238,4 +241,41 @@ func TestEarlyRefusalCountsFromTheTapAndForgetsStreamsThatNeverBegin(t *testing.
 	require.Zero(t, e.Outstanding())
 	_, err = e.Tap(context.Background(), heartbeat)
 	require.NoError(t, err)
+}
+
+// With frontend.earlyRefusalMaxOutstanding set, a heartbeat arriving while that many are let
+// through and unanswered is refused, however short history's queue; 0 bounds nothing.
+func TestEarlyRefusalBoundsTheHeartbeatsOutstanding(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{} // history's queue empty: no wait at all
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalMaxOutstanding.Key(), 2)
+	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), nil)
+	heartbeat := &tap.Info{FullMethodName: livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName}
+	pass := func() context.Context {
+		t.Helper()
+		ctx, err := e.Tap(context.Background(), heartbeat)
+		require.NoError(t, err)
+		return ctx
+	}
+
+	first := pass()
+	pass()
+	_, err := e.Tap(context.Background(), heartbeat)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a third while two are outstanding")
+	_, err = e.Tap(context.Background(), &tap.Info{FullMethodName: workflowservice.WorkflowService_ShutdownWorker_FullMethodName})
+	require.NoError(t, err, "only heartbeats are bounded")
+
+	// The first is answered: one more passes, and the next is refused again.
+	e.HandleRPC(first, &stats.Begin{})
+	e.HandleRPC(first, &stats.End{})
+	pass()
+	_, err = e.Tap(context.Background(), heartbeat)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err))
+
+	// Unbounded again once the setting is 0.
+	dc.OverrideValue(dynamicconfig.EarlyRefusalMaxOutstanding.Key(), 0)
+	e.readSettings()
+	pass()
+	require.Equal(t, 3, e.Outstanding())
 }

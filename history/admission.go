@@ -104,10 +104,13 @@ type Admission struct {
 	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
 	hbDelayAt    time.Time
 	// hbCounts counts the heartbeats served and refused (or dropped) in each of the last
-	// refusalWindow seconds; hbLost is the smoothed wait the refused would have needed (at
-	// least what was left of their deadline).
-	hbCounts [refusalWindow]heartbeatCount
-	hbLost   time.Duration
+	// heartbeatRecord seconds, from recordFrom (the second the host started) on: the last
+	// refusalWindow of them say whether the host is behind, and all of them how likely a
+	// worker's silence is the host's doing (RefusedShare). hbLost is the smoothed wait the
+	// refused would have needed (at least what was left of their deadline).
+	hbCounts   [heartbeatRecord]heartbeatCount
+	recordFrom int64
+	hbLost     time.Duration
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
@@ -139,6 +142,10 @@ const (
 	refusalWindow     = 5
 	refusalsBehindMin = 5
 )
+
+// heartbeatRecord is how many seconds of heartbeat counts the host keeps for RefusedShare
+// (48 KiB): the expiry brake can weigh a silence of up to about half an hour.
+const heartbeatRecord = 2048
 
 // heartbeatCount is one second's heartbeats.
 type heartbeatCount struct {
@@ -177,6 +184,7 @@ func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, l
 		queuedBytesGauge: metrics.AdmissionQueuedBytes.With(scope),
 		limitGauge:       metrics.AdmissionInFlightLimit.With(scope),
 		pacingDelay:      metrics.AdmissionQueueDelay.With(scope, metrics.KindTag("registrationPacing")),
+		recordFrom:       ts.Now().Unix(),
 	}
 	for c := range AdmissionClass(numClasses) {
 		kind := metrics.KindTag(c.String())
@@ -363,7 +371,7 @@ func (a *Admission) stillBehindLocked(class AdmissionClass, wait, lost time.Dura
 // countHeartbeatsLocked counts n heartbeats served or refused in their second.
 func (a *Admission) countHeartbeatsLocked(now time.Time, n int, refused bool) {
 	second := now.Unix()
-	c := &a.hbCounts[(second%refusalWindow+refusalWindow)%refusalWindow]
+	c := a.countOfLocked(second)
 	if c.second != second {
 		*c = heartbeatCount{second: second}
 	}
@@ -378,13 +386,48 @@ func (a *Admission) countHeartbeatsLocked(now time.Time, n int, refused bool) {
 // refusalWindow seconds.
 func (a *Admission) heartbeatsLocked(now time.Time) (refused, total int) {
 	second := now.Unix()
-	for _, c := range a.hbCounts {
-		if second-c.second < refusalWindow && c.second <= second {
+	for s := second - refusalWindow + 1; s <= second; s++ {
+		if c := a.countOfLocked(s); c.second == s {
 			refused += c.refused
 			total += c.served + c.refused
 		}
 	}
 	return refused, total
+}
+
+// countOfLocked is the slot of hbCounts that second uses; it holds that second's counts only
+// if its second field says so.
+func (a *Admission) countOfLocked(second int64) *heartbeatCount {
+	return &a.hbCounts[(second%heartbeatRecord+heartbeatRecord)%heartbeatRecord]
+}
+
+// RefusedShare implements admission.LoadSignal: the mean, over the seconds of [from, to) in
+// which the host served or refused heartbeats, of the share it refused (or dropped past their
+// deadline) in each. A worker that sent one heartbeat at a time it did not choose by the
+// host's load had it refused with these odds. Unknown (false) if the host's record does not
+// reach back to from (it started later, or the second is older than its record), or no second
+// of the span saw a heartbeat.
+func (a *Admission) RefusedShare(from, to time.Time) (float64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first, last, now := from.Unix(), to.Add(-time.Nanosecond).Unix(), a.ts.Now().Unix()
+	if first < a.recordFrom || first <= now-heartbeatRecord || last < first {
+		return 0, false
+	}
+	var sum float64
+	seconds := 0
+	for s := first; s <= min(last, now); s++ {
+		c := a.countOfLocked(s)
+		if c.second != s || c.served+c.refused == 0 {
+			continue
+		}
+		sum += float64(c.refused) / float64(c.served+c.refused)
+		seconds++
+	}
+	if seconds == 0 {
+		return 0, false
+	}
+	return sum / float64(seconds), true
 }
 
 func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {

@@ -516,6 +516,47 @@ func TestAdmissionPressure(t *testing.T) {
 	})
 }
 
+// RefusedShare is what the expiry brake weighs a silence by: the share of heartbeats refused,
+// second by second, over a span, known only where the host kept count.
+func TestAdmissionRefusedShare(t *testing.T) {
+	t.Parallel()
+	b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
+	start := b.ts.Now()
+	serve := func(n int) {
+		for range n {
+			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			require.NoError(t, err)
+			release()
+		}
+	}
+	// Second 1: 30 served, 10 refused (a quarter). Second 2: nothing at all. Second 3: 10
+	// served, 30 refused (three quarters).
+	b.ts.Update(start.Truncate(time.Second).Add(time.Second))
+	s1 := b.ts.Now()
+	serve(30)
+	b.a.RefusedEarly(10, time.Second)
+	b.ts.Advance(2 * time.Second)
+	serve(10)
+	b.a.RefusedEarly(30, time.Second)
+	b.ts.Advance(time.Second)
+
+	share, known := b.a.RefusedShare(s1, s1.Add(time.Second))
+	require.True(t, known)
+	require.InDelta(t, 0.25, share, 1e-9)
+	share, known = b.a.RefusedShare(s1, s1.Add(3*time.Second))
+	require.True(t, known)
+	require.InDelta(t, 0.5, share, 1e-9, "the mean of the seconds that saw heartbeats; the empty one tells nothing")
+	_, known = b.a.RefusedShare(s1.Add(time.Second), s1.Add(2*time.Second))
+	require.False(t, known, "a second without heartbeats")
+	_, known = b.a.RefusedShare(start.Add(-time.Minute), s1)
+	require.False(t, known, "before the host started")
+
+	// Half an hour on, the record has moved past those seconds.
+	b.ts.Advance(heartbeatRecord * time.Second)
+	_, known = b.a.RefusedShare(s1, s1.Add(time.Second))
+	require.False(t, known)
+}
+
 // TestAdmissionQueuedGauge: once the queue is empty, the exported queue reads empty, however
 // its callers raced. The gauge was once set after the lock was let go: a waiter granted with
 // another still queued could be slow to set its count, set it after the other had left and

@@ -53,6 +53,7 @@ type BrakeConfig struct {
 	Settle        func(namespace string) time.Duration
 	MinExpiries   func(namespace string) int
 	SecondaryRate func(namespace string) float64
+	ReleaseOdds   func() float64
 }
 
 // NewBrakeConfig reads the settings from dynamic config.
@@ -66,6 +67,7 @@ func NewBrakeConfig(dc *dynamicconfig.Collection) BrakeConfig {
 		Settle:        dynamicconfig.ExpiryBrakeSettle.Get(dc),
 		MinExpiries:   dynamicconfig.ExpiryBrakeMinExpiries.Get(dc),
 		SecondaryRate: dynamicconfig.ExpiryBrakeSecondaryRate.Get(dc),
+		ReleaseOdds:   dynamicconfig.ExpiryBrakeReleaseOdds.Get(dc),
 	}
 }
 
@@ -90,7 +92,10 @@ type BrakeStatus struct {
 //     before a whole lease (the worker's own) has passed since the brake came off, as etcd
 //     refreshes leases after a leader change: a worker beating every 30 s whose beats were
 //     all refused needs up to an interval after the catch-up to get one through, and a
-//     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000;
+//     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000.
+//     An overload that lasts must not hide deaths for as long as it lasts, so an expiry held
+//     for this reason still runs once the host's own refusals no longer explain the silence
+//     (history.expiryBrakeReleaseOdds, see weighLocked);
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
 //     running out of lease (at least worker.expiryBrakeMinExpiries of them); then only
 //     worker.expiryBrakeSecondaryRate expiries per second still run, of workers silent for
@@ -116,6 +121,7 @@ type Brake struct {
 	// deferredBehind and deferredShare count deferrals by reason, looked up once: every held
 	// expiry counts at every offer, thousands a second on a host that is behind.
 	deferredBehind, deferredShare tally.Counter
+	releasedOnEvidence            tally.Counter
 
 	mu          sync.Mutex
 	behindOn    bool
@@ -156,6 +162,9 @@ type trackedLease struct {
 	overdue, deadline int64
 }
 
+// lease is the length of the lease, from its overdue point (a third of it before the deadline).
+func (l trackedLease) lease() time.Duration { return 3 * time.Duration(l.deadline-l.overdue) }
+
 // countLookahead is how long a count of the share rule is reused: it counts the workers that
 // will be overdue by then, which a live worker (overdue an interval after its heartbeat is
 // due) never is.
@@ -171,16 +180,24 @@ type expiryCandidate struct {
 	// settled, when set, replaces firstSeen + settle: a suspect worker (NoteSuspect) was
 	// counted when its suspicion began, and its grace served as the settle time.
 	settled time.Time
+	// The silence being weighed (weighLocked): the lease that ran out, its length, the odds
+	// so far that the host refused every heartbeat of a live worker since, and the end of the
+	// leases weighed so far. Zero lease: not known (the brake never saw it committed).
+	deadline time.Time
+	lease    time.Duration
+	odds     float64
+	weighed  time.Time
 }
 
 // NewBrake returns a brake; load may be nil (no host-load trigger).
 func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 	return &Brake{
 		cfg: cfg, load: load, ts: ts, scope: scope, logger: logger,
-		deferredBehind: metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonBehind)),
-		deferredShare:  metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonShare)),
-		namespaces:     make(map[string]*namespaceBrake),
-		stop:           make(chan struct{}), done: make(chan struct{}),
+		deferredBehind:     metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonBehind)),
+		deferredShare:      metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonShare)),
+		releasedOnEvidence: metrics.LeaseExpiriesReleasedOnEvidence.With(scope),
+		namespaces:         make(map[string]*namespaceBrake),
+		stop:               make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
@@ -197,11 +214,17 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 
 	recheck := b.recheckAfter(now)
 	c.held = true
-	if b.behindOn {
+	c.silence(deadline, lease)
+	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)))
+	proved := behind && b.weighLocked(c, now)
+	if proved {
+		behind = false
+	}
+	if behind && b.behindOn {
 		b.deferredBehind.Inc(1)
 		return recheck, true
 	}
-	if !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)) {
+	if behind {
 		// The host caught up less than a lease ago: the worker has not yet had a whole lease
 		// of normal service to get a heartbeat through. This holds for a lease that ran out
 		// after the catch-up too: its last beats may have been the ones refused.
@@ -234,6 +257,9 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 		}
 	}
 	c.held = false
+	if proved {
+		b.releasedOnEvidence.Inc(1)
+	}
 	return time.Time{}, false
 }
 
@@ -249,7 +275,15 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	if !b.behindOn {
 		return time.Time{}, false
 	}
-	b.namespaceLocked(key.NamespaceID, "").candidateLocked(key.BusinessID, now).held = true
+	ns := b.namespaceLocked(key.NamespaceID, "")
+	c := ns.candidateLocked(key.BusinessID, now)
+	c.held = true
+	if l, ok := ns.leases[key.BusinessID]; ok {
+		c.silence(time.Unix(0, l.deadline), l.lease())
+	}
+	if b.weighLocked(c, now) {
+		return time.Time{}, false // Hold weighs it again, with the worker's own lease
+	}
 	b.deferredBehind.Inc(1)
 	// The brake cannot come off before behindUntil (the cooldown after the last sign of being
 	// behind): offering the expiry again sooner would only hold it again. Still on the grid, so
@@ -368,6 +402,48 @@ func (b *Brake) Start() {
 func (b *Brake) Stop() {
 	close(b.stop)
 	<-b.done
+}
+
+// silence notes the lease whose expiry the candidate is: a new one (the worker beat since)
+// starts its weighing over.
+func (c *expiryCandidate) silence(deadline time.Time, lease time.Duration) {
+	if lease <= 0 || c.deadline.Equal(deadline) {
+		return
+	}
+	c.deadline, c.lease, c.odds, c.weighed = deadline, lease, 1, deadline
+}
+
+// weighLocked says whether the candidate's silence is no longer the host's doing: whether
+// the odds that the host refused every heartbeat a live worker sent since its last one are
+// below history.expiryBrakeReleaseOdds. A live worker sends at least one heartbeat per lease
+// (or it would lose its lease in good times too), at a time that does not follow the host's
+// load; so each whole lease since the last heartbeat (the lease that ran out is the first)
+// multiplies the odds by the share of heartbeats the host refused over that lease, and over
+// history.expiryBrakeCooldown after it, by when a heartbeat sent in it was answered or
+// refused. A lease is weighed once its cooldown has passed, so its share is final; the odds
+// are kept, so each is weighed once. A lease of which the host knows nothing (before it
+// started, or no heartbeat at all) weighs nothing: it leaves the odds as they were.
+//
+// This rests on the host's refusals falling evenly on its workers, which the early refusal
+// makes them do (it refuses a share of arrivals, spread evenly). Heartbeats refused by the
+// frontend of another host of a cluster are not counted here.
+func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
+	bound := b.cfg.ReleaseOdds()
+	if bound <= 0 || b.load == nil || c.lease <= 0 {
+		return false
+	}
+	answered := b.cfg.Cooldown()
+	for c.odds >= bound {
+		from, to := c.weighed.Add(-c.lease), c.weighed
+		if to.Add(answered).After(now) {
+			return false
+		}
+		if share, known := b.load.RefusedShare(from, to.Add(answered)); known {
+			c.odds *= share
+		}
+		c.weighed = to.Add(c.lease)
+	}
+	return true
 }
 
 // recheckAfter is the next tick of the recheck grid after t: every held expiry waits for the

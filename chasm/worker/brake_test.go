@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,9 +23,24 @@ import (
 // library (and so the brake) has been built.
 type lateClock struct{ clock.TimeSource }
 
-type fakeLoad struct{ delay atomic.Int64 }
+// fakeLoad is a host whose heartbeat queueing delay the test sets, and the share of heartbeats
+// it refused, the same over any span (none known until the test sets one).
+type fakeLoad struct {
+	delay atomic.Int64
+	share atomic.Uint64 // math.Float64bits
+	known atomic.Bool
+}
 
 func (l *fakeLoad) HeartbeatQueueDelay() time.Duration { return time.Duration(l.delay.Load()) }
+
+func (l *fakeLoad) RefusedShare(_, _ time.Time) (float64, bool) {
+	return math.Float64frombits(l.share.Load()), l.known.Load()
+}
+
+func (l *fakeLoad) refusing(share float64) {
+	l.share.Store(math.Float64bits(share))
+	l.known.Store(true)
+}
 
 type brakeBundle struct {
 	*bundle
@@ -225,5 +241,45 @@ func TestExpiryBrake(t *testing.T) {
 		b.run(10*time.Second, keys[1:])
 		require.Equal(t, 1, b.inactive(keys[:1]))
 		require.Zero(t, b.inactive(keys[1:]))
+	})
+
+	t.Run("ReleasesAnExpiryHeldWhileBehindOnceRefusalsNoLongerExplainTheSilence", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		keys := workerKeys("w", 4)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		// The host stays behind, refusing half of all heartbeats. A live worker sends at least
+		// one per lease; that all of them were refused has odds of 1/2 per lease of silence,
+		// below the default 1e-6 after 20 leases (each weighed once its cooldown, 5s, passed).
+		b.load.delay.Store(int64(5 * time.Second))
+		b.load.refusing(0.5)
+		b.run(150*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "14 leases of silence: 1 in 16,000 that a live worker's heartbeats were all refused")
+		require.True(t, b.brake.Status(testNamespaceID).Engaged)
+		b.run(60*time.Second, keys[1:])
+		require.Equal(t, 1, b.inactive(keys[:1]), "20 leases: below 1e-6")
+		require.Zero(t, b.inactive(keys[1:]))
+		require.True(t, b.brake.Status(testNamespaceID).Engaged, "the host is still behind")
+	})
+
+	t.Run("HoldsWhileEveryHeartbeatIsRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		keys := workerKeys("w", 2)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		b.load.delay.Store(int64(5 * time.Second))
+		b.load.refusing(1)
+		b.run(300*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "a host refusing everything cannot tell a death from its own refusals")
+
+		// The operator sets the odds to 0: nothing is released on evidence, whatever the share.
+		b.dc.OverrideValue(dynamicconfig.ExpiryBrakeReleaseOdds.Key(), 0.0)
+		b.load.refusing(0)
+		b.run(60*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys))
 	})
 }

@@ -48,9 +48,15 @@ type Admitter interface {
 	Admit(ctx context.Context, shardID int32, class Class, bytes int) (func(), error)
 }
 
-// LoadSignal tells how far behind the host is: how long heartbeats lately waited in it.
+// LoadSignal tells how far behind the host is: how long heartbeats lately waited in it, and
+// what share of them it refused.
 type LoadSignal interface {
 	HeartbeatQueueDelay() time.Duration
+	// RefusedShare is the share of heartbeats the host refused or dropped over [from, to),
+	// taken second by second: the odds that a heartbeat sent at a time unrelated to the
+	// host's load was among them. known is false when the host cannot tell (its record does
+	// not reach back to from, or it saw no heartbeat in the span).
+	RefusedShare(from, to time.Time) (share float64, known bool)
 }
 
 // Pressure is what a host's admission control tells the transport in front of it, so that the

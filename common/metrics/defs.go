@@ -261,6 +261,10 @@ var (
 	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred",
 		"Lease expiries the expiry brake held back, by reason (kind); each recheck counts.", TagKind).
 		WithValues(TagKind, "server_behind", "mass_expiry")
+	// LeaseExpiriesReleasedOnEvidence counts lease expiries the brake let run while the host
+	// was behind, because the host's refusals no longer explain the worker's silence.
+	LeaseExpiriesReleasedOnEvidence = NewCounterDef("worker_lease_expiries_released_on_evidence",
+		"Lease expiries the expiry brake let run while the host was behind: the odds that the host refused all of a live worker's heartbeats fell below history.expiryBrakeReleaseOdds.")
 )
 
 // Early refusal (frontend): heartbeats refused in the transport while history is behind.
