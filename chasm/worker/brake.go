@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -97,7 +98,9 @@ type BrakeStatus struct {
 //     for this reason still runs once the host's own refusals no longer explain the silence
 //     (history.expiryBrakeReleaseOdds, see weighLocked);
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
-//     running out of lease (at least worker.expiryBrakeMinExpiries of them); then only
+//     running out of lease (at least worker.expiryBrakeMinExpiries of them; while the host is
+//     behind, only those whose silence its refusals do not explain, see
+//     evaluateNamespaceLocked); then only
 //     worker.expiryBrakeSecondaryRate expiries per second still run, of workers silent for
 //     longer than their lease and worker.expiryBrakeWindow: an overloaded server makes a
 //     large share of its workers overdue too, and their heartbeats may still be on the way.
@@ -143,7 +146,9 @@ type namespaceBrake struct {
 	// expiring and tracked are the last count of the share rule (countLocked), taken at
 	// countedAt and exact until countedAt + countLookahead.
 	expiring, tracked int
-	countedAt         time.Time
+	// doubtful is how many candidates' silences the weighing already doubts (countLocked).
+	doubtful  int
+	countedAt time.Time
 	// candidates are the workers whose lease ran out within the window, by instance key.
 	candidates     map[string]*expiryCandidate
 	candidatesPeak int
@@ -536,6 +541,16 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 		return
 	}
 	n, base := ns.expiring, ns.tracked
+	if b.behindOn && b.cfg.ReleaseOdds() > 0 {
+		// A host that is behind makes many live workers overdue itself (it refused their
+		// heartbeats), and the behind rule holds their expiries anyway. What the share rule
+		// must still catch is a mass silence that the refusals do not explain, before the
+		// weighing releases its first member: the workers whose silence is already doubtful
+		// (odds below the square root of the release bound, reached halfway to a release).
+		// Workers silenced together reach that point within about a lease of each other, long
+		// before the first of them is released.
+		n = ns.doubtful
+	}
 	threshold := b.cfg.Threshold(ns.name)
 	on := threshold < 1 && n >= b.cfg.MinExpiries(ns.name) && float64(n) > threshold*float64(max(base, n))
 	if on == ns.shareOn {
@@ -575,12 +590,17 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 			expiring++
 		}
 	}
-	for key := range ns.candidates {
+	doubt := math.Sqrt(b.cfg.ReleaseOdds())
+	doubtful := 0
+	for key, c := range ns.candidates {
 		if _, ok := ns.leases[key]; !ok {
 			tracked++ // held long past its deadline, or known only by its suspicion
 		}
+		if c.lease > 0 && c.odds < doubt {
+			doubtful++
+		}
 	}
 	expiring += len(ns.candidates)
-	ns.expiring, ns.tracked, ns.countedAt = expiring, tracked, now
+	ns.expiring, ns.tracked, ns.doubtful, ns.countedAt = expiring, tracked, doubtful, now
 	ns.leases, _ = memrelease.ShrinkMap(ns.leases, &ns.leasesPeak, memrelease.ShrinkMapMin)
 }

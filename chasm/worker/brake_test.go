@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -281,5 +282,46 @@ func TestExpiryBrake(t *testing.T) {
 		b.load.refusing(0)
 		b.run(60*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys))
+	})
+
+	t.Run("TheShareRuleCountsOnlyTheSilenceTheHostsRefusalsDoNotExplain", func(t *testing.T) {
+		t.Parallel()
+		// While the host is behind and refusing half of all heartbeats, most of its live
+		// workers lose a lease now and then: here flaky ones beat every 12s on a 10s lease,
+		// so each one's expiry is offered (and held) before each beat. Counted as expiring,
+		// they kept the share rule on for the whole overload, and the weighing's releases ran
+		// at the secondary rate. The rule now counts only the silences the weighing doubts:
+		// 4 silent workers of 30 (with 14 flaky: 60 % expiring) are found once their silence
+		// is weighed (20 leases); 18 of 30 are a mass silence, held before the first is
+		// released.
+		for _, c := range []struct {
+			silent, flaky, found int
+		}{{4, 14, 4}, {18, 6, 0}} {
+			b := setupBrake(t)
+			keys := workerKeys("w", 30)
+			silent, flaky, steady := keys[:c.silent], keys[c.silent:c.silent+c.flaky], keys[c.silent+c.flaky:]
+			for _, k := range keys {
+				b.mustBeat(k, withLease(10*time.Second))
+			}
+			b.load.delay.Store(int64(5 * time.Second))
+			b.load.refusing(0.5)
+			for elapsed := time.Duration(0); elapsed < 220*time.Second; elapsed += time.Second {
+				for _, k := range steady {
+					if elapsed%(2*time.Second) == 0 {
+						b.mustBeat(k, withLease(10*time.Second))
+					}
+				}
+				for _, k := range flaky {
+					if elapsed%(12*time.Second) == 0 {
+						b.mustBeat(k, withLease(10*time.Second))
+					}
+				}
+				b.engine.AdvanceTime(time.Second)
+			}
+			require.Equal(t, c.found, b.inactive(silent), "%d of 30 silent", c.silent)
+			require.Zero(t, b.inactive(flaky), "held while the host is behind, never weighed to a release")
+			require.Zero(t, b.inactive(steady))
+			require.Equal(t, c.found == 0, slices.Contains(b.brake.Status(testNamespaceID).Reasons, worker.BrakeReasonShare))
+		}
 	})
 }
