@@ -200,13 +200,15 @@ what it cannot serve.`,
 	)
 	EarlyRefusalMaxOutstanding = NewGlobalIntSetting(
 		"frontend.earlyRefusalMaxOutstanding",
-		1000,
+		0,
 		`Most heartbeats the frontend lets through and has not answered yet (being read, decoded,
 authorized, queued in history or written); past it the transport refuses heartbeats before
 reading them (ResourceExhausted), whatever the wait. Each holds a goroutine and its memory, and
 a call that waits behind many is answered late or refused by history after it was read, at
 twice the cost. A host needs about its heartbeats per second × 0.1 s of them to keep its writes
-busy: raise this for a host that serves more than 10,000 a second. 0: no bound.`,
+busy. 0 (the default): no bound. At twice capacity on one core, 1,000 cut p99 by two thirds
+and RSS by a third at the same goodput, but it starved a 100,000-worker fleet after its
+registration burst (BENCHMARKS.md, session 11): set it only where that was measured.`,
 	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",
