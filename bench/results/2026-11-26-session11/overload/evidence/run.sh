@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # one long 2x run: does the brake release killed workers' expiries on evidence, and no live one?
-out=/tmp/s11/ev; bin=${BIN:-/tmp/vigil-ev}; name=${NAME:-ev}
+out=${OUT:-/tmp/vigil-evidence}; bin=${BIN:-bin/vigil}; name=${NAME:-ev}; mkdir -p "$out"
 dir=$(mktemp -d)
 env GOMAXPROCS=1 taskset -c 0 $bin server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn > $out/$name.server.log 2>&1 &
 spid=$!

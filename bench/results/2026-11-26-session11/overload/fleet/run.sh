@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # the 100,000-worker run, pinned (server CPU 0, generator CPU 1, GOMAXPROCS=1)
-out=/tmp/s11/fleetab; mkdir -p $out; bin=$1; name=$2; shift 2
+out=${OUT:-/tmp/vigil-fleet}; mkdir -p "$out"; bin=$1; name=$2; shift 2
 dir=$(mktemp -d)
 env GOMAXPROCS=1 taskset -c 0 $bin server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn "$@" > $out/$name.server.log 2>&1 &
 spid=$!
