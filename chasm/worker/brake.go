@@ -220,19 +220,13 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	recheck := b.recheckAfter(now)
 	c.held = true
 	c.silence(deadline, lease)
+	// Held while the host is behind, and until a lease after it caught up: the worker has not
+	// yet had a whole lease of normal service to get a heartbeat through (this holds for a
+	// lease that ran out after the catch-up too: its last beats may have been the ones
+	// refused). Unless the weighing proves the silence is not the host's doing.
 	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)))
 	proved := behind && b.weighLocked(c, now)
-	if proved {
-		behind = false
-	}
-	if behind && b.behindOn {
-		b.deferredBehind.Inc(1)
-		return recheck, true
-	}
-	if behind {
-		// The host caught up less than a lease ago: the worker has not yet had a whole lease
-		// of normal service to get a heartbeat through. This holds for a lease that ran out
-		// after the catch-up too: its last beats may have been the ones refused.
+	if behind && !proved {
 		b.deferredBehind.Inc(1)
 		return recheck, true
 	}

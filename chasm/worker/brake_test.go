@@ -76,6 +76,20 @@ func setupBrake(t *testing.T) *brakeBundle {
 	}
 }
 
+// setupBehindBrake is a brake whose host is behind, refusing that share of heartbeats, with n
+// workers ("w-NN") that have just beaten with a 10s lease.
+func setupBehindBrake(t *testing.T, n int, refused float64) (*brakeBundle, []string) {
+	t.Helper()
+	b := setupBrake(t)
+	keys := workerKeys("w", n)
+	for _, k := range keys {
+		b.mustBeat(k, withLease(10*time.Second))
+	}
+	b.load.delay.Store(int64(5 * time.Second))
+	b.load.refusing(refused)
+	return b, keys
+}
+
 func workerKeys(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
@@ -246,16 +260,10 @@ func TestExpiryBrake(t *testing.T) {
 
 	t.Run("ReleasesAnExpiryHeldWhileBehindOnceRefusalsNoLongerExplainTheSilence", func(t *testing.T) {
 		t.Parallel()
-		b := setupBrake(t)
-		keys := workerKeys("w", 4)
-		for _, k := range keys {
-			b.mustBeat(k, withLease(10*time.Second))
-		}
 		// The host stays behind, refusing half of all heartbeats. A live worker sends at least
 		// one per lease; that all of them were refused has odds of 1/2 per lease of silence,
 		// below the default 1e-6 after 20 leases (each weighed once its cooldown, 5s, passed).
-		b.load.delay.Store(int64(5 * time.Second))
-		b.load.refusing(0.5)
+		b, keys := setupBehindBrake(t, 4, 0.5)
 		b.run(150*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "14 leases of silence: 1 in 16,000 that a live worker's heartbeats were all refused")
 		require.True(t, b.brake.Status(testNamespaceID).Engaged)
@@ -267,13 +275,7 @@ func TestExpiryBrake(t *testing.T) {
 
 	t.Run("HoldsWhileEveryHeartbeatIsRefused", func(t *testing.T) {
 		t.Parallel()
-		b := setupBrake(t)
-		keys := workerKeys("w", 2)
-		for _, k := range keys {
-			b.mustBeat(k, withLease(10*time.Second))
-		}
-		b.load.delay.Store(int64(5 * time.Second))
-		b.load.refusing(1)
+		b, keys := setupBehindBrake(t, 2, 1)
 		b.run(300*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "a host refusing everything cannot tell a death from its own refusals")
 
@@ -297,14 +299,8 @@ func TestExpiryBrake(t *testing.T) {
 		for _, c := range []struct {
 			silent, flaky, found int
 		}{{4, 14, 4}, {18, 6, 0}} {
-			b := setupBrake(t)
-			keys := workerKeys("w", 30)
+			b, keys := setupBehindBrake(t, 30, 0.5)
 			silent, flaky, steady := keys[:c.silent], keys[c.silent:c.silent+c.flaky], keys[c.silent+c.flaky:]
-			for _, k := range keys {
-				b.mustBeat(k, withLease(10*time.Second))
-			}
-			b.load.delay.Store(int64(5 * time.Second))
-			b.load.refusing(0.5)
 			for elapsed := time.Duration(0); elapsed < 220*time.Second; elapsed += time.Second {
 				for _, k := range steady {
 					if elapsed%(2*time.Second) == 0 {
