@@ -138,7 +138,11 @@ type act struct {
 
 type stopRecord struct {
 	worker *workerProc
-	lost   map[string]bool // in flight when stopped, then started by another worker
+	// lost are the activities in flight when it was stopped, then started by another worker,
+	// each with the attempt the stopped worker held: only that attempt's response is late. The
+	// worker, resumed, may be given a later attempt of the same activity (its successor died
+	// too), and answer that one rightly.
+	lost   map[string]string
 	contAt time.Time
 }
 
@@ -620,21 +624,21 @@ func (r *runner) stopWorker(ctx context.Context) error {
 	if err := r.addWorker(ctx); err != nil { // keep the capacity
 		return err
 	}
-	rec := &stopRecord{worker: w, lost: map[string]bool{}}
+	rec := &stopRecord{worker: w, lost: map[string]string{}}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		r.mu.Lock()
 		inactive := r.inactive[w.name]
 		all := append([]*workerProc(nil), r.all...)
 		r.mu.Unlock()
-		restarted := map[string]bool{}
+		restarted := map[string]string{}
 		for _, o := range all {
 			if o == w {
 				continue
 			}
 			for _, e := range readEvents(o.events, o.name) {
-				if e.kind == "started" && held[e.activity] && e.at.After(stoppedAt) {
-					restarted[e.activity] = true
+				if attempt, ok := held[e.activity]; ok && e.kind == "started" && e.at.After(stoppedAt) {
+					restarted[e.activity] = attempt
 				}
 			}
 		}
@@ -779,7 +783,7 @@ func (r *runner) awaitLateResponses(ctx context.Context) {
 		for {
 			answered := map[string]bool{}
 			for _, e := range readEvents(s.worker.events, s.worker.name) {
-				if s.lost[e.activity] && strings.HasPrefix(e.kind, "respond-") && e.at.After(s.contAt) {
+				if attempt, ok := s.lost[e.activity]; ok && e.attempt == attempt && strings.HasPrefix(e.kind, "respond-") && e.at.After(s.contAt) {
 					answered[e.activity] = true
 				}
 			}
@@ -860,10 +864,15 @@ func (r *runner) check() {
 		"no activity had more than one response accepted, and only the response of the worker whose result the client got",
 		"no worker that was never killed or stopped was listed INACTIVE or resurrected")
 	for _, s := range r.stops {
-		for id := range s.lost {
-			answered := false
+		for id, lostAttempt := range s.lost {
+			answered, laterAccepted := false, false
 			for _, e := range events[id] {
 				if e.worker != s.worker.name || !e.at.After(s.contAt) {
+					continue
+				}
+				if e.attempt != lostAttempt {
+					// A later attempt given to the resumed worker: its own to answer.
+					laterAccepted = laterAccepted || e.kind == "respond-ok"
 					continue
 				}
 				switch e.kind {
@@ -872,13 +881,13 @@ func (r *runner) check() {
 					rep.LateRefused++
 				case "respond-ok":
 					answered = true
-					r.violations = append(r.violations, fmt.Sprintf("stopped worker %s: its late response for %s was accepted", s.worker.name, id))
+					r.violations = append(r.violations, fmt.Sprintf("stopped worker %s: its late response for %s (attempt %s) was accepted", s.worker.name, id, lostAttempt))
 				}
 			}
 			if !answered {
 				r.violations = append(r.violations, fmt.Sprintf("stopped worker %s never had its late response for %s refused", s.worker.name, id))
 			}
-			if a := r.acts[id]; a != nil && strings.HasSuffix(a.result, "/"+s.worker.name) {
+			if a := r.acts[id]; a != nil && !laterAccepted && strings.HasSuffix(a.result, "/"+s.worker.name) {
 				r.violations = append(r.violations, fmt.Sprintf("activity %s: the result is the stopped worker %s's, not its successor's", id, s.worker.name))
 			}
 		}

@@ -42,8 +42,9 @@ func readEvents(path, worker string) []event {
 	return out
 }
 
-// inFlight returns the activities a worker started and has not finished or cancelled.
-func inFlight(events []event) map[string]bool {
+// inFlight returns the activities a worker started and has not finished or cancelled, each
+// with the attempt it holds.
+func inFlight(events []event) map[string]string {
 	open := map[string]bool{}
 	for _, e := range events {
 		switch e.kind {
@@ -53,10 +54,10 @@ func inFlight(events []event) map[string]bool {
 			delete(open, e.activity+" "+e.attempt)
 		}
 	}
-	out := map[string]bool{}
+	out := map[string]string{}
 	for k := range open {
-		id, _, _ := strings.Cut(k, " ")
-		out[id] = true
+		id, attempt, _ := strings.Cut(k, " ")
+		out[id] = attempt
 	}
 	return out
 }
