@@ -282,10 +282,12 @@ three times per lease loses all three with odds r³. <= 0: only the queueing del
 		`While the host is behind (and for a lease after), a held lease expiry still runs once the
 odds that the host refused every heartbeat of a live worker since its last one fall below this.
 Each whole lease of silence counts as one heartbeat sent (a live worker sends at least one per
-lease) at the share of heartbeats the host refused over that lease and
+lease), and each half lease for a worker whose last two heartbeats were at most 0.4 of a lease
+apart, at the share of heartbeats the host refused over that span and
 history.expiryBrakeCooldown after it (by then a heartbeat sent in it was answered or refused);
-the odds multiply. At half refused, a death is found about 20 leases after the last heartbeat;
-without this, only once the host catches up. 0: hold every expiry while the host is behind.`,
+the odds multiply. At half refused, a death is found about 10 leases after the last heartbeat
+(20 when weighed by whole leases); without this, only once the host catches up. 0: hold every
+expiry while the host is behind.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",

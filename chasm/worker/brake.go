@@ -165,10 +165,29 @@ type trackedLease struct {
 	// counts until deadline + window: by then its expiry either ran (and dropped the record),
 	// or is held and counted as a candidate, or the worker's shard moved to another host.
 	overdue, deadline int64
+	// often: the worker's last two heartbeats were at most oftenGap of its lease apart, so a
+	// live one sends a heartbeat in every half lease (weighLocked weighs its silence by halves).
+	often bool
 }
+
+// oftenGap is the largest gap between two heartbeats, as a share of the lease, of a worker
+// weighed by half leases: with a quarter of margin for jitter (a gap of 0.4 leases may be
+// followed by one of 0.5), such a worker beats at least once in any half lease. An SDK worker
+// (lease three intervals) and vigil bench's (±10 % jitter) qualify. A gap much shorter than
+// the interval (a retried call committed twice) cannot make a window shorter than half the
+// lease: a worker keeps its lease only by beating at least twice per lease anyway.
+const oftenGap = 0.4
 
 // lease is the length of the lease, from its overdue point (a third of it before the deadline).
 func (l trackedLease) lease() time.Duration { return 3 * time.Duration(l.deadline-l.overdue) }
+
+// span is the length of silence in which a live worker sends at least one heartbeat.
+func (l trackedLease) span() time.Duration {
+	if l.often {
+		return l.lease() / 2
+	}
+	return l.lease()
+}
 
 // countLookahead is how long a count of the share rule is reused: it counts the workers that
 // will be overdue by then, which a live worker (overdue an interval after its heartbeat is
@@ -185,11 +204,12 @@ type expiryCandidate struct {
 	// settled, when set, replaces firstSeen + settle: a suspect worker (NoteSuspect) was
 	// counted when its suspicion began, and its grace served as the settle time.
 	settled time.Time
-	// The silence being weighed (weighLocked): the lease that ran out, its length, the odds
-	// so far that the host refused every heartbeat of a live worker since, and the end of the
-	// leases weighed so far. Zero lease: not known (the brake never saw it committed).
+	// The silence being weighed (weighLocked): the lease that ran out, the span in which a
+	// live worker sends at least one heartbeat (its lease, or half of it), the odds so far
+	// that the host refused every heartbeat of a live worker since, and the end of the spans
+	// weighed so far. Zero span: not known (the brake never saw the lease committed).
 	deadline time.Time
-	lease    time.Duration
+	span     time.Duration
 	odds     float64
 	weighed  time.Time
 }
@@ -219,7 +239,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 
 	recheck := b.recheckAfter(now)
 	c.held = true
-	c.silence(deadline, lease)
+	c.silence(deadline, lease, ns.spanOf(instanceKey, deadline, lease))
 	// Held while the host is behind, and until a lease after it caught up: the worker has not
 	// yet had a whole lease of normal service to get a heartbeat through (this holds for a
 	// lease that ran out after the catch-up too: its last beats may have been the ones
@@ -278,7 +298,7 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	c := ns.candidateLocked(key.BusinessID, now)
 	c.held = true
 	if l, ok := ns.leases[key.BusinessID]; ok {
-		c.silence(time.Unix(0, l.deadline), l.lease())
+		c.silence(time.Unix(0, l.deadline), l.lease(), l.span())
 	}
 	if b.weighLocked(c, now) {
 		return time.Time{}, false // Hold weighs it again, with the worker's own lease
@@ -348,8 +368,28 @@ func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *worker
 	ns := b.namespaceLocked(namespaceID, namespace)
 	deadline := st.GetLeaseDeadline().AsTime().UnixNano()
 	lease := st.GetLeaseDuration().AsDuration()
-	ns.leases[instanceKey] = trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
+	prev, known := ns.leases[instanceKey]
+	if known && prev.deadline == deadline {
+		return // a change other than a heartbeat (a binding): the lease did not move
+	}
+	l := trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
+	if known {
+		// The gap between the heartbeats that set the two leases.
+		gap := (deadline - int64(lease)) - (prev.deadline - int64(prev.lease()))
+		l.often = gap > 0 && float64(gap) <= oftenGap*float64(lease)
+	}
+	ns.leases[instanceKey] = l
 	ns.leasesPeak = max(ns.leasesPeak, len(ns.leases))
+}
+
+// spanOf is the span weighLocked weighs the silence of the worker whose lease of that length
+// ran out at deadline by: half of it if the host saw the worker beating often (its record is of
+// this lease), else the whole lease.
+func (ns *namespaceBrake) spanOf(instanceKey string, deadline time.Time, lease time.Duration) time.Duration {
+	if l, ok := ns.leases[instanceKey]; ok && l.often && l.deadline == deadline.UnixNano() {
+		return lease / 2
+	}
+	return lease
 }
 
 // Status returns the brake as it applies to a namespace.
@@ -403,44 +443,47 @@ func (b *Brake) Stop() {
 	<-b.done
 }
 
-// silence notes the lease whose expiry the candidate is: a new one (the worker beat since)
-// starts its weighing over.
-func (c *expiryCandidate) silence(deadline time.Time, lease time.Duration) {
-	if lease <= 0 || c.deadline.Equal(deadline) {
+// silence notes the lease whose expiry the candidate is, and the span its silence is weighed
+// by: a new one (the worker beat since) starts its weighing over, from the heartbeat that set
+// the lease.
+func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration) {
+	if lease <= 0 || span <= 0 || c.deadline.Equal(deadline) {
 		return
 	}
-	c.deadline, c.lease, c.odds, c.weighed = deadline, lease, 1, deadline
+	c.deadline, c.span, c.odds, c.weighed = deadline, span, 1, deadline.Add(-lease).Add(span)
 }
 
 // weighLocked says whether the candidate's silence is no longer the host's doing: whether
 // the odds that the host refused every heartbeat a live worker sent since its last one are
-// below history.expiryBrakeReleaseOdds. A live worker sends at least one heartbeat per lease
-// (or it would lose its lease in good times too), at a time that does not follow the host's
-// load; so each whole lease since the last heartbeat (the lease that ran out is the first)
-// multiplies the odds by the share of heartbeats the host refused over that lease, and over
-// history.expiryBrakeCooldown after it, by when a heartbeat sent in it was answered or
-// refused. A lease is weighed once its cooldown has passed, so its share is final; the odds
-// are kept, so each is weighed once. A lease of which the host knows nothing (before it
-// started, or no heartbeat at all) weighs nothing: it leaves the odds as they were.
+// below history.expiryBrakeReleaseOdds. A live worker sends at least one heartbeat per span
+// (a lease, or it would lose its lease in good times too; half a lease if the host saw it
+// beating that often, see oftenGap), at a time that does not follow the host's load; so each
+// whole span since its last heartbeat multiplies the odds by the share of heartbeats the host
+// refused over that span, and over history.expiryBrakeCooldown after it, by when a heartbeat
+// sent in it was answered or refused. A span is weighed once its cooldown has passed, so its
+// share is final; the odds are kept, so each is weighed once. A span of which the host knows
+// nothing (before it started, or no heartbeat at all) weighs nothing: it leaves the odds as
+// they were. Weighed by halves, a silence is found in about half the time: at a refused
+// share s the odds fall by s² per lease instead of s.
 //
 // This rests on the host's refusals falling evenly on its workers, which the early refusal
 // makes them do (it refuses a share of arrivals, spread evenly). Heartbeats refused by the
 // frontend of another host of a cluster are not counted here.
 func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	bound := b.cfg.ReleaseOdds()
-	if bound <= 0 || b.load == nil || c.lease <= 0 {
+	if bound <= 0 || b.load == nil || c.span <= 0 {
 		return false
 	}
 	answered := b.cfg.Cooldown()
 	for c.odds >= bound {
-		from, to := c.weighed.Add(-c.lease), c.weighed
+		from, to := c.weighed.Add(-c.span), c.weighed
 		if to.Add(answered).After(now) {
 			return false
 		}
 		if share, known := b.load.RefusedShare(from, to.Add(answered)); known {
 			c.odds *= share
 		}
-		c.weighed = to.Add(c.lease)
+		c.weighed = to.Add(c.span)
 	}
 	return true
 }
@@ -590,7 +633,7 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 		if _, ok := ns.leases[key]; !ok {
 			tracked++ // held long past its deadline, or known only by its suspicion
 		}
-		if c.lease > 0 && c.odds < doubt {
+		if c.span > 0 && c.odds < doubt {
 			doubtful++
 		}
 	}

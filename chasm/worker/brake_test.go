@@ -273,6 +273,25 @@ func TestExpiryBrake(t *testing.T) {
 		require.True(t, b.brake.Status(testNamespaceID).Engaged, "the host is still behind")
 	})
 
+	t.Run("WeighsByHalfLeasesTheSilenceOfAWorkerSeenBeatingOften", func(t *testing.T) {
+		t.Parallel()
+		// As above, but the host saw the workers beat every 2s on their 10s lease before it
+		// fell behind: a live one sends a heartbeat in every half lease, so each half weighs
+		// 1/2, and 20 halves (100s of silence, where whole leases took 200s) bring the odds
+		// below 1e-6.
+		b := setupBrake(t)
+		keys := workerKeys("w", 4)
+		b.run(4*time.Second, keys) // beats at 0s and 2s
+		b.load.delay.Store(int64(5 * time.Second))
+		b.load.refusing(0.5)
+		b.run(90*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "17 halves weighed: 1 in 130,000")
+		b.run(30*time.Second, keys[1:])
+		require.Equal(t, 1, b.inactive(keys[:1]), "20 halves: below 1e-6")
+		require.Zero(t, b.inactive(keys[1:]))
+		require.True(t, b.brake.Status(testNamespaceID).Engaged, "the host is still behind")
+	})
+
 	t.Run("HoldsWhileEveryHeartbeatIsRefused", func(t *testing.T) {
 		t.Parallel()
 		b, keys := setupBehindBrake(t, 2, 1)
