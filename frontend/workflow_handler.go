@@ -12,6 +12,7 @@ import (
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/frontend/query"
 )
@@ -383,7 +384,11 @@ type pollRegistry struct {
 	mu    sync.Mutex
 	polls map[string]map[*openPoll]struct{}
 	// tombstones: worker instance key → end of the time its polls are answered at once.
-	tombstones map[string]time.Time
+	// sweptAt is when the expired ones were last dropped; tombstonesPeak is the map's largest
+	// size since it was last made anew (a deploy's shutdowns grow it).
+	tombstones     map[string]time.Time
+	tombstonesPeak int
+	sweptAt        time.Time
 }
 
 type openPoll struct{ done chan struct{} }
@@ -429,13 +434,22 @@ func (r *pollRegistry) complete(workerInstanceKey string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.timeSource.Now()
-	// Shutdowns are rare, so expired tombstones are swept here rather than by a timer.
-	for key, until := range r.tombstones {
-		if !now.Before(until) {
-			delete(r.tombstones, key)
+	// Expired tombstones are swept here rather than by a timer, at most every half TTL: a
+	// fleet's deploy shuts down thousands of workers a second, and a sweep on every shutdown
+	// walked every tombstone of the last TTL each time, quadratic in the burst (several
+	// percent of the core while 100,000 workers shut down). Lookups compare the time, so a
+	// tombstone kept past its TTL answers nothing.
+	if now.Sub(r.sweptAt) >= ShutdownPollTombstoneTTL/2 || now.Before(r.sweptAt) {
+		r.sweptAt = now
+		for key, until := range r.tombstones {
+			if !now.Before(until) {
+				delete(r.tombstones, key)
+			}
 		}
+		r.tombstones, _ = memrelease.ShrinkMap(r.tombstones, &r.tombstonesPeak, memrelease.ShrinkMapMin)
 	}
 	r.tombstones[workerInstanceKey] = now.Add(ShutdownPollTombstoneTTL)
+	r.tombstonesPeak = max(r.tombstonesPeak, len(r.tombstones))
 	polls := r.polls[workerInstanceKey]
 	delete(r.polls, workerInstanceKey)
 	for p := range polls {

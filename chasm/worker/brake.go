@@ -144,11 +144,12 @@ type namespaceBrake struct {
 	leases     map[string]trackedLease
 	leasesPeak int
 	// expiring and tracked are the last count of the share rule (countLocked), taken at
-	// countedAt and exact until countedAt + countLookahead.
+	// countedAt and exact until countedAt + countedFor (its countLookahead).
 	expiring, tracked int
 	// doubtful is how many candidates' silences the weighing already doubts (countLocked).
 	doubtful  int
-	countedAt time.Time
+	countedAt  time.Time
+	countedFor time.Duration
 	// candidates are the workers whose lease ran out within the window, by instance key.
 	candidates     map[string]*expiryCandidate
 	candidatesPeak int
@@ -189,10 +190,23 @@ func (l trackedLease) span() time.Duration {
 	return l.lease()
 }
 
-// countLookahead is how long a count of the share rule is reused: it counts the workers that
-// will be overdue by then, which a live worker (overdue an interval after its heartbeat is
-// due) never is.
-const countLookahead = 100 * time.Millisecond
+// countLookahead is how long a count of the share rule over n records is reused: it counts
+// the workers that will be overdue by then, which a live worker (overdue an interval after its
+// heartbeat is due) never is. It grows with the records the count walks, countLookaheadPer
+// each, from countLookaheadMin to countLookaheadMax: a walk costs about 150 ns a record, so
+// counting takes at most about 1.5 % of a core (every 100 ms it took a sixth of one at
+// 100,000 workers, while the host was behind: cost that kept it behind). A host carries
+// n workers only at intervals far longer than this (100,000 at 1 s would be 100,000
+// heartbeats a second).
+func countLookahead(n int) time.Duration {
+	return min(max(time.Duration(n)*countLookaheadPer, countLookaheadMin), countLookaheadMax)
+}
+
+const (
+	countLookaheadPer = 10 * time.Microsecond
+	countLookaheadMin = 100 * time.Millisecond
+	countLookaheadMax = 2 * time.Second
+)
 
 // leaseRecordsPruneEvery is how often records of workers that left unseen (their shard moved
 // to another host) are dropped when no expiry asks for a count.
@@ -283,33 +297,50 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 }
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
-// state says: the host is behind. It is the lease-expiry task's gate (chasm.WithGate): while
-// it holds, expiries are deferred without their workers being loaded, to the first recheck at
-// which the brake could be off, and counted as held. Expiries it lets through still go
-// through Hold (the catch-up's lease, the share rule).
+// state says: the host is behind, or caught up less than the worker's lease ago (its lease as
+// this host last committed it). It is the lease-expiry task's gate (chasm.WithGate): while it
+// holds, expiries are deferred without their workers being loaded, and counted as held. They
+// are offered again at the first recheck at which the brake could be off, or the weighing
+// could release them. Expiries it lets through still go through Hold (with the worker's own
+// lease, the settle time, the share rule). Each offer that reaches Hold costs the worker's
+// lock, a read and a decode, and after a catch-up at 100,000 workers thousands of expiries a
+// second are held.
 func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.evaluateBehindLocked(now)
-	if !b.behindOn {
+	if !b.behindOn && b.behindOffAt.IsZero() {
 		return time.Time{}, false
 	}
 	ns := b.namespaceLocked(key.NamespaceID, "")
+	l, known := ns.leases[key.BusinessID]
+	// The earliest the brake could let this expiry through without the weighing.
+	var until time.Time
+	switch {
+	case b.behindOn:
+		until = b.behindUntil
+	case known && now.Before(b.behindOffAt.Add(l.lease())):
+		until = b.behindOffAt.Add(l.lease())
+	default:
+		return time.Time{}, false // caught up a lease ago, or Hold must look (lease unknown here)
+	}
 	c := ns.candidateLocked(key.BusinessID, now)
 	c.held = true
-	if l, ok := ns.leases[key.BusinessID]; ok {
+	if known {
 		c.silence(time.Unix(0, l.deadline), l.lease(), l.span())
 	}
 	if b.weighLocked(c, now) {
 		return time.Time{}, false // Hold weighs it again, with the worker's own lease
 	}
 	b.deferredBehind.Inc(1)
-	// The brake cannot come off before behindUntil (the cooldown after the last sign of being
-	// behind): offering the expiry again sooner would only hold it again. Still on the grid, so
+	// Offering the expiry again before then would only hold it again. Still on the grid, so
 	// that the held expiries come back together.
-	from := now
-	if b.behindUntil.After(now) {
-		from = b.behindUntil.Add(-time.Nanosecond)
+	if next := b.nextWeighing(c); next.After(now) && next.Before(until) {
+		until = next
+	}
+	from := until.Add(-time.Nanosecond)
+	if from.Before(now) {
+		from = now
 	}
 	return b.recheckAfter(from), true
 }
@@ -488,6 +519,15 @@ func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	return true
 }
 
+// nextWeighing is when weighLocked could next change its answer for c (its next span is
+// final), or zero if it cannot weigh c.
+func (b *Brake) nextWeighing(c *expiryCandidate) time.Time {
+	if b.cfg.ReleaseOdds() <= 0 || b.load == nil || c.span <= 0 {
+		return time.Time{}
+	}
+	return c.weighed.Add(b.cfg.Cooldown())
+}
+
 // recheckAfter is the next tick of the recheck grid after t: every held expiry waits for the
 // same ticks, so that the timer queue offers them again together, in deadline order.
 func (b *Brake) recheckAfter(t time.Time) time.Time {
@@ -568,7 +608,7 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 	}
 	switch {
 	case len(ns.candidates) > 0 || ns.shareOn:
-		if now.Before(ns.countedAt) || !now.Before(ns.countedAt.Add(countLookahead)) {
+		if now.Before(ns.countedAt) || !now.Before(ns.countedAt.Add(ns.countedFor)) {
 			b.countLocked(ns, now)
 		}
 	case force && now.Sub(ns.countedAt) >= leaseRecordsPruneEvery:
@@ -615,7 +655,8 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 // it runs at most once per countLookahead, and only while expiries are being judged.
 func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 	gone := now.Add(-b.cfg.Window(ns.name)).UnixNano() // deadlines before this no longer count
-	horizon := now.Add(countLookahead).UnixNano()
+	lookahead := countLookahead(len(ns.leases) + len(ns.candidates))
+	horizon := now.Add(lookahead).UnixNano()
 	expiring, tracked := 0, 0
 	for key, l := range ns.leases {
 		if l.deadline <= gone {
@@ -638,6 +679,6 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 		}
 	}
 	expiring += len(ns.candidates)
-	ns.expiring, ns.tracked, ns.doubtful, ns.countedAt = expiring, tracked, doubtful, now
+	ns.expiring, ns.tracked, ns.doubtful, ns.countedAt, ns.countedFor = expiring, tracked, doubtful, now, lookahead
 	ns.leases, _ = memrelease.ShrinkMap(ns.leases, &ns.leasesPeak, memrelease.ShrinkMapMin)
 }

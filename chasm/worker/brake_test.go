@@ -247,6 +247,7 @@ func TestExpiryBrake(t *testing.T) {
 		// Caught up: the brake comes off after the cooldown (5s), but the silent worker's
 		// expiry, held while the host was behind, waits a whole lease (10s) more, as if its
 		// lease had been refreshed when the host caught up; then it is found, the others not.
+		loadedHolds := b.engine.DeferredPureTasks() - b.engine.GatedPureTasks()
 		b.load.delay.Store(0)
 		b.run(3*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "the cooldown gives delayed heartbeats time to land")
@@ -256,6 +257,8 @@ func TestExpiryBrake(t *testing.T) {
 		b.run(10*time.Second, keys[1:])
 		require.Equal(t, 1, b.inactive(keys[:1]))
 		require.Zero(t, b.inactive(keys[1:]))
+		require.Equal(t, loadedHolds, b.engine.DeferredPureTasks()-b.engine.GatedPureTasks(),
+			"held through that lease by its gate too, its worker never loaded to be held")
 	})
 
 	t.Run("ReleasesAnExpiryHeldWhileBehindOnceRefusalsNoLongerExplainTheSilence", func(t *testing.T) {
