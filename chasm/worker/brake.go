@@ -147,7 +147,7 @@ type namespaceBrake struct {
 	// countedAt and exact until countedAt + countedFor (its countLookahead).
 	expiring, tracked int
 	// doubtful is how many candidates' silences the weighing already doubts (countLocked).
-	doubtful  int
+	doubtful   int
 	countedAt  time.Time
 	countedFor time.Duration
 	// candidates are the workers whose lease ran out within the window, by instance key.
