@@ -175,8 +175,9 @@ type trackedLease struct {
 // weighed by half leases: with a quarter of margin for jitter (a gap of 0.4 leases may be
 // followed by one of 0.5), such a worker beats at least once in any half lease. An SDK worker
 // (lease three intervals) and vigil bench's (±10 % jitter) qualify. A gap much shorter than
-// the interval (a retried call committed twice) cannot make a window shorter than half the
-// lease: a worker keeps its lease only by beating at least twice per lease anyway.
+// the interval (a retried call committed twice) still gives half a lease, no less: the rule
+// assumes that a worker seen beating that often beats at least twice per lease, as every SDK
+// worker does.
 const oftenGap = 0.4
 
 // lease is the length of the lease, from its overdue point (a third of it before the deadline).
@@ -317,6 +318,10 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	// The earliest the brake could let this expiry through without the weighing.
 	var until time.Time
 	switch {
+	case known && l.deadline > now.UnixNano():
+		// Heartbeats renewed the lease since the timer was armed: the timer only re-arms (the
+		// executor), it is no expiry to hold or to count as one.
+		return time.Time{}, false
 	case b.behindOn:
 		until = b.behindUntil
 	case known && now.Before(b.behindOffAt.Add(l.lease())):
