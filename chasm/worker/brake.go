@@ -299,20 +299,18 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
 // state says: the host is behind, or caught up less than the worker's lease ago (its lease as
-// this host last committed it). It is the lease-expiry task's gate (chasm.WithGate): while it
-// holds, expiries are deferred without their workers being loaded, and counted as held. They
-// are offered again at the first recheck at which the brake could be off, or the weighing
-// could release them. Expiries it lets through still go through Hold (with the worker's own
-// lease, the settle time, the share rule). Each offer that reaches Hold costs the worker's
-// lock, a read and a decode, and after a catch-up at 100,000 workers thousands of expiries a
-// second are held.
+// this host last committed it), or the namespace's share rule holds it (holdForShareLocked).
+// It is the lease-expiry task's gate (chasm.WithGate): while it holds, expiries are deferred
+// without their workers being loaded, and counted as held. They are offered again at the
+// first recheck at which the brake could be off, or the weighing could release them.
+// Expiries it lets through still go through Hold (with the worker's own lease, the settle
+// time, the share rule). Each offer that reaches Hold costs the worker's lock, a read and a
+// decode: in the 100,000-worker run, the share rule's holds re-offered that way every recheck
+// were 2.1 million, thousands a second on a host that was already behind.
 func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.evaluateBehindLocked(now)
-	if !b.behindOn && b.behindOffAt.IsZero() {
-		return time.Time{}, false
-	}
 	ns := b.namespaceLocked(key.NamespaceID, "")
 	l, known := ns.leases[key.BusinessID]
 	// The earliest the brake could let this expiry through without the weighing.
@@ -324,10 +322,10 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		return time.Time{}, false
 	case b.behindOn:
 		until = b.behindUntil
-	case known && now.Before(b.behindOffAt.Add(l.lease())):
+	case known && !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(l.lease())):
 		until = b.behindOffAt.Add(l.lease())
 	default:
-		return time.Time{}, false // caught up a lease ago, or Hold must look (lease unknown here)
+		return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, known, now)
 	}
 	c := ns.candidateLocked(key.BusinessID, now)
 	c.held = true
@@ -348,6 +346,23 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		from = now
 	}
 	return b.recheckAfter(from), true
+}
+
+// holdForShareLocked holds, for HoldAll, the expiries Hold would hold for the share rule: the
+// rule is on, and the worker (its lease known here) has been silent for less than a window past
+// its deadline. They come back at every recheck, as from Hold, so that they run together
+// when the rule comes off. Longer silences go to Hold, for the secondary rate.
+func (b *Brake) holdForShareLocked(namespaceID string, ns *namespaceBrake, instanceKey string, l trackedLease, known bool, now time.Time) (time.Time, bool) {
+	if !known {
+		return time.Time{}, false
+	}
+	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
+	if !ns.shareOn || now.Sub(time.Unix(0, l.deadline)) >= b.cfg.Window(ns.name) {
+		return time.Time{}, false
+	}
+	ns.candidateLocked(instanceKey, now).held = true
+	b.deferredShare.Inc(1)
+	return b.recheckAfter(now), true
 }
 
 // NoteSuspect counts a worker under connection suspicion as expiring from since: a burst of

@@ -150,6 +150,10 @@ func TestExpiryBrake(t *testing.T) {
 		require.Equal(t, 10, st.Held)
 		// Held, not run: each silent worker's expiry timer is still pending and valid.
 		require.Len(t, b.engine.PendingTasksOfType("worker.leaseExpiry"), 20)
+		// Held by the task's gate once the rule is on: at most the first offer of each silent
+		// worker's expiry loads it, not every recheck (1s) of the 20s held.
+		require.LessOrEqual(t, b.engine.DeferredPureTasks()-b.engine.GatedPureTasks(), len(silent))
+		require.Greater(t, b.engine.GatedPureTasks(), 100)
 
 		// The operator takes the brake off: every held expiry runs at the next tick.
 		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeThreshold.Key(), testNamespace, 1.0)
