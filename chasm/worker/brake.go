@@ -150,6 +150,8 @@ type namespaceBrake struct {
 	doubtful   int
 	countedAt  time.Time
 	countedFor time.Duration
+	// longestLease is the longest lease among the records at the last count.
+	longestLease time.Duration
 	// candidates are the workers whose lease ran out within the window, by instance key.
 	candidates     map[string]*expiryCandidate
 	candidatesPeak int
@@ -638,14 +640,17 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 		return
 	}
 	n, base := ns.expiring, ns.tracked
-	if b.behindOn && b.cfg.ReleaseOdds() > 0 {
+	catchingUp := !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(ns.longestLease))
+	if (b.behindOn || catchingUp) && b.cfg.ReleaseOdds() > 0 {
 		// A host that is behind makes many live workers overdue itself (it refused their
-		// heartbeats), and the behind rule holds their expiries anyway. What the share rule
-		// must still catch is a mass silence that the refusals do not explain, before the
-		// weighing releases its first member: the workers whose silence is already doubtful
-		// (odds below the square root of the release bound, reached halfway to a release).
-		// Workers silenced together reach that point within about a lease of each other, long
-		// before the first of them is released.
+		// heartbeats), and the behind rule holds their expiries anyway, through the lease
+		// after it caught up. What the share rule must still catch is a mass silence that the
+		// refusals do not explain, before the weighing releases its first member: the workers
+		// whose silence is already doubtful (odds below the square root of the release bound,
+		// reached halfway to a release). Workers silenced together reach that point within
+		// about a lease of each other, long before the first of them is released. Counting
+		// every overdue worker in the lease after the catch-up turned the rule on after each
+		// overload, and its secondary rate then held real deaths for minutes.
 		n = ns.doubtful
 	}
 	threshold := b.cfg.Threshold(ns.name)
@@ -678,12 +683,14 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 	lookahead := countLookahead(len(ns.leases) + len(ns.candidates))
 	horizon := now.Add(lookahead).UnixNano()
 	expiring, tracked := 0, 0
+	var longest time.Duration
 	for key, l := range ns.leases {
 		if l.deadline <= gone {
 			delete(ns.leases, key)
 			continue
 		}
 		tracked++
+		longest = max(longest, l.lease())
 		if _, candidate := ns.candidates[key]; !candidate && l.overdue <= horizon {
 			expiring++
 		}
@@ -700,5 +707,6 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 	}
 	expiring += len(ns.candidates)
 	ns.expiring, ns.tracked, ns.doubtful, ns.countedAt, ns.countedFor = expiring, tracked, doubtful, now, lookahead
+	ns.longestLease = longest
 	ns.leases, _ = memrelease.ShrinkMap(ns.leases, &ns.leasesPeak, memrelease.ShrinkMapMin)
 }

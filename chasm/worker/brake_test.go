@@ -312,6 +312,37 @@ func TestExpiryBrake(t *testing.T) {
 		require.Zero(t, b.inactive(keys))
 	})
 
+	t.Run("TheShareRuleCountsOnlyDoubtfulSilencesThroughTheLeaseAfterTheCatchUp", func(t *testing.T) {
+		t.Parallel()
+		// As below: 4 silent and 14 flaky workers of 30 while the host is behind, refusing
+		// half of all heartbeats. Once it has caught up, its refusals still explain the
+		// flaky workers' overdue leases until each has had a lease to beat, and the rule
+		// must not count them then either: 18 of 30 overdue would be over the threshold.
+		b, keys := setupBehindBrake(t, 30, 0.5)
+		flaky, steady := keys[4:18], keys[18:] // keys[:4] are silent
+		beat := func(d time.Duration) {
+			for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
+				for _, k := range steady {
+					if elapsed%(2*time.Second) == 0 {
+						b.mustBeat(k, withLease(10*time.Second))
+					}
+				}
+				for _, k := range flaky {
+					if elapsed%(12*time.Second) == 0 {
+						b.mustBeat(k, withLease(10*time.Second))
+					}
+				}
+				b.engine.AdvanceTime(time.Second)
+			}
+		}
+		beat(60 * time.Second)
+		require.Equal(t, []string{worker.BrakeReasonBehind}, b.brake.Status(testNamespaceID).Reasons)
+		b.load.delay.Store(0)
+		beat(8 * time.Second) // the cooldown (5s), then 3s of the lease after it
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+		require.Zero(t, b.inactive(keys), "held through the lease after the catch-up")
+	})
+
 	t.Run("TheShareRuleCountsOnlyTheSilenceTheHostsRefusalsDoNotExplain", func(t *testing.T) {
 		t.Parallel()
 		// While the host is behind and refusing half of all heartbeats, most of its live
