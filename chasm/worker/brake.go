@@ -196,9 +196,9 @@ func (l trackedLease) span() time.Duration {
 // countLookahead is how long a count of the share rule over n records is reused: it counts
 // the workers that will be overdue by then, which a live worker (overdue an interval after its
 // heartbeat is due) never is. It grows with the records the count walks, countLookaheadPer
-// each, from countLookaheadMin to countLookaheadMax: a walk costs about 150 ns a record, so
-// counting takes at most about 1.5 % of a core (every 100 ms it took a sixth of one at
-// 100,000 workers, while the host was behind: cost that kept it behind). A host carries
+// each, from countLookaheadMin to countLookaheadMax, so that counting stays a small share of
+// a core however large the namespace (a walk of 100,000 records takes about 0.5 ms on an idle
+// core, BenchmarkBrakeHoldLargeFleet, and several times that on a busy one). A host carries
 // n workers only at intervals far longer than this (100,000 at 1 s would be 100,000
 // heartbeats a second).
 func countLookahead(n int) time.Duration {
@@ -630,7 +630,12 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 	}
 	switch {
 	case len(ns.candidates) > 0 || ns.shareOn:
-		if now.Before(ns.countedAt) || !now.Before(ns.countedAt.Add(ns.countedFor)) {
+		// Callers' times arrive slightly out of order (each took its own before the lock): a
+		// time a little before the count is covered by it, only a clock set back is not.
+		// Recounting for every earlier time recounted on nearly every concurrent Hold: a
+		// sixth of the core at 100,000 workers, while the host was behind (cost that kept it
+		// behind), and 37 times the cost of a Hold in BenchmarkBrakeHoldLargeFleet.
+		if now.Before(ns.countedAt.Add(-ns.countedFor)) || !now.Before(ns.countedAt.Add(ns.countedFor)) {
 			b.countLocked(ns, now)
 		}
 	case force && now.Sub(ns.countedAt) >= leaseRecordsPruneEvery:
