@@ -315,19 +315,24 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	b.evaluateBehindLocked(now)
 	ns := b.namespaceLocked(key.NamespaceID, "")
 	l, known := ns.leases[key.BusinessID]
+	// Heartbeats renewed the lease since the timer was armed: the timer only re-arms (the
+	// executor), it is no expiry to count as one.
+	renewed := known && l.deadline > now.UnixNano()
 	// The earliest the brake could let this expiry through without the weighing.
 	var until time.Time
 	switch {
-	case known && l.deadline > now.UnixNano():
-		// Heartbeats renewed the lease since the timer was armed: the timer only re-arms (the
-		// executor), it is no expiry to hold or to count as one.
-		return time.Time{}, false
 	case b.behindOn:
 		until = b.behindUntil
+	case renewed:
+		return time.Time{}, false
 	case known && !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(l.lease())):
 		until = b.behindOffAt.Add(l.lease())
 	default:
 		return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, known, now)
+	}
+	if renewed {
+		// Its re-arm is a write, which can wait until the host has caught up.
+		return b.recheckAfter(until.Add(-time.Nanosecond)), true
 	}
 	c := ns.candidateLocked(key.BusinessID, now)
 	c.held = true
