@@ -101,9 +101,22 @@ func workerKeys(prefix string, n int) []string {
 // run advances the clock second by second for d, beating every live worker every 2s.
 func (b *brakeBundle) run(d time.Duration, live []string) {
 	b.t.Helper()
+	b.runFlaky(d, live, nil)
+}
+
+// runFlaky advances the clock second by second for d, beating steady workers every 2s and
+// flaky ones every 12s, longer than their 10s lease: each flaky worker's expiry is offered
+// before each of its beats.
+func (b *brakeBundle) runFlaky(d time.Duration, steady, flaky []string) {
+	b.t.Helper()
 	for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
-		if elapsed%(2*time.Second) == 0 {
-			for _, k := range live {
+		for _, k := range steady {
+			if elapsed%(2*time.Second) == 0 {
+				b.mustBeat(k, withLease(10*time.Second))
+			}
+		}
+		for _, k := range flaky {
+			if elapsed%(12*time.Second) == 0 {
 				b.mustBeat(k, withLease(10*time.Second))
 			}
 		}
@@ -320,25 +333,10 @@ func TestExpiryBrake(t *testing.T) {
 		// must not count them then either: 18 of 30 overdue would be over the threshold.
 		b, keys := setupBehindBrake(t, 30, 0.5)
 		flaky, steady := keys[4:18], keys[18:] // keys[:4] are silent
-		beat := func(d time.Duration) {
-			for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
-				for _, k := range steady {
-					if elapsed%(2*time.Second) == 0 {
-						b.mustBeat(k, withLease(10*time.Second))
-					}
-				}
-				for _, k := range flaky {
-					if elapsed%(12*time.Second) == 0 {
-						b.mustBeat(k, withLease(10*time.Second))
-					}
-				}
-				b.engine.AdvanceTime(time.Second)
-			}
-		}
-		beat(60 * time.Second)
+		b.runFlaky(60*time.Second, steady, flaky)
 		require.Equal(t, []string{worker.BrakeReasonBehind}, b.brake.Status(testNamespaceID).Reasons)
 		b.load.delay.Store(0)
-		beat(8 * time.Second) // the cooldown (5s), then 3s of the lease after it
+		b.runFlaky(8*time.Second, steady, flaky) // the cooldown (5s), then 3s of the lease after it
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 		require.Zero(t, b.inactive(keys), "held through the lease after the catch-up")
 	})
@@ -358,19 +356,7 @@ func TestExpiryBrake(t *testing.T) {
 		}{{4, 14, 4}, {18, 6, 0}} {
 			b, keys := setupBehindBrake(t, 30, 0.5)
 			silent, flaky, steady := keys[:c.silent], keys[c.silent:c.silent+c.flaky], keys[c.silent+c.flaky:]
-			for elapsed := time.Duration(0); elapsed < 220*time.Second; elapsed += time.Second {
-				for _, k := range steady {
-					if elapsed%(2*time.Second) == 0 {
-						b.mustBeat(k, withLease(10*time.Second))
-					}
-				}
-				for _, k := range flaky {
-					if elapsed%(12*time.Second) == 0 {
-						b.mustBeat(k, withLease(10*time.Second))
-					}
-				}
-				b.engine.AdvanceTime(time.Second)
-			}
+			b.runFlaky(220*time.Second, steady, flaky)
 			require.Equal(t, c.found, b.inactive(silent), "%d of 30 silent", c.silent)
 			require.Zero(t, b.inactive(flaky), "held while the host is behind, never weighed to a release")
 			require.Zero(t, b.inactive(steady))
