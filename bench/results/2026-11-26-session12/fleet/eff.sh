@@ -1,16 +1,5 @@
 #!/usr/bin/env bash
 # 100,000 workers at a 60 s interval (about 1,650 heartbeats/s, under this box's capacity at that
 # fleet size): the server's CPU per heartbeat. usage: OUT=dir [GEN=generator-binary] eff.sh BIN NAME [server flags]
-out=${OUT:-/tmp/vigil-eff}; mkdir -p "$out"; bin=$1; name=$2; shift 2
-gen=${GEN:-$bin}
-if ss -ltn | grep -q ":21233 "; then echo "port busy" >&2; exit 1; fi
-dir=$(mktemp -d)
-env GOMAXPROCS=1 taskset -c 0 $bin server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn "$@" > $out/$name.server.log 2>&1 &
-spid=$!
-sleep 2
-env GOMAXPROCS=1 taskset -c 1 $gen bench --api liveness --address 127.0.0.1:21233 --server-pid $spid \
-  --metrics-url http://127.0.0.1:21243/metrics --workers 100000 --interval 60s --lease 180s \
-  --duration 240s --warmup 120s --json $out/$name.json > $out/$name.txt 2> $out/$name.progress
-curl -s http://127.0.0.1:21243/metrics > $out/$name.metrics
-kill $spid; wait $spid
-rm -rf $dir
+LOAD="--interval 60s --lease 180s --duration 240s --warmup 120s" OUT=${OUT:-/tmp/vigil-eff} \
+  exec "$(dirname "$0")/fleet.sh" "$@"
