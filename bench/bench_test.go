@@ -169,10 +169,12 @@ func TestRun(t *testing.T) {
 
 	t.Run("RegistrationBurstIsRetriedUntilEveryWorkerIsRegistered", func(t *testing.T) {
 		t.Parallel()
-		// worker.registrationRPS refuses new keys beyond 20 a second at once: the burst of 30,
-		// on top of the fleet's own 10, is partly refused and must be retried to the end.
+		// worker.registrationRPS refuses new keys beyond 20 a second at once (with no burst
+		// beyond one second's worth): the burst of 30, on top of the fleet's own 10, is partly
+		// refused and must be retried to the end.
 		cluster := testcluster.New(t, testcluster.Options{DynamicConfig: map[dynamicconfig.Key]any{
-			dynamicconfig.WorkerRegistrationRPS.Key(): 20.0,
+			dynamicconfig.WorkerRegistrationRPS.Key():   20.0,
+			dynamicconfig.WorkerRegistrationBurst.Key(): 0,
 		}})
 		var progress strings.Builder
 		s, err := bench.Run(context.Background(), bench.Config{

@@ -122,7 +122,6 @@ for n in "${SIZES[@]}"; do
 		--dynamic-config-value 'matching.InactiveWorkerCleanupDelay="1s"' \
 		--dynamic-config-value 'worker.cleanedUpRetention="1s"' \
 		--dynamic-config-value 'worker.registrationRPS=0' \
-		--dynamic-config-value 'frontend.namespaceRegistrationRPS=0' \
 		--dynamic-config-value 'frontend.namespaceRPS=1000000' \
 		--dynamic-config-value 'history.registrationAdmitRPS=0' \
 		--dynamic-config-value 'worker.expiryBrakeThreshold=1' \

@@ -172,15 +172,20 @@ limit.`,
 	WorkerRegistrationRPS = NewNamespaceFloatSetting(
 		"worker.registrationRPS",
 		1000,
-		`New worker instance keys per second a history host registers for one namespace, against
-crash-looping fleets that mint a new key on each start. Heartbeats of known workers are not
-limited. 0 or less: no limit.`,
+		`New worker instance keys per second a history host registers for one namespace, sustained,
+against crash-looping fleets that mint a new key on each start; worker.registrationBurst more
+may register at once. Beyond both, a registration is refused with ResourceExhausted. Heartbeats
+of known workers are not limited. 0 or less: no limit.`,
 	)
-	NamespaceRegistrationRPS = NewNamespaceFloatSetting(
-		"frontend.namespaceRegistrationRPS",
-		1000,
-		`Heartbeats per second that create a new worker, per namespace. Limits
-the cost of a fleet restarting at once without slowing heartbeats of known workers.`,
+	WorkerRegistrationBurst = NewNamespaceIntSetting(
+		"worker.registrationBurst",
+		100_000,
+		`New worker instance keys a history host registers for one namespace at once, beyond
+worker.registrationRPS: each SDK worker process mints a new key when it starts, so a deploy of a
+fleet registers all of it within an interval. A fleet no larger than this registers at the
+host's pace (history.registrationAdmitRPS, delayed, not refused); only a namespace that keeps
+minting keys faster than worker.registrationRPS is refused. Less than one second's worth of
+worker.registrationRPS counts as one second's worth.`,
 	)
 )
 

@@ -43,8 +43,9 @@ func limitsCluster(t *testing.T, dc map[dynamicconfig.Key]any) (*testcluster.Clu
 func TestSecurity_RegistrationStorm(t *testing.T) {
 	const rps = 20
 	_, dial := limitsCluster(t, map[dynamicconfig.Key]any{
-		dynamicconfig.WorkerRegistrationRPS.Key(): rps,
-		dynamicconfig.NamespaceRPS.Key():          0, // the storm must meet the registration limit, not this one
+		dynamicconfig.WorkerRegistrationRPS.Key():   rps,
+		dynamicconfig.WorkerRegistrationBurst.Key(): 0, // one second's worth: a storm, not a deploy
+		dynamicconfig.NamespaceRPS.Key():            0, // the storm must meet the registration limit, not this one
 	})
 	wf := workflowservice.NewWorkflowServiceClient(dial(testAdminKey))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -148,8 +149,9 @@ func BenchmarkDescribeWorkerDuringRegistrationStorm(b *testing.B) {
 	cluster := testcluster.New(b, testcluster.Options{
 		Namespaces: []string{"other"},
 		DynamicConfig: map[dynamicconfig.Key]any{
-			dynamicconfig.WorkerRegistrationRPS.Key(): 100,
-			dynamicconfig.NamespaceRPS.Key():          0,
+			dynamicconfig.WorkerRegistrationRPS.Key():   100,
+			dynamicconfig.WorkerRegistrationBurst.Key(): 0,
+			dynamicconfig.NamespaceRPS.Key():            0,
 		},
 	})
 	conn, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -47,8 +47,10 @@ type Config struct {
 	MaxLeaseDuration        func(namespace string) time.Duration
 	LeaseIntervalMultiplier func(namespace string) float64
 	MaxBindingsPerWorker    func(namespace string) int
-	// RegistrationRPS bounds new worker keys per second per namespace (nil: no limit).
-	RegistrationRPS func(namespace string) float64
+	// RegistrationRPS bounds new worker keys per second per namespace, sustained (nil: no
+	// limit); RegistrationBurst more may come at once (nil: one second's worth).
+	RegistrationRPS   func(namespace string) float64
+	RegistrationBurst func(namespace string) int
 	// MaxWorkersPerNamespace bounds a namespace's worker records (nil or ≤ 0: no limit).
 	MaxWorkersPerNamespace func(namespace string) int
 	RescheduleChunkSize    int
@@ -70,6 +72,7 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		LeaseIntervalMultiplier: dynamicconfig.LeaseIntervalMultiplier.Get(dc),
 		MaxBindingsPerWorker:    dynamicconfig.MaxBindingsPerWorker.Get(dc),
 		RegistrationRPS:         dynamicconfig.WorkerRegistrationRPS.Get(dc),
+		RegistrationBurst:       dynamicconfig.WorkerRegistrationBurst.Get(dc),
 		MaxWorkersPerNamespace:  dynamicconfig.MaxWorkersPerNamespace.Get(dc),
 		RescheduleChunkSize:     RescheduleChunkSizeDefault,
 		OrphanDetection:         OrphanDetection.Get(dc),

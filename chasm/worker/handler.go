@@ -58,7 +58,7 @@ type Handler struct {
 // NewHandler returns the handler. It is built when the host starts.
 func NewHandler(engine Engine, config *Config, timeSource clock.TimeSource, scope tally.Scope, logger *zap.Logger, opts ...HandlerOption) *Handler {
 	h := &Handler{engine: engine, config: config, timeSource: timeSource, scope: scope, logger: logger,
-		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, timeSource, scope),
+		hostStart: timeSource.Now(), registrations: newRegistrationLimiter(config.RegistrationRPS, config.RegistrationBurst, timeSource, scope),
 		capacity: newWorkerCap(config.MaxWorkersPerNamespace, scope),
 		known:    newKnownWorkers(timeSource), turnedAway: newKnownWorkers(timeSource)}
 	for _, opt := range opts {

@@ -374,6 +374,35 @@ func TestUpdateBindings(t *testing.T) {
 	require.Zero(t, b.describe("w1").State.BoundActivityCount)
 }
 
+// TestRegistrationBurst: a fleet that starts at once (every SDK process mints a new key)
+// registers whole as long as it is no larger than worker.registrationBurst, however far above
+// worker.registrationRPS; a namespace that goes on minting keys is then held to the rate, and
+// known workers never wait on either.
+func TestRegistrationBurst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.dc.OverrideValue(dynamicconfig.WorkerRegistrationRPS.Key(), 2.0)
+	b.dc.OverrideValue(dynamicconfig.WorkerRegistrationBurst.Key(), 50)
+	for i := range 50 {
+		b.mustBeat(fmt.Sprintf("deploy-%d", i))
+	}
+	refused := b.beat("one-too-many")
+	require.NotNil(t, refused.Error)
+	require.EqualValues(t, codes.ResourceExhausted, refused.Error.Code)
+	require.Contains(t, refused.Error.Message, "worker.registrationBurst")
+	b.mustBeat("deploy-7") // a known worker
+
+	b.engine.AdvanceTime(time.Second) // two more tokens, at the sustained rate
+	b.mustBeat("late-1")
+	b.mustBeat("late-2")
+	require.NotNil(t, b.beat("late-3").Error)
+
+	b.dc.OverrideValue(dynamicconfig.WorkerRegistrationBurst.Key(), 0) // one second's worth
+	b.mustBeat("after-1")
+	b.mustBeat("after-2")
+	require.NotNil(t, b.beat("after-3").Error)
+}
+
 func TestMaxWorkersPerNamespace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

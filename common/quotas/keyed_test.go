@@ -22,6 +22,25 @@ func TestKeyedLimiter(t *testing.T) {
 		require.True(t, l.Allow("ns", 3, now.Add(time.Second/3)))
 	})
 
+	t.Run("ALargerBurstThenTheRate", func(t *testing.T) {
+		l := NewKeyedLimiter(0)
+		for range 10 {
+			require.True(t, l.AllowBurst("ns", 2, 10, now))
+		}
+		require.False(t, l.AllowBurst("ns", 2, 10, now))
+		require.True(t, l.AllowBurst("ns", 2, 10, now.Add(time.Second/2)))
+		require.False(t, l.AllowBurst("ns", 2, 10, now.Add(time.Second/2)))
+		require.True(t, l.AllowBurst("ns", 2, 11, now.Add(time.Second/2)), "a changed burst starts full")
+	})
+
+	t.Run("ABurstBelowOneSecondIsOneSecond", func(t *testing.T) {
+		l := NewKeyedLimiter(0)
+		for range 3 {
+			require.True(t, l.AllowBurst("ns", 3, 1, now))
+		}
+		require.False(t, l.AllowBurst("ns", 3, 1, now))
+	})
+
 	t.Run("NoLimit", func(t *testing.T) {
 		l := NewKeyedLimiter(0)
 		for _, rps := range []float64{0, -1, math.Inf(1), math.NaN()} {
