@@ -105,3 +105,30 @@ func benchmarkGroupCommitFleet(b *testing.B, s persistence.Store) {
 		b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(n), "ms/batch")
 	}
 }
+
+// BenchmarkGetCurrentExecution reads the current run of a key a registration asks about (none:
+// the common case in a fleet's start) and of a worker that exists, as history does for a key
+// it does not hold.
+func BenchmarkGetCurrentExecution(b *testing.B) {
+	s := openBenchStore(b).(*Store)
+	defer s.Close()
+	f := persistencetest.NewHeartbeatFixture(b, s, 1)
+	ctx := context.Background()
+	w := f.Workers[0]
+	known := persistence.CurrentExecutionKey{NamespaceID: w.NamespaceID, ArchetypeID: w.ArchetypeID, BusinessID: w.BusinessID}
+	unknown := known
+	unknown.BusinessID = "not-registered"
+	b.Run("unknown", func(b *testing.B) {
+		for b.Loop() {
+			_, err := s.GetCurrentExecution(ctx, persistencetest.HeartbeatShard, unknown)
+			var nf *persistence.NotFoundError
+			require.ErrorAs(b, err, &nf)
+		}
+	})
+	b.Run("known", func(b *testing.B) {
+		for b.Loop() {
+			_, err := s.GetCurrentExecution(ctx, persistencetest.HeartbeatShard, known)
+			require.NoError(b, err)
+		}
+	})
+}

@@ -11,6 +11,49 @@ import (
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
+// readStmts are the statements of the reads a heartbeat or a describe makes: a heartbeat of a
+// worker the host does not hold reads its current run (a registration, or the first beat after
+// a restart), a describe or a reload its run. database/sql prepares each once per pooled
+// connection; as text, SQLite parsed and planned them on every call, a good share of the cost
+// of the reads a 100,000-worker registration makes.
+type readStmts struct {
+	current, execution, entries *sql.Stmt
+}
+
+func prepareReadStatements(ctx context.Context, db *sql.DB) (readStmts, error) {
+	var r readStmts
+	for _, p := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&r.current, `SELECT run_id, lifecycle FROM current_executions
+			WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND shard_id = ?`},
+		{&r.execution, `SELECT db_version, lifecycle, state, idx_status, idx_task_queue FROM executions
+			WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND shard_id = ?`},
+		{&r.entries, `SELECT collection, entry_key, value FROM collection_entries
+			WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
+			ORDER BY collection, entry_key`},
+	} {
+		st, err := db.PrepareContext(ctx, p.query)
+		if err != nil {
+			_ = r.close()
+			return readStmts{}, fmt.Errorf("prepare %q: %w", p.query, err)
+		}
+		*p.stmt = st
+	}
+	return r, nil
+}
+
+func (r readStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{r.current, r.execution, r.entries} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // GetExecution implements persistence.ExecutionStore. The run and its collection entries are
 // read in one read transaction, so they come from the same commit.
 func (s *Store) GetExecution(ctx context.Context, shardID int32, key persistence.ExecutionKey) (*persistence.ExecutionRecord, error) {
@@ -33,9 +76,7 @@ func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence
 	defer func() { _ = tx.Rollback() }()
 
 	rec := &persistence.ExecutionRecord{Key: key}
-	err = tx.QueryRowContext(ctx,
-		`SELECT db_version, lifecycle, state, idx_status, idx_task_queue FROM executions
-		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ? AND shard_id = ?`,
+	err = tx.StmtContext(ctx, s.reads.execution).QueryRowContext(ctx,
 		key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID, shardID).
 		Scan(&rec.DBVersion, &rec.Lifecycle, &rec.State, &rec.Indexed.Status, &rec.Indexed.TaskQueue)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -45,10 +86,7 @@ func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence
 		return nil, fmt.Errorf("read execution: %w", err)
 	}
 
-	rows, err := tx.QueryContext(ctx,
-		`SELECT collection, entry_key, value FROM collection_entries
-		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?
-		 ORDER BY collection, entry_key`,
+	rows, err := tx.StmtContext(ctx, s.reads.entries).QueryContext(ctx,
 		key.NamespaceID, key.ArchetypeID, key.BusinessID, key.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("read collection entries: %w", err)
@@ -63,9 +101,7 @@ func (s *Store) getExecution(ctx context.Context, shardID int32, key persistence
 // GetCurrentExecution implements persistence.ExecutionStore.
 func (s *Store) GetCurrentExecution(ctx context.Context, shardID int32, key persistence.CurrentExecutionKey) (*persistence.CurrentExecution, error) {
 	var cur persistence.CurrentExecution
-	err := s.readDB.QueryRowContext(ctx,
-		`SELECT run_id, lifecycle FROM current_executions
-		 WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND shard_id = ?`,
+	err := s.reads.current.QueryRowContext(ctx,
 		key.NamespaceID, key.ArchetypeID, key.BusinessID, shardID).Scan(&cur.RunID, &cur.Lifecycle)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &persistence.NotFoundError{Msg: fmt.Sprintf("no current run of %s/%d/%s in shard %d",

@@ -76,8 +76,9 @@ type Store struct {
 	writeDB *sql.DB
 	// writeStmts are the write path's statements, prepared once on the write connection.
 	writeStmts map[string]*sql.Stmt
-	// readDB is a pool of query_only connections.
+	// readDB is a pool of query_only connections; reads holds its hot statements.
 	readDB *sql.DB
+	reads  readStmts
 	// taskDeletes shares transactions between the task queues' deletes of executed tasks
 	// (flushTaskDeletes); taskDeleteRounds counts those transactions, for tests.
 	taskDeletes      *combine.Combiner[struct{}, taskDeleteFn]
@@ -170,6 +171,14 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		_ = s.writeDB.Close()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", cfg.Path, err)
 	}
+	if s.reads, err = prepareReadStatements(ctx, s.readDB); err != nil {
+		_ = s.readDB.Close()
+		for _, st := range s.writeStmts {
+			_ = st.Close()
+		}
+		_ = s.writeDB.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", cfg.Path, err)
+	}
 
 	if cfg.CheckpointInterval < 0 {
 		s.stopReleasing = memrelease.OnRelease(s.releaseMemoryHook)
@@ -186,6 +195,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		}
 	}
 	if err != nil {
+		_ = s.reads.close()
 		_ = s.readDB.Close()
 		for _, st := range s.writeStmts {
 			_ = st.Close()
@@ -273,7 +283,7 @@ func (s *Store) Close() error {
 	if s.checkpoints != nil {
 		errs = append(errs, s.checkpoints.close())
 	}
-	errs = append(errs, s.readDB.Close())
+	errs = append(errs, s.reads.close(), s.readDB.Close())
 	for _, st := range s.writeStmts {
 		errs = append(errs, st.Close())
 	}
