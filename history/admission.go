@@ -408,26 +408,49 @@ func (a *Admission) countOfLocked(second int64) *heartbeatCount {
 // reach back to from (it started later, or the second is older than its record), or no second
 // of the span saw a heartbeat.
 func (a *Admission) RefusedShare(from, to time.Time) (float64, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	first, last, now := from.Unix(), to.Add(-time.Nanosecond).Unix(), a.ts.Now().Unix()
-	if first < a.recordFrom || first <= now-heartbeatRecord || last < first {
-		return 0, false
-	}
 	var sum float64
 	seconds := 0
-	for s := first; s <= min(last, now); s++ {
-		c := a.countOfLocked(s)
-		if c.second != s || c.served+c.refused == 0 {
-			continue
-		}
-		sum += float64(c.refused) / float64(c.served+c.refused)
+	a.eachShare(from, to, func(_ int64, share float64) {
+		sum += share
 		seconds++
-	}
+	})
 	if seconds == 0 {
 		return 0, false
 	}
 	return sum / float64(seconds), true
+}
+
+// eachShare calls f with the share of heartbeats the host refused in each second of [from, to)
+// in which it served or refused any, oldest first; none if its record does not reach back to
+// from. The expiry brake of a cluster's host weighs these with the other hosts' (ClusterLoad).
+func (a *Admission) eachShare(from, to time.Time, f func(second int64, share float64)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first, last, now := from.Unix(), to.Add(-time.Nanosecond).Unix(), a.ts.Now().Unix()
+	if first < a.recordFrom || first <= now-heartbeatRecord || last < first {
+		return
+	}
+	for s := first; s <= min(last, now); s++ {
+		if c := a.countOfLocked(s); c.second == s && c.served+c.refused > 0 {
+			f(s, float64(c.refused)/float64(c.served+c.refused))
+		}
+	}
+}
+
+// report is what this host tells the other hosts of its cluster about its load (ClusterLoad):
+// how far behind it is now, and its heartbeat counts of the last loadReportSeconds seconds.
+func (a *Admission) report() loadReport {
+	delay := a.HeartbeatQueueDelay()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.ts.Now().Unix()
+	r := loadReport{Delay: int64(delay), From: a.recordFrom}
+	for s := max(now-loadReportSeconds+1, a.recordFrom); s <= now; s++ {
+		if c := a.countOfLocked(s); c.second == s && c.served+c.refused > 0 {
+			r.Counts = append(r.Counts, [3]int64{s, int64(c.served), int64(c.refused)})
+		}
+	}
+	return r
 }
 
 func (a *Admission) noteQueueDelay(class AdmissionClass, d time.Duration) {

@@ -51,7 +51,10 @@ var Module = fx.Module("history",
 		func(c Config) chasm.ShardCount { return chasm.ShardCount(c.ShardCount()) },
 		func(r *Router) chasm.ShardConnector { return r },
 		func(a *Admission) admission.Admitter { return a },
-		func(a *Admission) admission.LoadSignal { return a },
+		func(a *Admission, ts clock.TimeSource, logger *zap.Logger) *ClusterLoad {
+			return NewClusterLoad(a, ts, logger.With(zap.String("component", "cluster-load")))
+		},
+		func(l *ClusterLoad) admission.LoadSignal { return l },
 		func(a *Admission) admission.Pressure { return a },
 		newServerFx,
 		func() *LocalMembership { return &LocalMembership{} },
@@ -103,6 +106,7 @@ type monitorParams struct {
 	Store     persistence.Store
 	Listener  *historyListener
 	StopMode  *StopMode
+	Load      *ClusterLoad
 	Logger    *zap.Logger
 	Scope     tally.Scope
 }
@@ -125,6 +129,7 @@ func newMonitorFx(p monitorParams) (membership.Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.SetLoadExchange(p.Load)
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: m.Start,
 		OnStop: func(ctx context.Context) error {

@@ -81,9 +81,29 @@ type StoreMonitor struct {
 	refresh chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	// loads, when set, rides on the membership rows: this host's load report goes with each
+	// renewal, and the other hosts' reports come back with each read of the members.
+	loads LoadExchange
 }
 
 var _ membership.Monitor = (*StoreMonitor)(nil)
+
+// LoadExchange is what the membership carries between the hosts of a cluster for their expiry
+// brakes (ClusterLoad).
+type LoadExchange interface {
+	// Report is this host's load report, stored with its membership row.
+	Report() []byte
+	// Received takes the other live hosts' reports, by host ID.
+	Received(reports map[string][]byte)
+}
+
+// SetLoadExchange makes the membership carry load reports; call before Start.
+func (m *StoreMonitor) SetLoadExchange(x LoadExchange) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loads = x
+}
 
 // NewStoreMonitor returns a monitor of self; nothing happens until Start.
 func NewStoreMonitor(store persistence.MembershipStore, cfg ClusterConfig, self membership.Host, logger *zap.Logger, scope tally.Scope) (*StoreMonitor, error) {
@@ -162,6 +182,12 @@ func (m *StoreMonitor) Stop(ctx context.Context, leave bool) {
 	m.logger.Info("left the cluster")
 }
 
+func (m *StoreMonitor) loadExchange() LoadExchange {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loads
+}
+
 // Self implements membership.Monitor.
 func (m *StoreMonitor) Self() membership.Host {
 	m.mu.Lock()
@@ -216,8 +242,13 @@ func (m *StoreMonitor) renew(ctx context.Context) error {
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.MembershipHeartbeat)
 	defer cancel()
+	var load []byte
+	if x := m.loadExchange(); x != nil {
+		load = x.Report()
+	}
 	row, err := m.store.RenewMember(ctx, persistence.ClusterMember{
 		HostID: self.ID, HistoryAddress: self.HistoryAddress, FrontendAddress: self.FrontendAddress, StartTime: self.StartTime,
+		Load: load,
 	}, m.cfg.MembershipTTL)
 	if err != nil {
 		return fmt.Errorf("cluster: renew membership of %s: %w", self.ID, err)
@@ -243,11 +274,19 @@ func (m *StoreMonitor) list(ctx context.Context) error {
 		return fmt.Errorf("cluster: list members: %w", err)
 	}
 	members := make([]membership.Host, len(rows))
+	reports := make(map[string][]byte, len(rows))
+	selfID := m.Self().ID
 	for i, r := range rows {
 		members[i] = membership.Host{
 			ID: r.HostID, HistoryAddress: r.HistoryAddress, FrontendAddress: r.FrontendAddress,
 			StartTime: r.StartTime, LastRenewal: r.LastRenewal, Expiry: r.Expiry,
 		}
+		if r.HostID != selfID {
+			reports[r.HostID] = r.Load
+		}
+	}
+	if x := m.loadExchange(); x != nil {
+		x.Received(reports)
 	}
 	m.mu.Lock()
 	changed := !sameHosts(m.members, members)

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/chasm/worker"
 	"github.com/vigilhq/vigil/common/shard"
+	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -169,4 +172,57 @@ func startSDKWorker(t *testing.T, c client.Client, taskQueue string) string {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	return waitForWorker(t, c, fmt.Sprintf("WorkerIdentity = %q", identity)).GetWorkerInstanceKey()
+}
+
+// TestClusterBrakeSeesAnotherHostBehind: two hosts on one PostgreSQL, workers connected to host
+// 1. Host 1's write path slows until its heartbeats wait longer than
+// history.expiryBrakeQueueDelay: it is behind, and a heartbeat that reaches it for a shard of
+// host 2 may be refused or lost there, before host 2 sees it. Host 2, itself idle, learns that
+// from host 1's membership row and holds its expiries too (its brake shows engaged); once host
+// 1 has caught up, host 2's brake comes off.
+func TestClusterBrakeSeesAnotherHostBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	pg := testcluster.NewPostgres(t)
+	slow := &testcluster.SlowWrites{}
+	opts := testcluster.Options{NumShards: clusterShards, Postgres: pg, DynamicConfig: map[dynamicconfig.Key]any{
+		dynamicconfig.ExpiryBrakeQueueDelay.Key(): "300ms",
+		dynamicconfig.ExpiryBrakeCooldown.Key():   "1s",
+	}}
+	opts1, opts2 := opts, opts
+	opts1.HostID, opts1.SlowWrites = "host-1", slow
+	opts2.HostID = "host-2"
+	host1 := testcluster.New(t, opts1)
+	host2 := testcluster.New(t, opts2)
+	testcluster.WaitForOwnership(t, host1, host2)
+
+	// One worker on a shard of each host, both heartbeating through host 1.
+	owners := testcluster.Owners(host1, host2)
+	nsID := namespace.DeriveID("default")
+	keyOn := func(host string) string {
+		for i := 0; ; i++ {
+			key := fmt.Sprintf("worker-%d", i)
+			if owners[shard.ForKey(nsID, key, clusterShards)] == host {
+				return key
+			}
+		}
+	}
+	onHost1, onHost2 := keyOn("host-1"), keyOn("host-2")
+	workers := newFleet(t, dialLiveness(t, host1.Address()), 100*time.Millisecond, time.Minute)
+	workers.start(onHost1, onHost2)
+	require.Eventually(t, func() bool { return workers.minBeats([]string{onHost1, onHost2}) >= 2 }, 30*time.Second, 20*time.Millisecond)
+	atHost2 := dialLiveness(t, host2.Address())
+	require.False(t, describeBrake(t, atHost2, onHost2).GetEngaged())
+
+	slow.Set(time.Second)
+	require.Eventually(t, func() bool {
+		b := describeBrake(t, atHost2, onHost2)
+		return b.GetEngaged() && slices.Contains(b.GetReasons(), worker.BrakeReasonBehind)
+	}, 30*time.Second, 50*time.Millisecond, "host 2's brake does not see host 1 behind")
+
+	slow.Set(0)
+	require.Eventually(t, func() bool { return !describeBrake(t, atHost2, onHost2).GetEngaged() },
+		30*time.Second, 50*time.Millisecond, "host 2's brake does not come off once host 1 caught up")
+	neverInactive(t, atHost2, []string{onHost1, onHost2})
 }

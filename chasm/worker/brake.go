@@ -525,8 +525,10 @@ func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration)
 // share s the odds fall by s² per lease instead of s.
 //
 // This rests on the host's refusals falling evenly on its workers, which the early refusal
-// makes them do (it refuses a share of arrivals, spread evenly). Heartbeats refused by the
-// frontend of another host of a cluster are not counted here.
+// makes them do (it refuses a share of arrivals, spread evenly). On a host of a cluster, the
+// load signal is the cluster's (history.ClusterLoad): a worker's heartbeats may be refused by
+// whichever host its SDK is connected to, so each second weighs at the largest share any host
+// refused, and the host counts as behind while any host is.
 func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	bound := b.cfg.ReleaseOdds()
 	if bound <= 0 || b.load == nil || c.span <= 0 {
@@ -602,7 +604,7 @@ func (b *Brake) evaluateBehindLocked(now time.Time) {
 				if !b.behindOn {
 					b.behindOn, b.behindSince = true, now
 					metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(1)
-					b.logger.Warn("expiry brake on: the server is behind, lease expiries are deferred",
+					b.logger.Warn("expiry brake on: the server (this host, or another of its cluster) is behind, lease expiries are deferred",
 						zap.Duration("heartbeat-queue-delay", delay), zap.Duration("threshold", limit))
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
 
 var _ persistence.MembershipStore = (*Store)(nil)
@@ -26,13 +27,13 @@ func (s *Store) RenewMember(ctx context.Context, m persistence.ClusterMember, tt
 	var joined bool
 	err := s.pool.QueryRow(ctx,
 		`WITH prev AS (SELECT expiry > now() AS alive FROM cluster_membership WHERE host_id = $1)
-		 INSERT INTO cluster_membership AS c (host_id, history_address, frontend_address, start_time, last_renewal, expiry)
-		 VALUES ($1, $2, $3, $4, now(), now() + $5::interval)
+		 INSERT INTO cluster_membership AS c (host_id, history_address, frontend_address, start_time, last_renewal, expiry, load)
+		 VALUES ($1, $2, $3, $4, now(), now() + $5::interval, $6)
 		 ON CONFLICT (host_id) DO UPDATE SET history_address = excluded.history_address,
 		     frontend_address = excluded.frontend_address, start_time = excluded.start_time,
-		     last_renewal = excluded.last_renewal, expiry = excluded.expiry
+		     last_renewal = excluded.last_renewal, expiry = excluded.expiry, load = excluded.load
 		 RETURNING c.last_renewal, c.expiry, NOT COALESCE((SELECT alive FROM prev), FALSE)`,
-		m.HostID, m.HistoryAddress, m.FrontendAddress, m.StartTime.UTC(), ttl).Scan(&m.LastRenewal, &m.Expiry, &joined)
+		m.HostID, m.HistoryAddress, m.FrontendAddress, m.StartTime.UTC(), ttl, sqlcommon.NonNil(m.Load)).Scan(&m.LastRenewal, &m.Expiry, &joined)
 	if err != nil {
 		return m, fmt.Errorf("postgres: renew member %q: %w", m.HostID, err)
 	}
@@ -45,14 +46,14 @@ func (s *Store) RenewMember(ctx context.Context, m persistence.ClusterMember, tt
 // ListMembers implements persistence.MembershipStore.
 func (s *Store) ListMembers(ctx context.Context) ([]persistence.ClusterMember, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT host_id, history_address, frontend_address, start_time, last_renewal, expiry
+		`SELECT host_id, history_address, frontend_address, start_time, last_renewal, expiry, load
 		 FROM cluster_membership WHERE expiry > now() ORDER BY host_id`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list members: %w", err)
 	}
 	members, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.ClusterMember, error) {
 		var m persistence.ClusterMember
-		err := row.Scan(&m.HostID, &m.HistoryAddress, &m.FrontendAddress, &m.StartTime, &m.LastRenewal, &m.Expiry)
+		err := row.Scan(&m.HostID, &m.HistoryAddress, &m.FrontendAddress, &m.StartTime, &m.LastRenewal, &m.Expiry, &m.Load)
 		return m, err
 	})
 	if err != nil {

@@ -61,6 +61,11 @@ type slowStore struct {
 	slow *SlowWrites
 }
 
+type slowMemberStore struct {
+	*slowStore
+	persistence.MembershipStore
+}
+
 func (s *slowStore) WriteBatch(ctx context.Context, writes []*persistence.ExecutionWrite) ([]error, error) {
 	if d := time.Duration(s.slow.delay.Load()); d > 0 {
 		time.Sleep(d * time.Duration(len(writes)))
@@ -118,7 +123,12 @@ func New(t testing.TB, opts Options) *Cluster {
 	}
 	if opts.SlowWrites != nil {
 		serverOpts = append(serverOpts, server.WithFxOptions(fx.Decorate(func(s persistence.Store) persistence.Store {
-			return &slowStore{Store: s, slow: opts.SlowWrites}
+			slowed := &slowStore{Store: s, slow: opts.SlowWrites}
+			if m, ok := s.(persistence.MembershipStore); ok {
+				// Still a store that hosts share: a slowed host stays a member of its cluster.
+				return &slowMemberStore{slowStore: slowed, MembershipStore: m}
+			}
+			return slowed
 		})))
 	}
 	srv, err := server.New(cfg, serverOpts...)

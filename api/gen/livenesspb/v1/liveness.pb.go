@@ -1035,7 +1035,8 @@ func (x *MovedActivity) GetWorkerIdentity() string {
 type ExpiryBrake struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Engaged bool                   `protobuf:"varint,1,opt,name=engaged,proto3" json:"engaged,omitempty"`
-	// "server-behind" (this host's heartbeats queue too long), "mass-expiry" (this namespace).
+	// "server-behind" (heartbeats queue too long, or are refused, on this host or another host of
+	// its cluster), "mass-expiry" (this namespace).
 	Reasons []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	// When the earliest of the reasons engaged.
 	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
