@@ -344,7 +344,7 @@ of workers silent for worker.expiryBrakeWindow beyond their deadline.
 	)
 	GCTargetInterval = NewGlobalDurationSetting(
 		"system.gcTargetInterval",
-		time.Second,
+		2*time.Second,
 		`While the host allocates fast, GOGC is raised so that the Go collector's cycles come about
 this far apart: room for this much of the allocation rate above the live heap, at most
 system.gcMaxExtraBytes, and never below the GOGC the process started with. Idle, GOGC returns to
@@ -352,7 +352,7 @@ that base. 0 leaves GOGC alone, as does GOGC set in the environment (vigil_gc_pe
 	)
 	GCMaxExtraBytes = NewGlobalIntSetting(
 		"system.gcMaxExtraBytes",
-		256<<20,
+		512<<20,
 		`The most heap, in bytes above the live heap, that system.gcTargetInterval may let grow
 between collections.`,
 	)
