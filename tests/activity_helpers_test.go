@@ -116,8 +116,11 @@ func startActivityWorker(t *testing.T, address, taskQueue, name, events, holdOve
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	started := make(chan struct{})
+	// The process prints "worker started" once its SDK worker runs; anything before that is
+	// why it did not (a failed dial prints the test failure and exits).
+	started, exited := make(chan struct{}), make(chan string, 1)
 	go func() {
+		var before []string
 		scanner := bufio.NewScanner(stdout)
 		for scanner.Scan() {
 			if strings.Contains(scanner.Text(), "worker started") {
@@ -126,10 +129,14 @@ func startActivityWorker(t *testing.T, address, taskQueue, name, events, holdOve
 				}
 				return
 			}
+			before = append(before, scanner.Text())
 		}
+		exited <- strings.Join(before, "\n")
 	}()
 	select {
 	case <-started:
+	case out := <-exited:
+		t.Fatalf("activity worker %s exited before it started:\n%s", name, out)
 	case <-time.After(60 * time.Second):
 		t.Fatalf("activity worker %s did not start", name)
 	}
