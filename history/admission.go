@@ -108,7 +108,7 @@ type Admission struct {
 	// refusalWindow of them say whether the host is behind, and all of them how likely a
 	// worker's silence is the host's doing (RefusedShare). hbLost is the smoothed wait the
 	// refused would have needed (at least what was left of their deadline).
-	hbCounts   [heartbeatRecord]heartbeatCount
+	hbCounts   heartbeatRing
 	recordFrom int64
 	hbLost     time.Duration
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
@@ -371,7 +371,7 @@ func (a *Admission) stillBehindLocked(class AdmissionClass, wait, lost time.Dura
 // countHeartbeatsLocked counts n heartbeats served or refused in their second.
 func (a *Admission) countHeartbeatsLocked(now time.Time, n int, refused bool) {
 	second := now.Unix()
-	c := a.countOfLocked(second)
+	c := a.hbCounts.at(second)
 	if c.second != second {
 		*c = heartbeatCount{second: second}
 	}
@@ -387,7 +387,7 @@ func (a *Admission) countHeartbeatsLocked(now time.Time, n int, refused bool) {
 func (a *Admission) heartbeatsLocked(now time.Time) (refused, total int) {
 	second := now.Unix()
 	for s := second - refusalWindow + 1; s <= second; s++ {
-		if c := a.countOfLocked(s); c.second == s {
+		if c := a.hbCounts.at(s); c.second == s {
 			refused += c.refused
 			total += c.served + c.refused
 		}
@@ -395,10 +395,29 @@ func (a *Admission) heartbeatsLocked(now time.Time) (refused, total int) {
 	return refused, total
 }
 
-// countOfLocked is the slot of hbCounts that second uses; it holds that second's counts only
-// if its second field says so.
-func (a *Admission) countOfLocked(second int64) *heartbeatCount {
-	return &a.hbCounts[(second%heartbeatRecord+heartbeatRecord)%heartbeatRecord]
+// heartbeatRing holds the heartbeats served and refused in each of the last heartbeatRecord
+// seconds, a second in the slot at picks for it: this host's (Admission) or one another host
+// of its cluster reported (ClusterLoad).
+type heartbeatRing [heartbeatRecord]heartbeatCount
+
+// at is the slot second uses; it holds that second's counts only if its second field says so.
+func (r *heartbeatRing) at(second int64) *heartbeatCount {
+	return &r[(second%heartbeatRecord+heartbeatRecord)%heartbeatRecord]
+}
+
+// each calls f with the counts of each second of [first, last] that saw heartbeats, oldest
+// first.
+func (r *heartbeatRing) each(first, last int64, f func(heartbeatCount)) {
+	for s := first; s <= last; s++ {
+		if c := r.at(s); c.second == s && c.served+c.refused > 0 {
+			f(*c)
+		}
+	}
+}
+
+// refusedShare is the share of its heartbeats c refused.
+func (c heartbeatCount) refusedShare() float64 {
+	return float64(c.refused) / float64(c.served+c.refused)
 }
 
 // RefusedShare implements admission.LoadSignal: the mean, over the seconds of [from, to) in
@@ -430,11 +449,7 @@ func (a *Admission) eachShare(from, to time.Time, f func(second int64, share flo
 	if first < a.recordFrom || first <= now-heartbeatRecord || last < first {
 		return
 	}
-	for s := first; s <= min(last, now); s++ {
-		if c := a.countOfLocked(s); c.second == s && c.served+c.refused > 0 {
-			f(s, float64(c.refused)/float64(c.served+c.refused))
-		}
-	}
+	a.hbCounts.each(first, min(last, now), func(c heartbeatCount) { f(c.second, c.refusedShare()) })
 }
 
 // report is what this host tells the other hosts of its cluster about its load (ClusterLoad):
@@ -445,11 +460,9 @@ func (a *Admission) report() loadReport {
 	defer a.mu.Unlock()
 	now := a.ts.Now().Unix()
 	r := loadReport{Delay: int64(delay), From: a.recordFrom}
-	for s := max(now-loadReportSeconds+1, a.recordFrom); s <= now; s++ {
-		if c := a.countOfLocked(s); c.second == s && c.served+c.refused > 0 {
-			r.Counts = append(r.Counts, [3]int64{s, int64(c.served), int64(c.refused)})
-		}
-	}
+	a.hbCounts.each(max(now-loadReportSeconds+1, a.recordFrom), now, func(c heartbeatCount) {
+		r.Counts = append(r.Counts, [3]int64{c.second, int64(c.served), int64(c.refused)})
+	})
 	return r
 }
 

@@ -44,9 +44,9 @@ type remoteLoad struct {
 	// member (alive), and its counts for as long as they are within the record.
 	delay time.Duration
 	alive bool
-	// counts are its heartbeats served and refused by second (the slot of a second as in
-	// Admission.hbCounts), from its first counted second (from) to the newest reported (last).
-	counts     [heartbeatRecord]heartbeatCount
+	// counts are its heartbeats served and refused by second, from its first counted second
+	// (from) to the newest reported (last).
+	counts     heartbeatRing
 	from, last int64
 }
 
@@ -88,48 +88,44 @@ func (c *ClusterLoad) HeartbeatQueueDelay() time.Duration {
 // RefusedShare implements admission.LoadSignal: the mean, over the seconds of [from, to) in
 // which any host of the cluster served or refused heartbeats, of the largest share a host
 // refused in that second. Unknown (false) when no host's record says anything of the span.
+// Without reports from other hosts it is this host's own, as on a host of no cluster.
 func (c *ClusterLoad) RefusedShare(from, to time.Time) (float64, bool) {
-	first, last := from.Unix(), to.Add(-time.Nanosecond).Unix()
-	if last < first {
-		return 0, false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.remote) == 0 {
+		return c.local.RefusedShare(from, to)
 	}
-	largest := make(map[int64]float64)
+	first, now := from.Unix(), c.ts.Now().Unix()
+	last := min(to.Add(-time.Nanosecond).Unix(), now)
+	if last < first || first <= now-heartbeatRecord {
+		return 0, false // no record reaches back to from, or nothing of the span has passed
+	}
+	// The largest share of each second of the span, -1 where no host saw a heartbeat.
+	largest := make([]float64, last-first+1)
+	for i := range largest {
+		largest[i] = -1
+	}
 	note := func(second int64, share float64) {
-		if prev, ok := largest[second]; !ok || share > prev {
-			largest[second] = share
-		}
+		largest[second-first] = max(largest[second-first], share)
 	}
 	c.local.eachShare(from, to, note)
-	c.mu.Lock()
-	now := c.ts.Now().Unix()
 	for _, r := range c.remote {
-		r.eachShare(first, min(last, now), now, note)
-	}
-	c.mu.Unlock()
-	if len(largest) == 0 {
-		return 0, false
-	}
-	var sum float64
-	for _, share := range largest {
-		sum += share
-	}
-	return sum / float64(len(largest)), true
-}
-
-// eachShare is Admission.eachShare for a reported record.
-func (r *remoteLoad) eachShare(first, last, now int64, f func(second int64, share float64)) {
-	if first < r.from || first <= now-heartbeatRecord {
-		return
-	}
-	for s := first; s <= min(last, r.last); s++ {
-		if c := r.countOf(s); c.second == s && c.served+c.refused > 0 {
-			f(s, float64(c.refused)/float64(c.served+c.refused))
+		if first >= r.from {
+			r.counts.each(first, min(last, r.last), func(h heartbeatCount) { note(h.second, h.refusedShare()) })
 		}
 	}
-}
-
-func (r *remoteLoad) countOf(second int64) *heartbeatCount {
-	return &r.counts[(second%heartbeatRecord+heartbeatRecord)%heartbeatRecord]
+	var sum float64
+	seconds := 0
+	for _, share := range largest {
+		if share >= 0 {
+			sum += share
+			seconds++
+		}
+	}
+	if seconds == 0 {
+		return 0, false
+	}
+	return sum / float64(seconds), true
 }
 
 // Report is this host's report for the others, for its membership row.
@@ -178,7 +174,7 @@ func (c *ClusterLoad) Received(reports map[string][]byte) {
 			if second <= now-heartbeatRecord || cnt[1] < 0 || cnt[2] < 0 {
 				continue
 			}
-			*r.countOf(second) = heartbeatCount{second: second, served: int(cnt[1]), refused: int(cnt[2])}
+			*r.counts.at(second) = heartbeatCount{second: second, served: int(cnt[1]), refused: int(cnt[2])}
 			r.last = max(r.last, second)
 		}
 	}
