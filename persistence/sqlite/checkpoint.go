@@ -18,6 +18,14 @@ const CheckpointIntervalDefault = 100 * time.Millisecond
 // the heaviest heartbeat load measured.
 const WALSizeLimitDefault = 64 << 20
 
+// restartFrames ÷ restartBacklogShare is the most WAL frames the write path is left to copy
+// before a restart (16 MiB at the default limit), and walCapFactor × restartFrames the WAL
+// size past which it copies whatever is left.
+const (
+	restartBacklogShare = 4
+	walCapFactor        = 8
+)
+
 // walFrames is how many WAL frames (a 4 KiB page and its 24-byte header) make size bytes.
 func walFrames(size int64) int64 { return max(1, size/(4096+24)) }
 
@@ -40,27 +48,42 @@ func walFrames(size int64) int64 { return max(1, size/(4096+24)) }
 // before the next commit appends, so the WAL would grow without end (2 GB after a
 // 20,000-worker run). Once it holds more than restartFrames, the checkpointer asks the write
 // path (restartWanted) to run one PASSIVE checkpoint on the write connection before its next
-// transaction: with the writer waiting, that copies the few frames the background
-// checkpoints left, and the transaction that follows starts the WAL over (cut back to
-// journal_size_limit). The writer waits for one short copy and one fsync of the database
-// file, every WALSizeLimit of writes; a reader holding an old snapshot only postpones it.
+// transaction: with the writer waiting, that copies the frames the background checkpoints
+// left, and the transaction that follows starts the WAL over (cut back to
+// journal_size_limit).
+//
+// It asks only once the background checkpoints have caught up: when its last round copied
+// at most restartBacklog frames, and no more than that is left behind readers, the write
+// path has that little to copy too. A checkpointer that fell behind (creates and heartbeats
+// together outwrote it) runs its next round at once instead; before, the write path then
+// copied hundreds of megabytes and every commit stalled for seconds (issue 18's
+// 100,000-worker run). Past capFrames (eight times the limit) it asks whatever is left, so
+// that the file stays bounded when the checkpointer never catches up.
 type checkpointer struct {
 	db       *sql.DB
 	interval time.Duration
 	logger   *zap.Logger
 	stop     chan struct{}
 	done     chan struct{}
-	// restartFrames is the WAL size, in frames, beyond which restartWanted is set.
-	restartFrames int64
+	// restartFrames is the WAL size, in frames, beyond which restartWanted is set once the
+	// checkpoints have caught up to within restartBacklog frames, and capFrames the size
+	// beyond which it is set regardless.
+	restartFrames, restartBacklog, capFrames int64
+	// backfilled is the WAL frames copied as of the last round, to tell what a round copied.
+	backfilled    int64
 	restartWanted atomic.Bool
 	// rounds and frames count the checkpoints that copied something and the WAL frames they
 	// copied, and restarts the checkpoints the write path ran, for tests and the log.
 	rounds, frames, restarts atomic.Int64
+	// capped is set while the WAL is past capFrames, for one log line each time.
+	capped atomic.Bool
 }
 
 func startCheckpointer(db *sql.DB, interval time.Duration, restartFrames int64, logger *zap.Logger) *checkpointer {
-	c := &checkpointer{db: db, interval: interval, restartFrames: restartFrames, logger: logger,
-		stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{db: db, interval: interval, logger: logger,
+		restartFrames: restartFrames, restartBacklog: max(1, restartFrames/restartBacklogShare),
+		capFrames: restartFrames * walCapFactor,
+		stop:      make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -69,14 +92,24 @@ func (c *checkpointer) loop() {
 	defer close(c.done)
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
-	failing := false
+	failing, behind := false, false
 	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
+		if behind {
+			// Catching up: the next round at once, since what it copies only grows.
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+		} else {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+			}
 		}
-		err := c.checkpoint(context.Background())
+		var err error
+		behind, err = c.checkpoint(context.Background())
 		switch {
 		case err != nil && !failing:
 			// Not fatal: the WAL grows until a checkpoint succeeds, and reads stay correct.
@@ -89,20 +122,46 @@ func (c *checkpointer) loop() {
 	}
 }
 
-// checkpoint runs one PASSIVE checkpoint: it copies what no reader still needs and returns.
-func (c *checkpointer) checkpoint(ctx context.Context) error {
+// checkpoint runs one PASSIVE checkpoint: it copies what no reader still needs and returns,
+// and says whether the checkpoints are behind the writer (this round copied more than
+// restartBacklog frames).
+func (c *checkpointer) checkpoint(ctx context.Context) (behind bool, err error) {
 	var busy, logFrames, copied int64
 	if err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied); err != nil {
-		return fmt.Errorf("wal_checkpoint: %w", err)
+		return false, fmt.Errorf("wal_checkpoint: %w", err)
 	}
-	if copied > 0 {
+	round := copied - c.backfilled
+	if round < 0 {
+		round = copied // the WAL started over since the last round
+	}
+	c.backfilled = copied
+	if round > 0 {
 		c.rounds.Add(1)
-		c.frames.Add(copied)
+		c.frames.Add(round)
 	}
-	if logFrames >= c.restartFrames && copied < logFrames {
+	behind = round > c.restartBacklog
+	if c.wantRestart(logFrames, copied, behind) {
 		c.restartWanted.Store(true)
 	}
-	return nil
+	return behind, nil
+}
+
+// wantRestart says whether the write path should finish the checkpoint so that the WAL starts
+// over: it holds logFrames frames, of which copied are in the database file, and the last
+// round copied more than restartBacklog of them if behind.
+func (c *checkpointer) wantRestart(logFrames, copied int64, behind bool) bool {
+	if logFrames < c.restartFrames {
+		c.capped.Store(false) // it started over: the next episode over the cap is logged again
+		return false
+	}
+	if logFrames >= c.capFrames {
+		if !c.capped.Swap(true) {
+			c.logger.Warn("sqlite WAL passed its cap with the checkpointer behind; the write path copies what is left",
+				zap.Int64("wal_frames", logFrames), zap.Int64("left_frames", logFrames-copied))
+		}
+		return true
+	}
+	return !behind && logFrames-copied <= c.restartBacklog
 }
 
 // letWALRestart runs a PASSIVE checkpoint on the write connection, which no write

@@ -71,60 +71,131 @@ func walSize(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-// TestWALStartsOverUnderWritesThatNeverPause: a checkpoint that cannot copy the whole WAL
-// (here a reader held an old snapshot; under load, the writer kept appending) asks the write
-// path to finish it, and the next write starts the WAL over and cuts its file back to
-// WALSizeLimit. Without that, the WAL only ever grew while writes kept coming.
+// TestWALStartsOverUnderWritesThatNeverPause: once the background checkpoints have caught up
+// with the writer, a WAL over the limit is started over by the write path, which copies only
+// the little left, and its file is cut back to WALSizeLimit. While they are behind (here a
+// reader held an old snapshot; under load, the writer outwrote them) the write path is not
+// asked to copy the backlog: that stalled every commit for seconds.
 func TestWALStartsOverUnderWritesThatNeverPause(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "vigil.db")
 	const limit = 256 << 10
-	// The test runs each checkpoint itself.
-	s, err := Open(ctx, Config{Path: path, CheckpointInterval: time.Hour, WALSizeLimit: limit}, zaptest.NewLogger(t))
-	require.NoError(t, err)
+	s, f, writeRound := openWALTestStore(t, path, limit)
 	defer s.Close()
-	f := persistencetest.NewHeartbeatFixture(t, s, 200)
-
-	version := int64(1)
-	writeRound := func() {
-		ws := make([]*persistence.ExecutionWrite, 0, len(f.Workers))
-		for _, k := range f.Workers {
-			ws = append(ws, f.Heartbeat(k, version))
-		}
-		results, err := s.WriteBatch(ctx, ws)
-		require.NoError(t, err)
-		for _, err := range results {
-			require.NoError(t, err)
-		}
-		version++
-	}
 	for walSize(t, path) < 4*limit {
 		writeRound()
 	}
 
-	// A reader takes its snapshot, the writer appends past it, and the checkpoint can copy
-	// only what the reader's snapshot holds.
+	// A reader takes its snapshot and the writer appends past it: the checkpoints copy only
+	// what the snapshot holds, and the rest waits behind the reader.
 	reader, err := s.readDB.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, reader.QueryRowContext(ctx, "SELECT count(*) FROM executions").Scan(&n))
+	for range 3 {
+		writeRound()
+	}
+	checkpointUntilCaughtUp(t, s)
+	require.False(t, s.checkpoints.restartWanted.Load(), "with more than the backlog left behind a reader, the write path is not asked to copy it")
 	writeRound()
-	require.NoError(t, s.checkpoints.checkpoint(ctx))
-	require.True(t, s.checkpoints.restartWanted.Load(), "a WAL over the limit that the checkpoint could not finish asks for a restart")
-	require.NoError(t, reader.Rollback())
-	grown := walSize(t, path)
-	require.Greater(t, grown, int64(4*limit))
+	require.Zero(t, s.checkpoints.restarts.Load(), "the write path copied nothing")
+	require.Greater(t, walSize(t, path), int64(4*limit))
 
+	// The reader goes; the next rounds copy the rest, and once nothing much is left the write
+	// path is asked to finish: the next write starts the WAL over.
+	require.NoError(t, reader.Rollback())
+	checkpointUntilCaughtUp(t, s)
+	require.True(t, s.checkpoints.restartWanted.Load(), "a WAL over the limit whose checkpoints caught up asks for a restart")
 	writeRound()
 	require.EqualValues(t, 1, s.checkpoints.restarts.Load(), "the write path finished the checkpoint")
 	require.False(t, s.checkpoints.restartWanted.Load())
 	require.LessOrEqual(t, walSize(t, path), int64(limit), "the WAL started over and was cut back to the limit")
+	f.RequireLastVersions(t, s)
+}
 
-	// Nothing written is lost: every worker has its last heartbeat.
-	for _, k := range f.Workers {
-		rec, err := s.GetExecution(ctx, persistencetest.HeartbeatShard, k)
+// TestWALOverItsCapStartsOver: a checkpointer that never catches up (every round copies more
+// than the backlog) does not let the WAL grow without bound: past eight times the limit the
+// write path copies what is left and the WAL starts over.
+func TestWALOverItsCapStartsOver(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	const limit = 256 << 10
+	s, f, writeRound := openWALTestStore(t, path, limit)
+	defer s.Close()
+	s.checkpoints.restartBacklog = 1 // every round that copies anything is behind
+
+	// As under a writer that never pauses, every round finds a write round it cannot copy yet:
+	// here a reader's snapshot, taken before the round was written, holds it back.
+	ctx := context.Background()
+	for !s.checkpoints.restartWanted.Load() {
+		reader, err := s.readDB.BeginTx(ctx, nil)
 		require.NoError(t, err)
-		require.EqualValues(t, version, rec.DBVersion)
+		var n int
+		require.NoError(t, reader.QueryRowContext(ctx, "SELECT count(*) FROM executions").Scan(&n))
+		writeRound()
+		behind, err := s.checkpoints.checkpoint(ctx)
+		require.NoError(t, err)
+		require.NoError(t, reader.Rollback())
+		require.True(t, behind, "each round copies the write round before")
+		if !s.checkpoints.restartWanted.Load() {
+			require.Less(t, walSize(t, path), int64(walCapFactor*limit+limit), "asked at the latest once past the cap")
+		}
 	}
+	require.GreaterOrEqual(t, walSize(t, path), int64(walCapFactor)*(limit/(4096+24))*(4096+24),
+		"not asked before the cap while behind")
+	require.Zero(t, s.checkpoints.restarts.Load())
+	writeRound()
+	require.EqualValues(t, 1, s.checkpoints.restarts.Load())
+	require.LessOrEqual(t, walSize(t, path), int64(limit), "the WAL started over and was cut back to the limit")
+	f.RequireLastVersions(t, s)
+}
+
+// openWALTestStore opens a store whose checkpoints the test runs itself, with 200 workers,
+// and returns a function that heartbeats all of them in one batch.
+func openWALTestStore(t *testing.T, path string, limit int64) (*Store, *walFixture, func()) {
+	t.Helper()
+	s, err := Open(context.Background(), Config{Path: path, CheckpointInterval: time.Hour, WALSizeLimit: limit}, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	f := &walFixture{HeartbeatFixture: persistencetest.NewHeartbeatFixture(t, s, 200), version: 1}
+	return s, f, func() {
+		ws := make([]*persistence.ExecutionWrite, 0, len(f.Workers))
+		for _, k := range f.Workers {
+			ws = append(ws, f.Heartbeat(k, f.version))
+		}
+		results, err := s.WriteBatch(context.Background(), ws)
+		require.NoError(t, err)
+		for _, err := range results {
+			require.NoError(t, err)
+		}
+		f.version++
+	}
+}
+
+type walFixture struct {
+	*persistencetest.HeartbeatFixture
+	version int64 // of the next write round
+}
+
+// RequireLastVersions checks that nothing written is lost: every worker has its last heartbeat.
+func (f *walFixture) RequireLastVersions(t *testing.T, s *Store) {
+	t.Helper()
+	for _, k := range f.Workers {
+		rec, err := s.GetExecution(context.Background(), persistencetest.HeartbeatShard, k)
+		require.NoError(t, err)
+		require.EqualValues(t, f.version, rec.DBVersion)
+	}
+}
+
+// checkpointUntilCaughtUp runs checkpoint rounds, as the loop does, until one is not behind.
+func checkpointUntilCaughtUp(t *testing.T, s *Store) {
+	t.Helper()
+	for range 100 {
+		behind, err := s.checkpoints.checkpoint(context.Background())
+		require.NoError(t, err)
+		if !behind {
+			return
+		}
+	}
+	t.Fatal("the checkpoints never caught up without writes")
 }
