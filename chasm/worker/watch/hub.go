@@ -87,10 +87,12 @@ type Hub struct {
 	hosts  map[hostRef]int
 	peaks  struct{ active, hosts, relayed int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
-	// how far each worker's relayed states went (namespace ID + "\x00" + key), to drop a late
-	// event. A mark, not the state: a frontend relays every worker of the cluster.
+	// how far each worker's relayed states went, to drop a late event. A mark, not the state:
+	// a frontend relays every worker of the cluster. Keyed by the event's own strings, which
+	// the history host's cache shares in process: a key made by concatenation was 80 bytes
+	// more per worker.
 	gapSeq  uint64
-	relayed map[string]progress
+	relayed map[workerRef]progress
 }
 
 type workerRef struct{ namespaceID, workerInstanceKey string }
@@ -121,7 +123,7 @@ func NewHub(opts Options) *Hub {
 		subs:    make(map[*Subscription]struct{}),
 		active:  make(map[workerRef]string),
 		hosts:   make(map[hostRef]int),
-		relayed: make(map[string]progress),
+		relayed: make(map[workerRef]progress),
 	}
 }
 
@@ -248,7 +250,7 @@ func (h *Hub) Relay(events ...Event) {
 		if ev.WorkerInstanceKey == "" || ev.State == nil || ev.Kind >= KindHostOnline {
 			continue
 		}
-		id := ev.NamespaceID + "\x00" + ev.WorkerInstanceKey
+		id := workerRef{ev.NamespaceID, ev.WorkerInstanceKey}
 		if last, ok := h.relayed[id]; ok && progressOf(ev.State).before(last) {
 			continue
 		}
@@ -285,7 +287,7 @@ func (h *Hub) Gap(reason string) {
 	}
 	h.active = make(map[workerRef]string)
 	h.hosts = make(map[hostRef]int)
-	h.relayed = make(map[string]progress)
+	h.relayed = make(map[workerRef]progress)
 	h.peaks.active, h.peaks.hosts, h.peaks.relayed = 0, 0, 0
 }
 
