@@ -54,10 +54,10 @@ func walFrames(size int64) int64 { return max(1, size/(4096+24)) }
 //
 // It asks only once the background checkpoints have caught up: when its last round copied
 // at most restartBacklog frames, and no more than that is left behind readers, the write
-// path has that little to copy too. A checkpointer that fell behind (creates and heartbeats
-// together outwrote it) runs its next round at once instead; before, the write path then
-// copied hundreds of megabytes and every commit stalled for seconds (issue 18's
-// 100,000-worker run). Past capFrames (eight times the limit) it asks whatever is left, so
+// path has that little to copy too. While the checkpointer is behind (creates and heartbeats
+// together outwrote it) the WAL grows instead: before, the write path was asked anyway, copied
+// hundreds of megabytes and every commit stalled for seconds (issue 18's 100,000-worker
+// run). Past capFrames (eight times the limit) it asks whatever is left, so
 // that the file stays bounded when the checkpointer never catches up.
 type checkpointer struct {
 	db       *sql.DB
@@ -92,24 +92,14 @@ func (c *checkpointer) loop() {
 	defer close(c.done)
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
-	failing, behind := false, false
+	failing := false
 	for {
-		if behind {
-			// Catching up: the next round at once, since what it copies only grows.
-			select {
-			case <-c.stop:
-				return
-			default:
-			}
-		} else {
-			select {
-			case <-c.stop:
-				return
-			case <-t.C:
-			}
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
 		}
-		var err error
-		behind, err = c.checkpoint(context.Background())
+		_, err := c.checkpoint(context.Background())
 		switch {
 		case err != nil && !failing:
 			// Not fatal: the WAL grows until a checkpoint succeeds, and reads stay correct.
