@@ -69,14 +69,15 @@ type checkpointer struct {
 	// checkpoints have caught up to within restartBacklog frames, and capFrames the size
 	// beyond which it is set regardless.
 	restartFrames, restartBacklog, capFrames int64
-	// backfilled is the WAL frames copied as of the last round, to tell what a round copied.
+	// backfilled is the WAL frames copied as of the last round, to tell what a round copied,
+	// and capped is set while the WAL is past capFrames, for one log line each time: both
+	// only the loop's rounds touch.
 	backfilled    int64
+	capped        bool
 	restartWanted atomic.Bool
 	// rounds and frames count the checkpoints that copied something and the WAL frames they
 	// copied, and restarts the checkpoints the write path ran, for tests and the log.
 	rounds, frames, restarts atomic.Int64
-	// capped is set while the WAL is past capFrames, for one log line each time.
-	capped atomic.Bool
 }
 
 func startCheckpointer(db *sql.DB, interval time.Duration, restartFrames int64, logger *zap.Logger) *checkpointer {
@@ -141,11 +142,12 @@ func (c *checkpointer) checkpoint(ctx context.Context) (behind bool, err error) 
 // round copied more than restartBacklog of them if behind.
 func (c *checkpointer) wantRestart(logFrames, copied int64, behind bool) bool {
 	if logFrames < c.restartFrames {
-		c.capped.Store(false) // it started over: the next episode over the cap is logged again
+		c.capped = false // it started over: the next episode over the cap is logged again
 		return false
 	}
 	if logFrames >= c.capFrames {
-		if !c.capped.Swap(true) {
+		if !c.capped {
+			c.capped = true
 			c.logger.Warn("sqlite WAL passed its cap with the checkpointer behind; the write path copies what is left",
 				zap.Int64("wal_frames", logFrames), zap.Int64("left_frames", logFrames-copied))
 		}

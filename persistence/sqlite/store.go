@@ -164,19 +164,11 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	s.readDB.SetMaxIdleConns(cfg.MaxReadConns)
 	s.readDB.SetConnMaxIdleTime(ReadConnMaxIdleTime)
 	if err := s.readDB.PingContext(ctx); err != nil {
-		_ = s.readDB.Close()
-		for _, st := range s.writeStmts {
-			_ = st.Close()
-		}
-		_ = s.writeDB.Close()
+		_ = s.closeConnections()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", cfg.Path, err)
 	}
 	if s.reads, err = prepareReadStatements(ctx, s.readDB); err != nil {
-		_ = s.readDB.Close()
-		for _, st := range s.writeStmts {
-			_ = st.Close()
-		}
-		_ = s.writeDB.Close()
+		_ = s.closeConnections()
 		return nil, fmt.Errorf("sqlite: open %s for reading: %w", cfg.Path, err)
 	}
 
@@ -195,12 +187,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		}
 	}
 	if err != nil {
-		_ = s.reads.close()
-		_ = s.readDB.Close()
-		for _, st := range s.writeStmts {
-			_ = st.Close()
-		}
-		_ = s.writeDB.Close()
+		_ = s.closeConnections()
 		return nil, fmt.Errorf("sqlite: open %s for checkpoints: %w", cfg.Path, err)
 	}
 	s.checkpoints = startCheckpointer(ckptDB, cfg.CheckpointInterval, walFrames(cfg.WALSizeLimit), s.logger)
@@ -283,7 +270,14 @@ func (s *Store) Close() error {
 	if s.checkpoints != nil {
 		errs = append(errs, s.checkpoints.close())
 	}
-	errs = append(errs, s.reads.close(), s.readDB.Close())
+	errs = append(errs, s.closeConnections())
+	return errors.Join(errs...)
+}
+
+// closeConnections closes the read pool with its statements and the write connection with
+// its statements; Open calls it when a later step fails, Close last.
+func (s *Store) closeConnections() error {
+	errs := []error{s.reads.close(), s.readDB.Close()}
 	for _, st := range s.writeStmts {
 		errs = append(errs, st.Close())
 	}
