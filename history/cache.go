@@ -43,7 +43,8 @@ type cacheEntry struct {
 	// waiters counts PollComponent calls waiting for the current run to change: the entry
 	// (and its decoded execution, whose change signal they wait on) is kept while any wait.
 	waiters int
-	elem    *list.Element
+	// newer and older link the entry into the cache's recency order (recency).
+	newer, older *cacheEntry
 	// decodedElem is the entry's place in the decoded LRU (nil once encoded or never decoded).
 	decodedElem *list.Element
 
@@ -77,9 +78,45 @@ type executionCache struct {
 
 	mu      sync.Mutex
 	entries map[cacheKey]*cacheEntry
-	lru     *list.List
+	lru     recency
 	decoded *list.List
 	peak    int
+}
+
+// recency orders a cache's entries from the most recently used (newest) to the least
+// (oldest), linked through the entries themselves: a container/list element per entry would
+// be one more allocation, 48 bytes, per cached worker of a large fleet.
+type recency struct{ newest, oldest *cacheEntry }
+
+func (r *recency) pushNewest(e *cacheEntry) {
+	e.newer, e.older = nil, r.newest
+	if r.newest != nil {
+		r.newest.newer = e
+	} else {
+		r.oldest = e
+	}
+	r.newest = e
+}
+
+func (r *recency) remove(e *cacheEntry) {
+	if e.newer != nil {
+		e.newer.older = e.older
+	} else {
+		r.newest = e.older
+	}
+	if e.older != nil {
+		e.older.newer = e.newer
+	} else {
+		r.oldest = e.newer
+	}
+	e.newer, e.older = nil, nil
+}
+
+func (r *recency) touch(e *cacheEntry) {
+	if r.newest != e {
+		r.remove(e)
+		r.pushNewest(e)
+	}
 }
 
 func newExecutionCache(maxSize, maxDecoded int) *executionCache {
@@ -91,7 +128,7 @@ func newExecutionCache(maxSize, maxDecoded int) *executionCache {
 	}
 	return &executionCache{
 		maxSize: maxSize, maxDecoded: maxDecoded,
-		entries: make(map[cacheKey]*cacheEntry), lru: list.New(), decoded: list.New(),
+		entries: make(map[cacheKey]*cacheEntry), decoded: list.New(),
 	}
 }
 
@@ -102,11 +139,11 @@ func (c *executionCache) lock(ctx context.Context, key cacheKey) (*cacheEntry, f
 	e, ok := c.entries[key]
 	if !ok {
 		e = &cacheEntry{key: key}
-		e.elem = c.lru.PushFront(e)
+		c.lru.pushNewest(e)
 		c.entries[key] = e
 		c.peak = max(c.peak, len(c.entries))
 	} else {
-		c.lru.MoveToFront(e.elem)
+		c.lru.touch(e)
 	}
 	if e.lock == nil {
 		e.lock = make(chan struct{}, 1)
@@ -179,13 +216,12 @@ func (c *executionCache) boundLocked(e *cacheEntry) {
 			c.removeLocked(victim) // could not encode: forget it, the store has it
 		}
 	}
-	for elem := c.lru.Back(); elem != nil && len(c.entries) > c.maxSize; {
-		victim := elem.Value.(*cacheEntry)
-		elem = elem.Prev()
-		if !c.idle(victim) {
-			continue
+	for victim := c.lru.oldest; victim != nil && len(c.entries) > c.maxSize; {
+		next := victim.newer
+		if c.idle(victim) {
+			c.removeLocked(victim)
 		}
-		c.removeLocked(victim)
+		victim = next
 	}
 	var shrunk bool
 	if c.entries, shrunk = memrelease.ShrinkMap(c.entries, &c.peak, cacheShrinkMin); shrunk {
@@ -197,7 +233,7 @@ func (c *executionCache) removeLocked(e *cacheEntry) {
 	if c.entries[e.key] != e {
 		return
 	}
-	c.lru.Remove(e.elem)
+	c.lru.remove(e)
 	if e.decodedElem != nil {
 		c.decoded.Remove(e.decodedElem)
 		e.decodedElem = nil

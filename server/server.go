@@ -183,8 +183,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Provide(func(store persistence.Store) auth.APIKeyStore { return apiKeyStore{store: store} }, newTaskTokenKeys),
 		authModule(cfg.Auth),
 		// The live view: worker changes committed on this host feed its hub, which the history
-		// port serves to every frontend of the cluster (WorkerWatchService); the frontend's
-		// fan-in merges every host's into the hub that feeds WatchWorkers and the web page.
+		// port serves to every frontend of the cluster (WorkerWatchService); WatchWorkers and the
+		// web page read the cluster's log (newLiveLog).
 		fx.Provide(
 			func(ts clock.TimeSource) *watch.Hub { return watch.NewHub(watch.Options{TimeSource: ts}) },
 			func(h *watch.Hub) worker.ChangeSink { return h },
@@ -192,11 +192,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			history.AsService(func(ws *watch.Server) history.ServiceRegistration {
 				return func(s grpc.ServiceRegistrar) { workerpb.RegisterWorkerWatchServiceServer(s, ws) }
 			}),
-			func(lc fx.Lifecycle, local *watch.Hub, m membership.Monitor, router *history.Router, ts clock.TimeSource) *frontend.WatchFanin {
-				f := frontend.NewWatchFanin(watch.NewHub(watch.Options{TimeSource: ts}), local, m, router.ConnForHost, o.logger)
-				lc.Append(fx.StartStopHook(f.Start, f.Stop))
-				return f
-			},
+			newLiveLog,
 		),
 		// The streams end before the history server stops (they would hold its graceful stop),
 		// and after the engine stopped committing in a cluster (clusterModule): a graceful stop
@@ -204,13 +200,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Invoke(func(lc fx.Lifecycle, _ *history.Server, ws *watch.Server, mode *history.StopMode) {
 			lc.Append(fx.StopHook(func() { ws.Stop(!mode.Crashed()) }))
 		}),
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, fanin *frontend.WatchFanin, pressure admission.Pressure) (*frontend.Server, *frontend.LivenessHandler, error) {
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, live liveLog, pressure admission.Pressure) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
 				TaskTokens:    a.TaskTokens,
 				TaskTokenKeys: a.TokenKeys,
-				Watch:         fanin.Hub(),
+				Watch:         live.hub,
 				History:       frontend.NewHistoryClient(router),
 				Matching:      m,
 				Namespaces:    namespaces,
@@ -306,6 +302,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			cfg := gcpacer.Config{
 				TargetInterval: dynamicconfig.GCTargetInterval.Get(dc),
 				MaxExtra:       dynamicconfig.GCMaxExtraBytes.Get(dc),
+				MinExtra:       dynamicconfig.GCMinExtraBytes.Get(dc),
 			}
 			lc.Append(fx.StartStopHook(
 				func() { go func() { defer close(done); gcpacer.Run(ctx, cfg, ts, scope) }() },
@@ -380,3 +377,21 @@ func (s *Server) HTTPAddress() string { return s.http.Address() }
 
 // StopTimeoutDefault bounds a graceful stop.
 const StopTimeoutDefault = 10 * time.Second
+
+// liveLog is the hub the frontend's watchers (WatchWorkers, the web page) subscribe to: the
+// cluster's change log.
+type liveLog struct{ hub *watch.Hub }
+
+// newLiveLog returns the cluster's change log as this frontend sees it. A cluster of one
+// (SQLite, a static membership of this host alone) has one log, this host's hub, and its
+// watchers subscribe to it directly: a relay of it would keep a second copy of every worker's
+// bookkeeping (about 200 bytes a worker) and redo it for every change. A frontend of a larger
+// cluster merges every member's log into a hub of its own (frontend.WatchFanin).
+func newLiveLog(lc fx.Lifecycle, local *watch.Hub, m membership.Monitor, router *history.Router, ts clock.TimeSource, logger *zap.Logger) liveLog {
+	if static, ok := m.(*membership.Static); ok && len(static.Members()) == 1 {
+		return liveLog{local}
+	}
+	f := frontend.NewWatchFanin(watch.NewHub(watch.Options{TimeSource: ts}), local, m, router.ConnForHost, logger)
+	lc.Append(fx.StartStopHook(f.Start, f.Stop))
+	return liveLog{f.Hub()}
+}

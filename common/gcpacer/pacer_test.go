@@ -21,10 +21,16 @@ type fakeRuntime struct {
 
 // newTestPacer returns a pacer over a fake runtime whose live heap is live bytes.
 func newTestPacer(interval time.Duration, maxExtra int, live uint64) (*Pacer, *fakeRuntime) {
+	return newTestPacerWithFloor(interval, maxExtra, 0, live)
+}
+
+// newTestPacerWithFloor is newTestPacer with a MinExtra of minExtra bytes.
+func newTestPacerWithFloor(interval time.Duration, maxExtra, minExtra int, live uint64) (*Pacer, *fakeRuntime) {
 	rt := &fakeRuntime{percent: 100, s: sample{live: live}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	p := newPacer(Config{
 		TargetInterval: func() time.Duration { return interval },
 		MaxExtra:       func() int { return maxExtra },
+		MinExtra:       func() int { return minExtra },
 	}, 100, tally.NoopScope)
 	p.read = func() sample { return rt.s }
 	p.set = func(v int) int { old := rt.percent; rt.percent = v; rt.sets++; return old }
@@ -71,6 +77,26 @@ func TestPacer(t *testing.T) {
 		require.Greater(t, rt.percent, 300)
 		rt.run(p, 10*time.Second, 0)
 		require.Equal(t, 100, rt.percent, "idle: the memory is not held for a rate that has gone")
+	})
+
+	t.Run("ALargeHeapIsGivenWhatItsAllocationNeeds", func(t *testing.T) {
+		t.Parallel()
+		// A large fleet's cached workers: 200 MiB live, 10 MiB a second allocated. GOGC 100
+		// would hold 200 MiB more; cycles 2 s apart need 20, and the floor is 64.
+		p, rt := newTestPacerWithFloor(2*time.Second, 512*mib, 64*mib, 200*mib)
+		rt.run(p, 5*time.Second, 10*mib)
+		require.Equal(t, 32, rt.percent, "64 MiB above 200 MiB")
+
+		rt.run(p, 5*time.Second, 100*mib) // busy: 200 MiB of room for 2 s
+		require.InDelta(t, 100, rt.percent, 10)
+		rt.run(p, 5*time.Second, 200*mib)
+		require.InDelta(t, 200, rt.percent, 20)
+		rt.run(p, 10*time.Second, 0)
+		require.InDelta(t, 32, rt.percent, 4, "idle again: back to the floor (within the tenth apply ignores)")
+
+		rt.s.live = 40 * mib // the fleet left: a heap below the floor keeps the base
+		rt.run(p, 2*time.Second, 0)
+		require.Equal(t, 100, rt.percent)
 	})
 
 	t.Run("SmallChangesAreLeftAlone", func(t *testing.T) {
