@@ -15,7 +15,7 @@
 //
 // Past MinExtra that room is more than an idle host needs. A fleet of 100,000 workers keeps
 // about 120 MiB live (the cached state of every worker), and GOGC 100 held as much again
-// resident, where its heartbeats allocate a tenth of that between two cycles. So the room never
+// resident, more than two seconds of its heartbeats' allocation need. So the room never
 // falls below the smaller of the base's and MinExtra bytes: a heap larger than MinExtra is given
 // what its allocation needs and at least MinExtra, and a cycle then comes at most every
 // TargetInterval, as under load. A small heap keeps the base GOGC. The memory goes back as
