@@ -3,8 +3,10 @@
 // online, and feeds any number of watchers, each through a bounded buffer of its own.
 //
 // A history host's hub is fed by its own shards (Publish) and served to the cluster's
-// frontends (Server, WorkerWatchService). A frontend's hub is fed by every host's (Relay, Gap):
-// it is the cluster's log as that frontend saw it, and its watchers subscribe to it.
+// frontends (Server, WorkerWatchService). In a cluster of several hosts a frontend's hub is
+// fed by every host's (Relay, Gap): it is the cluster's log as that frontend saw it, and its
+// watchers subscribe to it. A server of one host has no such hub: its watchers subscribe to
+// the history host's, which is the whole cluster's log.
 package watch
 
 import (
