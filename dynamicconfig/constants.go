@@ -95,6 +95,20 @@ only while such calls exist, and commits as soon as they have all handed in thei
 idle server adds nothing, and a loaded one commits many heartbeats at once instead of a few
 (at twice a core's capacity, batches of about 100 instead of 2.4 carried 68 % more). 0: off.`,
 	)
+	GroupCommitRateWait = NewGlobalDurationSetting(
+		"history.groupCommitRateWait",
+		10*time.Millisecond,
+		`Longest a group commit waits for history.groupCommitRateBatchSize transactions when the
+recent rate of writes brings at least two more within this time. At a few hundred writes a
+second (a large fleet with a long heartbeat interval) commits otherwise carry two or three
+writes each and pay a commit's fixed cost (the transaction, the WAL header, the fsync) for them.
+Below that rate nothing waits; above it, commits fill up while the previous one runs. 0: off.`,
+	)
+	GroupCommitRateBatchSize = NewGlobalIntSetting(
+		"history.groupCommitRateBatchSize",
+		32,
+		`The batch history.groupCommitRateWait waits for.`,
+	)
 	TimerLookAheadDuration = NewGlobalDurationSetting(
 		"history.timerLookAheadDuration",
 		time.Minute,

@@ -21,6 +21,9 @@ const (
 	// GroupCommitMaxWaitDefault is the longest a write waits for company before its batch
 	// commits.
 	GroupCommitMaxWaitDefault = time.Millisecond
+	// GroupCommitRateBatchSizeDefault is the batch a commit waits for at moderate rates
+	// (GroupCommitOptions.RateWait).
+	GroupCommitRateBatchSizeDefault = 32
 	// GroupCommitCreateShare is the share of a batch kept for creates while updates wait
 	// beyond it: enough that a burst of new executions keeps moving, small enough that the
 	// updates of known ones (heartbeats) never queue behind it.
@@ -55,6 +58,16 @@ type GroupCommitOptions struct {
 	// of calls still running upstream (ExpectWritesFrom), while there are any. Nil or
 	// non-positive: never.
 	SiblingsWait func() time.Duration
+	// RateWait is the longest a batch waits for the company the recent arrival rate promises,
+	// until it holds RateBatchSize writes. It waits only while that rate brings at least two
+	// more writes within RateWait, so an idle or lightly used store adds nothing, and a busy
+	// one batches through its commit time anyway: it is the moderate rates between, where
+	// each commit would carry a few writes and pay its fixed cost (the transaction, the WAL
+	// header, the fsync) for them, that it makes cheaper. Nil or non-positive: never.
+	RateWait func() time.Duration
+	// RateBatchSize is the batch RateWait waits for. Nil or non-positive:
+	// GroupCommitRateBatchSizeDefault.
+	RateBatchSize func() int
 	// MaxInFlight is how many batches may be committing at once (read at Start). Nil or
 	// below 1 means one: each batch starts once the previous one returned. A store whose
 	// batches are independent transactions on their own connections (ConcurrentBatchWriter)
@@ -82,7 +95,9 @@ type ConcurrentBatchWriter interface {
 // has passed since the oldest of them arrived. Writes that arrive while every slot is
 // committing wait for the next batch: under load the next batch is already large (and its
 // MaxWait already spent) when a commit returns, so batching comes from the commit time itself
-// and adds no latency; an idle system adds at most MaxWait.
+// and adds no latency; an idle system adds at most MaxWait. Between the two, at a few hundred
+// writes a second, a batch waits up to RateWait for RateBatchSize writes, which the recent
+// arrival rate says will come: a commit's fixed cost is then shared by many writes, not two.
 //
 // Writes wait in two lanes: updates and deletes of existing executions (a known worker's
 // heartbeat) and creates of new ones (a registration). A batch is filled from the update lane
@@ -121,8 +136,13 @@ type GroupCommitter struct {
 	// expected, when set (ExpectWritesFrom), counts the calls upstream that will probably
 	// hand in a write soon, outstanding ones included.
 	expected atomic.Pointer[func() int]
+	// arrivals counts the writes ever handed in; rate turns it into writes a second.
+	arrivals atomic.Int64
+	rate     arrivalRate // the loop's own
 
 	testSignals groupCommitTestSignals
+	// testNow, when set, is the clock of the arrival rate (tests).
+	testNow func() time.Time
 }
 
 type committerState int
@@ -250,6 +270,7 @@ func (g *GroupCommitter) Write(ctx context.Context, w *ExecutionWrite) error {
 	l := laneOf(w)
 	g.lanes[l] = append(g.lanes[l], p)
 	g.outstanding.Add(1)
+	g.arrivals.Add(1)
 	g.mu.Unlock()
 	g.testSignals.queued.signal()
 	select {
@@ -321,6 +342,65 @@ func (g *GroupCommitter) maxWait() time.Duration {
 	return GroupCommitMaxWaitDefault
 }
 
+func (g *GroupCommitter) rateBatchSize() int {
+	if g.opts.RateBatchSize != nil {
+		if n := g.opts.RateBatchSize(); n > 0 {
+			return n
+		}
+	}
+	return GroupCommitRateBatchSizeDefault
+}
+
+// rateWait is how long a batch holding have writes may wait, after its oldest write arrived,
+// for target: RateWait while the recent arrival rate brings at least two more writes in that
+// time, else nothing.
+func (g *GroupCommitter) rateWait(have, target int) time.Duration {
+	if g.opts.RateWait == nil || have >= target {
+		return 0
+	}
+	limit := g.opts.RateWait()
+	if limit <= 0 {
+		return 0
+	}
+	if g.rate.perSecond(g.rateNow(), g.arrivals.Load())*limit.Seconds() < 2 {
+		return 0
+	}
+	return limit
+}
+
+func (g *GroupCommitter) rateNow() time.Time {
+	if g.testNow != nil {
+		return g.testNow()
+	}
+	return time.Now()
+}
+
+// arrivalRateWindow is the shortest span arrivalRate measures over: long enough to hold many
+// writes at the rates RateWait is for, short enough to follow a fleet that grows or goes.
+const arrivalRateWindow = 100 * time.Millisecond
+
+// arrivalRate measures writes a second over spans of at least arrivalRateWindow, each from
+// the end of the last: after an idle hour the first span is that hour, and its rate is low.
+type arrivalRate struct {
+	at    time.Time
+	count int64
+	rate  float64
+}
+
+// perSecond returns the rate measured over the last full span, given the count of arrivals so
+// far at now; the first call only starts the span.
+func (r *arrivalRate) perSecond(now time.Time, count int64) float64 {
+	if r.at.IsZero() {
+		r.at, r.count = now, count
+		return 0
+	}
+	if span := now.Sub(r.at); span >= arrivalRateWindow {
+		r.rate = float64(count-r.count) / span.Seconds()
+		r.at, r.count = now, count
+	}
+	return r.rate
+}
+
 func (g *GroupCommitter) loop() {
 	var committing sync.WaitGroup
 	defer func() {
@@ -369,9 +449,10 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 	if len(batch) == 0 || len(batch) >= maxSize {
 		return batch, true
 	}
-	// Wait for company until MaxWait after the oldest write arrived, and while writers are
-	// still running upstream (ExpectWritesFrom), until SiblingsWait. After a long commit
-	// those deadlines have usually passed already, and the batch goes out at once.
+	// Wait for company until MaxWait after the oldest write arrived; while the arrival rate
+	// promises it, until RateWait or RateBatchSize writes; and while writers are still
+	// running upstream (ExpectWritesFrom), until SiblingsWait. After a long commit those
+	// deadlines have usually passed already, and the batch goes out at once.
 	oldest := batch[0].arrived
 	for _, p := range batch[1:] {
 		if p.arrived.Before(oldest) {
@@ -380,9 +461,14 @@ func (g *GroupCommitter) gather() (batch []*pendingWrite, ok bool) {
 	}
 	deadline := oldest.Add(g.maxWait())
 	siblingsDeadline := oldest.Add(g.siblingsWait())
+	rateTarget := min(maxSize, g.rateBatchSize())
+	rateDeadline := oldest.Add(g.rateWait(len(batch), rateTarget))
 
 	for len(batch) < maxSize {
 		until, polling := deadline, false
+		if len(batch) < rateTarget && rateDeadline.After(until) {
+			until = rateDeadline
+		}
 		if siblingsDeadline.After(until) && g.writersToCome() > 0 {
 			until, polling = siblingsDeadline, true
 		}

@@ -605,3 +605,57 @@ func TestGroupCommitterWaitsForExpectedWriters(t *testing.T) {
 		}
 	})
 }
+
+func TestGroupCommitterWaitsForTheCompanyItsRatePromises(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hour := func() time.Duration { return time.Hour }
+	four := func() int { return 4 }
+
+	// newRated returns a started committer whose arrival rate reads the returned clock.
+	newRated := func(t *testing.T, store Store) (*GroupCommitter, *atomic.Int64) {
+		g := NewGroupCommitter(store, GroupCommitOptions{RateWait: hour, RateBatchSize: four}, zaptest.NewLogger(t), nil)
+		g.testSignals.queued = make(testSignal, 16)
+		var clock atomic.Int64 // seconds past an epoch
+		epoch := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+		g.testNow = func() time.Time { return epoch.Add(time.Duration(clock.Load()) * time.Second) }
+		g.Start()
+		t.Cleanup(g.Stop)
+		return g, &clock
+	}
+
+	t.Run("AtASteadyRateABatchWaitsForItsSize", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		g, clock := newRated(t, store)
+		require.NoError(t, g.Write(ctx, testWrite("first"))) // starts the measurement; no rate yet
+		clock.Add(1)
+		// Four writes a second from now on: a batch waits (up to an hour) for four.
+		out := make(chan writeOutcome, 4)
+		for i := range 4 {
+			goWrite(ctx, g, fmt.Sprintf("w-%d", i), out)
+		}
+		for range 4 {
+			require.NoError(t, (<-out).err)
+		}
+		require.Equal(t, []int{1, 4}, store.batchSizes(), "the four share one commit")
+	})
+
+	t.Run("AtALowRateNothingWaits", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		g, clock := newRated(t, store)
+		require.NoError(t, g.Write(ctx, testWrite("first")))
+		clock.Add(3600)
+		// One write in an hour: the next two would not come within RateWait.
+		done := make(chan error, 1)
+		go func() { done <- g.Write(ctx, testWrite("lone")) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a write at one an hour waited for company")
+		}
+		require.Equal(t, []int{1, 1}, store.batchSizes())
+	})
+}

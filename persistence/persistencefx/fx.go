@@ -56,9 +56,11 @@ func newGroupCommitter(
 	lc fx.Lifecycle, store persistence.Store, dc *dynamicconfig.Collection, logger *zap.Logger, scope tally.Scope,
 ) *persistence.GroupCommitter {
 	opts := persistence.GroupCommitOptions{
-		MaxBatchSize: dynamicconfig.GroupCommitMaxBatchSize.Get(dc),
-		MaxWait:      dynamicconfig.GroupCommitMaxWait.Get(dc),
-		SiblingsWait: dynamicconfig.GroupCommitSiblingsWait.Get(dc),
+		MaxBatchSize:  dynamicconfig.GroupCommitMaxBatchSize.Get(dc),
+		MaxWait:       dynamicconfig.GroupCommitMaxWait.Get(dc),
+		SiblingsWait:  dynamicconfig.GroupCommitSiblingsWait.Get(dc),
+		RateWait:      dynamicconfig.GroupCommitRateWait.Get(dc),
+		RateBatchSize: dynamicconfig.GroupCommitRateBatchSize.Get(dc),
 	}
 	if w, ok := store.(persistence.ConcurrentBatchWriter); ok {
 		opts.MaxInFlight = w.MaxConcurrentBatches
