@@ -1,0 +1,2 @@
+module probe
+go 1.26
