@@ -23,7 +23,7 @@ const (
 	GroupCommitMaxWaitDefault = time.Millisecond
 	// GroupCommitRateBatchSizeDefault is the batch a commit waits for at moderate rates
 	// (GroupCommitOptions.RateWait).
-	GroupCommitRateBatchSizeDefault = 32
+	GroupCommitRateBatchSizeDefault = 16
 	// GroupCommitCreateShare is the share of a batch kept for creates while updates wait
 	// beyond it: enough that a burst of new executions keeps moving, small enough that the
 	// updates of known ones (heartbeats) never queue behind it.
