@@ -2,13 +2,25 @@ package chasm
 
 import "google.golang.org/protobuf/proto"
 
-// CommitObserver sees every committed change of a component's executions: the state before
-// (nil for the transaction that created the execution) and after (the last state, with deleted
-// set, for the transaction that deleted it). The engine calls it from Execution.Apply, that is
-// only once the write is durable, with the execution's lock held: changes of one execution
-// arrive in commit order. It must not block and must not modify either state (both may be
-// shared with the engine's cache).
-type CommitObserver func(key ExecutionKey, before, after proto.Message, deleted bool)
+// Commit is one committed change of an execution, as a CommitObserver sees it.
+type Commit struct {
+	Key ExecutionKey
+	// Before is the state before the change (nil for the transaction that created the
+	// execution), After the state after it (the last state, with Deleted set, for the
+	// transaction that deleted the execution).
+	Before, After proto.Message
+	// Encoded is After as the transaction wrote it to the store (nil when it deleted the
+	// execution). The engine's cache holds these same bytes: an observer that keeps the state
+	// for later can keep them instead of encoding it again.
+	Encoded []byte
+	Deleted bool
+}
+
+// CommitObserver sees every committed change of a component's executions. The engine calls it
+// from Execution.Apply, that is only once the write is durable, with the execution's lock
+// held: changes of one execution arrive in commit order. It must not block and must not modify
+// the states or the encoded bytes (all are shared with the engine's cache).
+type CommitObserver func(Commit)
 
 // WithCommitObserver registers fn as the component's commit observer.
 func WithCommitObserver(fn CommitObserver) ComponentOption {
@@ -21,9 +33,9 @@ func (e *Execution) observe(m *Mutation) {
 	if fn == nil {
 		return
 	}
-	var before proto.Message
+	c := Commit{Key: e.key, After: m.stateMsg, Encoded: m.State, Deleted: m.Deleted}
 	if e.started {
-		before = e.state
+		c.Before = e.state
 	}
-	fn(e.key, before, m.stateMsg, m.Deleted)
+	fn(c)
 }

@@ -374,7 +374,7 @@ between collections.`,
 	)
 	GCMinExtraBytes = NewGlobalIntSetting(
 		"system.gcMinExtraBytes",
-		64<<20,
+		32<<20,
 		`The least heap, in bytes above the live heap, that the collector's pacing leaves between
 collections. A live heap larger than this at the starting GOGC (a large fleet's cached
 workers) is given the room system.gcTargetInterval's allocation needs, and at least this much,

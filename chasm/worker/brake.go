@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
@@ -403,12 +401,12 @@ func (b *Brake) ForgetSuspect(namespaceID, instanceKey string) {
 // observer keeps the leases of ACTIVE workers, the share rule's base, from every committed
 // change of a worker on this host: a heartbeat moves its lease, any other state drops it.
 func (b *Brake) observer() chasm.CommitObserver {
-	return func(key chasm.ExecutionKey, _, after proto.Message, deleted bool) {
-		a, _ := after.(*workerpb.WorkerState)
+	return func(c chasm.Commit) {
+		a, _ := c.After.(*workerpb.WorkerState)
 		if a == nil {
 			return
 		}
-		b.noteLease(key.NamespaceID, a.GetNamespace(), key.BusinessID, a, deleted)
+		b.noteLease(c.Key.NamespaceID, a.GetNamespace(), c.Key.BusinessID, a, c.Deleted)
 	}
 }
 

@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 )
@@ -29,6 +27,9 @@ type Change struct {
 	NamespaceID       string
 	WorkerInstanceKey string
 	State             *workerpb.WorkerState
+	// Encoded is State as the commit wrote it to the store, when the sink has it (nil for a
+	// deletion, and in changes not made from a commit); shared and read-only like State.
+	Encoded []byte
 	// Count is the number of activities handed back, for ChangeActivitiesRescheduled.
 	Count int64
 }
@@ -43,13 +44,16 @@ type ChangeSink interface {
 // rather than hooking each transition, so whatever path changed the worker (a heartbeat, a
 // timer, an acknowledgement) is reported, and only once it is durable.
 func commitObserver(sink ChangeSink) chasm.CommitObserver {
-	return func(key chasm.ExecutionKey, before, after proto.Message, deleted bool) {
-		b, _ := before.(*workerpb.WorkerState)
-		a, _ := after.(*workerpb.WorkerState)
+	return func(c chasm.Commit) {
+		b, _ := c.Before.(*workerpb.WorkerState)
+		a, _ := c.After.(*workerpb.WorkerState)
 		if a == nil {
 			return
 		}
-		if events := Changes(key, b, a, deleted); len(events) > 0 {
+		if events := Changes(c.Key, b, a, c.Deleted); len(events) > 0 {
+			for i := range events {
+				events[i].Encoded = c.Encoded
+			}
 			sink.Publish(events...)
 		}
 	}

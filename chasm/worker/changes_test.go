@@ -62,6 +62,11 @@ func TestCommittedChangesReachTheSink(t *testing.T) {
 	require.Equal(t, testNamespaceID, got[0].NamespaceID)
 	require.Equal(t, "w-1", got[0].WorkerInstanceKey)
 	require.Equal(t, "host-a", got[0].State.GetLastHeartbeat().GetHostInfo().GetHostName())
+	// The bytes the commit wrote come along, for a sink that keeps the state (the live view's
+	// ring): they are the state, encoded.
+	written := &workerpb.WorkerState{}
+	require.NoError(t, proto.Unmarshal(got[0].Encoded, written))
+	require.True(t, proto.Equal(got[0].State, written))
 
 	require.NotNil(t, b.beat("w-1", withToken(99)).Error)
 	require.Empty(t, sink.take(), "a refused heartbeat commits nothing and reports nothing")

@@ -3,7 +3,6 @@ package worker
 import (
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -79,9 +78,9 @@ func (l *Library) Components() []*chasm.RegistrableComponent {
 	case 1:
 		opts = append(opts, chasm.WithCommitObserver(observers[0]))
 	default:
-		opts = append(opts, chasm.WithCommitObserver(func(key chasm.ExecutionKey, before, after proto.Message, deleted bool) {
+		opts = append(opts, chasm.WithCommitObserver(func(c chasm.Commit) {
 			for _, o := range observers {
-				o(key, before, after, deleted)
+				o(c)
 			}
 		}))
 	}

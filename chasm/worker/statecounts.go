@@ -3,8 +3,6 @@ package worker
 import (
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 )
@@ -55,13 +53,13 @@ func NewStateCounts() *StateCounts {
 
 // observer is the commit observer that keeps the counts.
 func (c *StateCounts) observer() chasm.CommitObserver {
-	return func(key chasm.ExecutionKey, before, after proto.Message, deleted bool) {
-		b, _ := before.(*workerpb.WorkerState)
-		a, _ := after.(*workerpb.WorkerState)
+	return func(commit chasm.Commit) {
+		b, _ := commit.Before.(*workerpb.WorkerState)
+		a, _ := commit.After.(*workerpb.WorkerState)
 		if a == nil {
 			return
 		}
-		c.Observe(key.NamespaceID, b, a, deleted)
+		c.Observe(commit.Key.NamespaceID, b, a, commit.Deleted)
 	}
 }
 

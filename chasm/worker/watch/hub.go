@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
@@ -56,7 +58,7 @@ type Event struct {
 // Options size a hub. Zero values take the defaults.
 type Options struct {
 	// RingSize is how many events the hub keeps for resuming watchers (default 8,192; each holds
-	// the worker's state, about a kilobyte).
+	// the worker's state encoded, a few hundred bytes).
 	RingSize int
 	// BufferSize is how many undelivered events a watcher may have before it must resync
 	// (default 16,384). A worker's heartbeats take one place (the latest replaces the one
@@ -77,7 +79,7 @@ type Hub struct {
 
 	mu   sync.Mutex
 	seq  uint64
-	ring []Event // ring[seq % len]: the last len(ring) events
+	ring []ringEvent // ring[seq % len]: the last len(ring) events
 	// trimmed is the number of the last event dropped from the ring for its age: the ring holds
 	// events trimmed+1 .. seq (and at most len(ring) of them).
 	trimmed  uint64
@@ -95,6 +97,17 @@ type Hub struct {
 	// more per worker.
 	gapSeq  uint64
 	relayed map[workerRef]progress
+}
+
+// ringEvent is an event as the ring keeps it, for watchers that resume: with the worker's
+// state encoded (about 280 bytes for an SDK worker's) instead of decoded (about 1.8 KB of
+// messages). Watchers that are connected get the decoded state as it is published; only a
+// resuming watcher's replay decodes. A full ring of 8,192 decoded states held 14 MB, as much
+// as the cached state of 50,000 idle workers, and all of it pointers for the collector to
+// mark.
+type ringEvent struct {
+	Event // State is nil when state holds it
+	state []byte
 }
 
 type workerRef struct{ namespaceID, workerInstanceKey string }
@@ -121,7 +134,7 @@ func NewHub(opts Options) *Hub {
 	return &Hub{
 		opts:    opts,
 		epoch:   uint64(time.Now().UnixNano()),
-		ring:    make([]Event, opts.RingSize),
+		ring:    make([]ringEvent, opts.RingSize),
 		subs:    make(map[*Subscription]struct{}),
 		active:  make(map[workerRef]string),
 		hosts:   make(map[hostRef]int),
@@ -136,17 +149,38 @@ func (h *Hub) Epoch() uint64 { return h.epoch }
 // cause) and hands them to every watcher of their namespace. It never blocks.
 func (h *Hub) Publish(changes ...worker.Change) {
 	now := h.opts.TimeSource.Now()
+	// The ring keeps the bytes the commit wrote; a change without them (a deletion) is encoded
+	// here, before the lock: the shards' commits publish concurrently.
+	encoded := make([][]byte, len(changes))
+	for i, c := range changes {
+		if encoded[i] = c.Encoded; encoded[i] == nil {
+			encoded[i] = encodeState(c.State)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, c := range changes {
+	for i, c := range changes {
 		host := c.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		h.append(Event{
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
-		})
+		}, encoded[i])
 		h.trackHost(c, host, now)
 	}
 	h.trimLocked(now)
+}
+
+// encodeState is a state as the ring keeps it; nil (keep it decoded) when there is none, or
+// in the impossible case that a committed state does not encode.
+func encodeState(st *workerpb.WorkerState) []byte {
+	if st == nil {
+		return nil
+	}
+	b, err := proto.Marshal(st)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // trimLocked drops the events older than RingRetention from the ring and, while it holds
@@ -164,7 +198,7 @@ func (h *Hub) trimLocked(now time.Time) {
 		if h.ring[i].Time.After(horizon) {
 			break
 		}
-		h.ring[i] = Event{}
+		h.ring[i] = ringEvent{}
 		h.trimmed++
 	}
 	if h.trimmed == h.seq && held >= 1024 {
@@ -202,7 +236,7 @@ func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
 		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
 		// it without announcing a host the watchers' snapshot already shows online.
 		if h.hosts[hk] == 1 && c.Kind != worker.ChangeHeartbeat {
-			h.append(Event{Time: now, Kind: KindHostOnline, NamespaceID: c.NamespaceID, HostName: host})
+			h.append(Event{Time: now, Kind: KindHostOnline, NamespaceID: c.NamespaceID, HostName: host}, nil)
 		}
 		return
 	}
@@ -220,7 +254,7 @@ func (h *Hub) leaveHost(namespaceID, host string, now time.Time) {
 		return
 	}
 	delete(h.hosts, hk)
-	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: host})
+	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: host}, nil)
 }
 
 // shrinkLocked makes the maps anew once they hold a quarter of their peak: a fleet that has
@@ -230,11 +264,36 @@ func (h *Hub) shrinkLocked() {
 	h.hosts, _ = memrelease.ShrinkMap(h.hosts, &h.peaks.hosts, memrelease.ShrinkMapMin)
 }
 
-func (h *Hub) append(ev Event) {
+// append numbers ev, keeps it in the ring (with its state as encoded, when given), and offers
+// it to every watcher.
+func (h *Hub) append(ev Event, encoded []byte) {
 	h.seq++
 	ev.Seq = h.seq
-	h.ring[h.seq%uint64(len(h.ring))] = ev
+	kept := ringEvent{Event: ev, state: encoded}
+	if encoded != nil {
+		kept.State = nil
+	}
+	h.ring[h.seq%uint64(len(h.ring))] = kept
 	for s := range h.subs {
+		s.offer(ev)
+	}
+}
+
+// replay offers s the events seq from..through of the ring, decoding their states (hub.mu
+// held). A state that does not decode (it cannot: the hub encoded it) makes the watcher resync
+// rather than see a worker without its state.
+func (h *Hub) replay(s *Subscription, from, through uint64) {
+	for seq := from; seq <= through; seq++ {
+		kept := h.ring[seq%uint64(len(h.ring))]
+		ev := kept.Event
+		if kept.state != nil {
+			st := &workerpb.WorkerState{}
+			if err := proto.Unmarshal(kept.state, st); err != nil {
+				s.lose("the hub's log could not be read")
+				return
+			}
+			ev.State = st
+		}
 		s.offer(ev)
 	}
 }
@@ -246,9 +305,13 @@ func (h *Hub) append(ev Event) {
 // a machine is online while any of its workers is ACTIVE on any shard of the cluster. Events
 // keep their time.
 func (h *Hub) Relay(events ...Event) {
+	encoded := make([][]byte, len(events))
+	for i, ev := range events {
+		encoded[i] = encodeState(ev.State)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ev := range events {
+	for i, ev := range events {
 		if ev.WorkerInstanceKey == "" || ev.State == nil || ev.Kind >= KindHostOnline {
 			continue
 		}
@@ -264,7 +327,7 @@ func (h *Hub) Relay(events ...Event) {
 		}
 		host := ev.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		ev.HostName = host
-		h.append(ev)
+		h.append(ev, encoded[i])
 		c := worker.Change{Kind: worker.ChangeKind(ev.Kind), NamespaceID: ev.NamespaceID, WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State, Count: ev.Count}
 		h.trackHost(c, host, ev.Time)
 	}
@@ -283,7 +346,7 @@ func (h *Hub) Gap(reason string) {
 	defer h.mu.Unlock()
 	h.seq++
 	h.gapSeq = h.seq
-	h.ring[h.seq%uint64(len(h.ring))] = Event{Seq: h.seq, Time: now, Kind: KindGap}
+	h.ring[h.seq%uint64(len(h.ring))] = ringEvent{Event: Event{Seq: h.seq, Time: now, Kind: KindGap}}
 	for s := range h.subs {
 		s.lose(reason)
 	}
@@ -367,9 +430,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 	case epoch == 0:
 	case epoch == h.epoch && after <= h.seq && after+1 >= oldest && after >= h.gapSeq:
 		resumed = true
-		for seq := after + 1; seq <= h.seq; seq++ {
-			s.offer(h.ring[seq%uint64(len(h.ring))])
-		}
+		h.replay(s, after+1, h.seq)
 	}
 	h.subs[s] = struct{}{}
 	if resumed {
@@ -403,9 +464,7 @@ func (h *Hub) SubscribeLog(epoch, after uint64) (s *Subscription, position uint6
 	if limit := uint64(h.opts.BufferSize / 2); h.seq >= limit && from+limit <= h.seq {
 		from, resumed = h.seq-limit+1, false
 	}
-	for seq := from; seq <= h.seq; seq++ {
-		s.offer(h.ring[seq%uint64(len(h.ring))])
-	}
+	h.replay(s, from, h.seq)
 	h.subs[s] = struct{}{}
 	return s, from - 1, resumed
 }

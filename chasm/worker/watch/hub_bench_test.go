@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm/worker"
@@ -24,6 +25,10 @@ func BenchmarkHubPublish(b *testing.B) {
 			states := make([]worker.Change, 1000)
 			for i := range states {
 				states[i] = change(worker.ChangeHeartbeat, fmt.Sprint("w-", i), state(active, fmt.Sprint("m-", i%50), time.Now()))
+				// As a commit publishes it: with the bytes it wrote, which the ring keeps.
+				encoded, err := proto.Marshal(states[i].State)
+				require.NoError(b, err)
+				states[i].Encoded = encoded
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	workerv1 "go.temporal.io/api/worker/v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm"
@@ -133,14 +134,23 @@ func TestHubCoalescesHeartbeats(t *testing.T) {
 func TestHubResumeByCursor(t *testing.T) {
 	ts := clock.NewFakeTimeSource()
 	h := NewHub(Options{TimeSource: ts, RingSize: 8})
+	var published []*workerpb.WorkerState
 	for i := range 5 {
-		h.Publish(change(worker.ChangeDrainRequested, fmt.Sprint("w", i), state(inactive, "", ts.Now())))
+		st := state(inactive, fmt.Sprint("host-", i), ts.Now())
+		published = append(published, st)
+		h.Publish(change(worker.ChangeDrainRequested, fmt.Sprint("w", i), st))
 	}
 	s, pos, ok := h.Subscribe(ns, h.Epoch(), 2, 0)
 	require.True(t, ok)
 	require.Equal(t, uint64(2), pos)
 	events := drain(t, s)
 	require.Equal(t, []uint64{3, 4, 5}, []uint64{events[0].Seq, events[1].Seq, events[2].Seq})
+	for i, ev := range events {
+		// The ring keeps states encoded: a resumed watcher gets each worker's whole state back.
+		require.Equal(t, "w"+fmt.Sprint(i+2), ev.WorkerInstanceKey)
+		require.Equal(t, "host-"+fmt.Sprint(i+2), ev.HostName)
+		require.True(t, proto.Equal(published[i+2], ev.State), "replayed state of %s", ev.WorkerInstanceKey)
+	}
 	s.Close()
 
 	// The cursor of a snapshot taken before the first event resumes from the first.
@@ -276,7 +286,7 @@ func TestHubRingForgetsOldEvents(t *testing.T) {
 		defer h.mu.Unlock()
 		n := 0
 		for _, ev := range h.ring {
-			if ev.State != nil {
+			if ev.State != nil || ev.state != nil {
 				n++
 			}
 		}
