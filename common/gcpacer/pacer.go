@@ -14,12 +14,12 @@
 // would give by itself: as much again as the live heap.
 //
 // Past MinExtra that room is more than an idle host needs. A fleet of 100,000 workers keeps
-// about 120 MiB live (the cached state of every worker), and GOGC 100 held as much again
-// resident, more than two seconds of its heartbeats' allocation need. So the room never
-// falls below the smaller of the base's and MinExtra bytes: a heap larger than MinExtra is given
-// what its allocation needs and at least MinExtra, and a cycle then comes at most every
-// TargetInterval, as under load. A small heap keeps the base GOGC. The memory goes back as
-// before (memrelease).
+// about 110 MiB live (the cached state of every worker), and GOGC 100 held as much again
+// resident, several times what two seconds of its heartbeats' allocation need (about 32 MiB
+// at 830 a second). So the room never falls below the smaller of the base's and MinExtra
+// bytes: a heap larger than MinExtra is given what its allocation needs and at least MinExtra,
+// and a cycle then comes at most every TargetInterval, as under load. A small heap keeps the
+// base GOGC. The memory goes back as before (memrelease).
 //
 // GOGC set in the environment, or GC turned off, is the operator's choice: the pacer then
 // leaves it alone. One pacer paces a process; several servers in one process (tests) share it.
