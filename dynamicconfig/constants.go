@@ -378,7 +378,8 @@ between collections.`,
 		`The least heap, in bytes above the live heap, that the collector's pacing leaves between
 collections. A live heap larger than this at the starting GOGC (a large fleet's cached
 workers) is given the room system.gcTargetInterval's allocation needs, and at least this much,
-instead of as much again as itself; a smaller one keeps the starting GOGC. 0 never goes below
-the starting GOGC.`,
+instead of as much again as itself; a smaller one keeps the starting GOGC. A process with
+GOMAXPROCS 1 gets twice this (its collector's marking shares the only core with the
+requests). 0 never goes below the starting GOGC.`,
 	)
 )

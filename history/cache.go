@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"unique"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/memrelease"
@@ -251,9 +252,24 @@ func (e *cacheEntry) encode() bool {
 	if err != nil {
 		return false
 	}
-	run.state, run.entries, run.indexed, run.runID = state, entries, run.exec.Indexed(), run.exec.Key().RunID
+	run.state, run.entries, run.indexed, run.runID = state, entries, internIndexed(run.exec.Indexed()), run.exec.Key().RunID
 	run.exec = nil
 	return true
+}
+
+// internIndexed shares the strings of an idle run's indexed fields among the runs that have the
+// same: a fleet's workers have a few task queues, and each cold entry otherwise kept its own
+// copy of its queue's name (decoded from its last heartbeat), one more object per worker for
+// the collector to mark. unique keeps a canonical copy while any handle lives; a copy made
+// after the collector dropped one is as good, so none is kept here.
+func internIndexed(f chasm.IndexedFields) chasm.IndexedFields {
+	if f.Status != "" {
+		f.Status = unique.Make(f.Status).Value()
+	}
+	if f.TaskQueue != "" {
+		f.TaskQueue = unique.Make(f.TaskQueue).Value()
+	}
+	return f
 }
 
 // decode makes the entry's current run usable again (execution lock held).

@@ -28,6 +28,7 @@ package gcpacer
 import (
 	"context"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
@@ -50,7 +51,10 @@ type Config struct {
 	// MaxExtra bounds that room, in bytes above the live heap.
 	MaxExtra func() int
 	// MinExtra is the least room (bytes above the live heap) the pacer leaves once the base
-	// GOGC would leave more; nil or <= 0: never below the base GOGC.
+	// GOGC would leave more; nil or <= 0: never below the base GOGC. A process of one P
+	// (GOMAXPROCS 1) gets twice this: there each cycle's marking shares the only core with
+	// the requests, and cycles twice as frequent cost a large fleet's p99 three times over
+	// (BENCHMARKS.md, session 17); with two cores they did not.
 	MinExtra func() int
 }
 
@@ -59,9 +63,10 @@ type Pacer struct {
 	cfg   Config
 	base  int
 	gauge tally.Gauge
-	// read and set are the runtime's, replaced in tests.
-	read func() sample
-	set  func(int) int
+	// read and set are the runtime's, and procs its GOMAXPROCS at start; replaced in tests.
+	read  func() sample
+	set   func(int) int
+	procs int
 
 	rate    float64 // bytes per second, smoothed
 	prev    sample
@@ -80,7 +85,7 @@ func newPacer(cfg Config, base int, scope tally.Scope) *Pacer {
 	return &Pacer{
 		cfg: cfg, base: base, percent: base,
 		gauge: metricdefs.GCPercent.With(scope),
-		read:  readRuntime, set: debug.SetGCPercent,
+		read:  readRuntime, set: debug.SetGCPercent, procs: runtime.GOMAXPROCS(0),
 	}
 }
 
@@ -100,6 +105,9 @@ func (p *Pacer) step(now time.Time, s sample) int {
 	floor := live * float64(p.base) / 100 // the base GOGC's room
 	if p.cfg.MinExtra != nil {
 		if least := float64(p.cfg.MinExtra()); least > 0 {
+			if p.procs == 1 {
+				least *= 2 // see Config.MinExtra
+			}
 			floor = min(floor, least)
 		}
 	}

@@ -33,6 +33,7 @@ func newTestPacerWithFloor(interval time.Duration, maxExtra, minExtra int, live 
 		MinExtra:       func() int { return minExtra },
 	}, 100, tally.NoopScope)
 	p.read = func() sample { return rt.s }
+	p.procs = 2
 	p.set = func(v int) int { old := rt.percent; rt.percent = v; rt.sets++; return old }
 	return p, rt
 }
@@ -77,6 +78,20 @@ func TestPacer(t *testing.T) {
 		require.Greater(t, rt.percent, 300)
 		rt.run(p, 10*time.Second, 0)
 		require.Equal(t, 100, rt.percent, "idle: the memory is not held for a rate that has gone")
+	})
+
+	t.Run("OnOneCoreTheFloorIsTwice", func(t *testing.T) {
+		t.Parallel()
+		// A large fleet's idle heap on a server of one P: marking shares the only core, so
+		// cycles are spaced by twice the floor's room.
+		p, rt := newTestPacerWithFloor(2*time.Second, 512*mib, 32*mib, 200*mib)
+		p.procs = 1
+		rt.run(p, 5*time.Second, 10*mib)
+		require.Equal(t, 32, rt.percent, "64 MiB above 200 MiB")
+
+		p, rt = newTestPacerWithFloor(2*time.Second, 512*mib, 32*mib, 200*mib)
+		rt.run(p, 5*time.Second, 10*mib)
+		require.Equal(t, 16, rt.percent, "32 MiB above 200 MiB with two cores")
 	})
 
 	t.Run("ALargeHeapIsGivenWhatItsAllocationNeeds", func(t *testing.T) {
