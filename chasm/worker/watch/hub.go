@@ -53,6 +53,10 @@ type Event struct {
 	// State is the worker's state after the change (nil for host events); read-only.
 	State *workerpb.WorkerState
 	Count int64
+
+	// encoded is State as the ring kept it, for an event replayed to a resuming watcher: its
+	// reader decodes it (Subscription.Next), outside the hub's lock.
+	encoded []byte
 }
 
 // Options size a hub. Zero values take the defaults.
@@ -101,10 +105,10 @@ type Hub struct {
 
 // ringEvent is an event as the ring keeps it, for watchers that resume: with the worker's
 // state encoded (about 280 bytes for an SDK worker's) instead of decoded (about 1.8 KB of
-// messages). Watchers that are connected get the decoded state as it is published; only a
-// resuming watcher's replay decodes. A full ring of 8,192 decoded states held 14 MB, as much
-// as the cached state of 50,000 idle workers, and all of it pointers for the collector to
-// mark.
+// messages). Watchers that are connected get the decoded state as it is published; a
+// resuming watcher's reader decodes what it replays. A full ring of 8,192 decoded states held
+// 14 MB, as much as the cached state of 50,000 idle workers, and all of it pointers for the
+// collector to mark.
 type ringEvent struct {
 	Event // State is nil when state holds it
 	state []byte
@@ -279,23 +283,32 @@ func (h *Hub) append(ev Event, encoded []byte) {
 	}
 }
 
-// replay offers s the events seq from..through of the ring, decoding their states (hub.mu
-// held). A state that does not decode (it cannot: the hub encoded it) makes the watcher resync
-// rather than see a worker without its state.
+// replay offers s the events seq from..through of the ring (hub.mu held), their states still
+// encoded: decoding thousands of them here would hold up every commit's Publish.
 func (h *Hub) replay(s *Subscription, from, through uint64) {
 	for seq := from; seq <= through; seq++ {
 		kept := h.ring[seq%uint64(len(h.ring))]
 		ev := kept.Event
-		if kept.state != nil {
-			st := &workerpb.WorkerState{}
-			if err := proto.Unmarshal(kept.state, st); err != nil {
-				s.lose("the hub's log could not be read")
-				return
-			}
-			ev.State = st
-		}
+		ev.encoded = kept.state
 		s.offer(ev)
 	}
+}
+
+// decodeReplayed gives the replayed events among events their states; false if one does not
+// decode (it cannot: the hub encoded it), and the watcher must resync rather than see a worker
+// without its state.
+func decodeReplayed(events []Event) bool {
+	for i := range events {
+		if events[i].State != nil || events[i].encoded == nil {
+			continue
+		}
+		st := &workerpb.WorkerState{}
+		if err := proto.Unmarshal(events[i].encoded, st); err != nil {
+			return false
+		}
+		events[i].State, events[i].encoded = st, nil
+	}
+	return true
 }
 
 // Relay appends events of another hub's log (a history host's, read by a frontend): worker
@@ -594,6 +607,12 @@ func (s *Subscription) Next(ctx context.Context) (events []Event, cursor uint64,
 			}
 		}
 		s.prune(now)
+		if !decodeReplayed(events) {
+			s.hub.mu.Lock()
+			s.lose("the hub's log could not be read")
+			s.hub.mu.Unlock()
+			return nil, 0, true, nil
+		}
 		if len(events) > 0 {
 			if cursor == 0 {
 				cursor = s.lastCursor
