@@ -54,8 +54,12 @@ type Event struct {
 	State *workerpb.WorkerState
 	Count int64
 
-	// encoded is State as the ring kept it, for an event replayed to a resuming watcher: its
-	// reader decodes it (Subscription.Next), outside the hub's lock.
+	// encoded is State as the ring keeps it, with State nil: about 280 bytes for an SDK
+	// worker's state instead of about 1.8 KB of decoded messages. Watchers that are connected
+	// get the decoded state as it is published; a resuming watcher's reader decodes what it
+	// replays (Subscription.Next), outside the hub's lock. A full ring of 8,192 decoded
+	// states held 14 MB, as much as the cached state of 50,000 idle workers, and all of it
+	// pointers for the collector to mark.
 	encoded []byte
 }
 
@@ -83,7 +87,7 @@ type Hub struct {
 
 	mu   sync.Mutex
 	seq  uint64
-	ring []ringEvent // ring[seq % len]: the last len(ring) events
+	ring []Event // ring[seq % len]: the last len(ring) events, states encoded
 	// trimmed is the number of the last event dropped from the ring for its age: the ring holds
 	// events trimmed+1 .. seq (and at most len(ring) of them).
 	trimmed  uint64
@@ -101,17 +105,6 @@ type Hub struct {
 	// more per worker.
 	gapSeq  uint64
 	relayed map[workerRef]progress
-}
-
-// ringEvent is an event as the ring keeps it, for watchers that resume: with the worker's
-// state encoded (about 280 bytes for an SDK worker's) instead of decoded (about 1.8 KB of
-// messages). Watchers that are connected get the decoded state as it is published; a
-// resuming watcher's reader decodes what it replays. A full ring of 8,192 decoded states held
-// 14 MB, as much as the cached state of 50,000 idle workers, and all of it pointers for the
-// collector to mark.
-type ringEvent struct {
-	Event // State is nil when state holds it
-	state []byte
 }
 
 type workerRef struct{ namespaceID, workerInstanceKey string }
@@ -138,7 +131,7 @@ func NewHub(opts Options) *Hub {
 	return &Hub{
 		opts:    opts,
 		epoch:   uint64(time.Now().UnixNano()),
-		ring:    make([]ringEvent, opts.RingSize),
+		ring:    make([]Event, opts.RingSize),
 		subs:    make(map[*Subscription]struct{}),
 		active:  make(map[workerRef]string),
 		hosts:   make(map[hostRef]int),
@@ -153,22 +146,20 @@ func (h *Hub) Epoch() uint64 { return h.epoch }
 // cause) and hands them to every watcher of their namespace. It never blocks.
 func (h *Hub) Publish(changes ...worker.Change) {
 	now := h.opts.TimeSource.Now()
-	// The ring keeps the bytes the commit wrote; a change without them (a deletion) is encoded
-	// here, before the lock: the shards' commits publish concurrently.
-	encoded := make([][]byte, len(changes))
-	for i, c := range changes {
-		if encoded[i] = c.Encoded; encoded[i] == nil {
-			encoded[i] = encodeState(c.State)
-		}
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i, c := range changes {
+	for _, c := range changes {
+		// The ring keeps the bytes the commit wrote; only a change without them (a deletion,
+		// rare) is encoded here.
+		encoded := c.Encoded
+		if encoded == nil {
+			encoded = encodeState(c.State)
+		}
 		host := c.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		h.append(Event{
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
-		}, encoded[i])
+		}, encoded)
 		h.trackHost(c, host, now)
 	}
 	h.trimLocked(now)
@@ -202,7 +193,7 @@ func (h *Hub) trimLocked(now time.Time) {
 		if h.ring[i].Time.After(horizon) {
 			break
 		}
-		h.ring[i] = ringEvent{}
+		h.ring[i] = Event{}
 		h.trimmed++
 	}
 	if h.trimmed == h.seq && held >= 1024 {
@@ -273,9 +264,9 @@ func (h *Hub) shrinkLocked() {
 func (h *Hub) append(ev Event, encoded []byte) {
 	h.seq++
 	ev.Seq = h.seq
-	kept := ringEvent{Event: ev, state: encoded}
+	kept := ev
 	if encoded != nil {
-		kept.State = nil
+		kept.State, kept.encoded = nil, encoded
 	}
 	h.ring[h.seq%uint64(len(h.ring))] = kept
 	for s := range h.subs {
@@ -287,10 +278,7 @@ func (h *Hub) append(ev Event, encoded []byte) {
 // encoded: decoding thousands of them here would hold up every commit's Publish.
 func (h *Hub) replay(s *Subscription, from, through uint64) {
 	for seq := from; seq <= through; seq++ {
-		kept := h.ring[seq%uint64(len(h.ring))]
-		ev := kept.Event
-		ev.encoded = kept.state
-		s.offer(ev)
+		s.offer(h.ring[seq%uint64(len(h.ring))])
 	}
 }
 
@@ -318,6 +306,8 @@ func decodeReplayed(events []Event) bool {
 // a machine is online while any of its workers is ACTIVE on any shard of the cluster. Events
 // keep their time.
 func (h *Hub) Relay(events ...Event) {
+	// Relayed events come decoded from the wire: the ring's copies are encoded before the
+	// lock, which every history host's stream takes.
 	encoded := make([][]byte, len(events))
 	for i, ev := range events {
 		encoded[i] = encodeState(ev.State)
@@ -359,7 +349,7 @@ func (h *Hub) Gap(reason string) {
 	defer h.mu.Unlock()
 	h.seq++
 	h.gapSeq = h.seq
-	h.ring[h.seq%uint64(len(h.ring))] = ringEvent{Event: Event{Seq: h.seq, Time: now, Kind: KindGap}}
+	h.ring[h.seq%uint64(len(h.ring))] = Event{Seq: h.seq, Time: now, Kind: KindGap}
 	for s := range h.subs {
 		s.lose(reason)
 	}

@@ -286,7 +286,7 @@ func TestHubRingForgetsOldEvents(t *testing.T) {
 		defer h.mu.Unlock()
 		n := 0
 		for _, ev := range h.ring {
-			if ev.State != nil || ev.state != nil {
+			if ev.State != nil || ev.encoded != nil {
 				n++
 			}
 		}
