@@ -204,7 +204,7 @@ func (s *Store) CompleteTimerTasks(ctx context.Context, shardID int32, keys []pe
 	if len(keys) == 0 {
 		return nil
 	}
-	err := s.taskDeletes.Do(ctx, struct{}{}, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.taskDeletes.do(ctx, len(keys), func(ctx context.Context, tx *sql.Tx) error {
 		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteTimerTask])
 		for _, key := range keys {
 			vis, err := sqlcommon.TimeToNanos(key.VisibilityTime)
@@ -252,7 +252,7 @@ func (s *Store) CompleteOutboundTasks(ctx context.Context, shardID int32, taskID
 	if len(taskIDs) == 0 {
 		return nil
 	}
-	err := s.taskDeletes.Do(ctx, struct{}{}, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.taskDeletes.do(ctx, len(taskIDs), func(ctx context.Context, tx *sql.Tx) error {
 		stmt := tx.StmtContext(ctx, s.writeStmts[qDeleteOutboundTask])
 		for _, id := range taskIDs {
 			if _, err := stmt.ExecContext(ctx, shardID, id); err != nil {

@@ -25,7 +25,6 @@ import (
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/vigilhq/vigil/common/combine"
 	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/persistence"
 )
@@ -79,10 +78,9 @@ type Store struct {
 	// readDB is a pool of query_only connections; reads holds its hot statements.
 	readDB *sql.DB
 	reads  readStmts
-	// taskDeletes shares transactions between the task queues' deletes of executed tasks
-	// (flushTaskDeletes); taskDeleteRounds counts those transactions, for tests.
-	taskDeletes      *combine.Combiner[struct{}, taskDeleteFn]
-	taskDeleteRounds atomic.Int64
+	// taskDeletes holds the task queues' deletes of executed tasks until a WriteBatch
+	// carries them, or a transaction of their own (taskdelete.go).
+	taskDeletes taskDeletes
 	// checkpoints copies the WAL into the database file off the write connection.
 	checkpoints *checkpointer
 	// maxReadConns is the read pool's size, also its number of idle connections kept.
@@ -122,7 +120,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	}
 
 	s := &Store{path: cfg.Path, logger: logger.With(zap.String("sqlite-path", cfg.Path)), maxReadConns: cfg.MaxReadConns}
-	s.taskDeletes = combine.New(s.flushTaskDeletes)
+	s.taskDeletes.flush, s.taskDeletes.linger = s.flushTaskDeletes, taskDeleteLinger
 
 	var err error
 	s.writeDB, err = sql.Open("sqlite", writeDSN(cfg))

@@ -17,8 +17,12 @@ var (
 	qSavepoint           = writeQuery(`SAVEPOINT execution_write`)
 	qRollbackToSavepoint = writeQuery(`ROLLBACK TO SAVEPOINT execution_write`)
 	qReleaseSavepoint    = writeQuery(`RELEASE SAVEPOINT execution_write`)
-	qReadRangeID         = writeQuery(`SELECT range_id FROM shards WHERE shard_id = ?`)
-	qReadExecutionExists = writeQuery(`SELECT db_version FROM executions
+	// The deletes of executed tasks a batch carries run in a savepoint of their own.
+	qSavepointTaskDeletes           = writeQuery(`SAVEPOINT task_deletes`)
+	qRollbackToSavepointTaskDeletes = writeQuery(`ROLLBACK TO SAVEPOINT task_deletes`)
+	qReleaseSavepointTaskDeletes    = writeQuery(`RELEASE SAVEPOINT task_deletes`)
+	qReadRangeID                    = writeQuery(`SELECT range_id FROM shards WHERE shard_id = ?`)
+	qReadExecutionExists            = writeQuery(`SELECT db_version FROM executions
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
 	qReadCurrent = writeQuery(`SELECT run_id, lifecycle FROM current_executions
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ?`)
@@ -102,10 +106,21 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 	}
 	run := func(savepoints bool) error {
 		clear(results)
-		return s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		var deletes []*taskDelete
+		err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
 			b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1), savepoints: savepoints}
-			return sqlcommon.ApplyWrites(writes, results, b.apply)
+			if err := sqlcommon.ApplyWrites(writes, results, b.apply); err != nil {
+				return err
+			}
+			deletes = s.carryTaskDeletes(ctx, tx)
+			return nil
 		})
+		if err != nil {
+			s.taskDeletes.giveBack(deletes)
+			return err
+		}
+		answer(deletes, nil)
+		return nil
 	}
 	err := run(false)
 	if errors.Is(err, errHalfApplied) {
