@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,8 +99,11 @@ func (q *taskDeletes) take() []*taskDelete {
 		rows += q.pending[n].rows
 		n++
 	}
-	ds := q.pending[:n:n]
-	q.pending = q.pending[n:]
+	ds := slices.Clone(q.pending[:n])
+	// Shift rather than reslice, so the backing array does not keep the taken deletes.
+	rest := copy(q.pending, q.pending[n:])
+	clear(q.pending[rest:])
+	q.pending = q.pending[:rest]
 	return ds
 }
 

@@ -155,3 +155,24 @@ func TestTaskDeletesRideInWriteBatches(t *testing.T) {
 	_, _, rounds = s.taskDeletes.counts()
 	require.Zero(t, rounds)
 }
+
+// TestTaskDeletesPerBatchAreCapped: a batch carries the oldest deletes up to
+// taskDeletesPerBatch rows (at least one call's, however large), in order.
+func TestTaskDeletesPerBatchAreCapped(t *testing.T) {
+	t.Parallel()
+	q := &taskDeletes{}
+	for _, rows := range []int{200, 100, 50, 512} {
+		q.pending = append(q.pending, &taskDelete{rows: rows})
+	}
+	rowsOf := func(ds []*taskDelete) []int {
+		var out []int
+		for _, d := range ds {
+			out = append(out, d.rows)
+		}
+		return out
+	}
+	require.Equal(t, []int{200}, rowsOf(q.take()), "200 + 100 would pass the cap")
+	require.Equal(t, []int{100, 50}, rowsOf(q.take()))
+	require.Equal(t, []int{512}, rowsOf(q.take()), "one call's delete goes whole")
+	require.Empty(t, q.take())
+}
