@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -107,9 +108,9 @@ func (q *taskDeletes) take() []*taskDelete {
 	return ds
 }
 
-// giveBack returns deletes whose transaction did not commit to the front of the queue. The
-// flusher that queued them is still lingering or will find them: it stops only when nothing
-// is pending, under the same lock.
+// giveBack returns deletes whose transaction did not commit to the front of the queue, and
+// starts a flusher if none is lingering: one stops only when it finds nothing pending, under
+// the same lock.
 func (q *taskDeletes) giveBack(ds []*taskDelete) {
 	if len(ds) == 0 {
 		return
@@ -177,7 +178,8 @@ func (s *Store) carryTaskDeletes(ctx context.Context, tx *sql.Tx) []*taskDelete 
 		if err != nil {
 			_, _ = rollback.ExecContext(ctx)
 		}
-		if _, relErr := release.ExecContext(ctx); err == nil && relErr == nil {
+		_, relErr := release.ExecContext(ctx)
+		if err = errors.Join(err, relErr); err == nil {
 			ran = append(ran, d)
 			continue
 		}
