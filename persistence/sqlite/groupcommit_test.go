@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -131,4 +132,43 @@ func BenchmarkGetCurrentExecution(b *testing.B) {
 			require.NoError(b, err)
 		}
 	})
+}
+
+// BenchmarkGroupCommitRegistrations: 128 concurrent writers register new workers (a create
+// with its lease timer) beside a fleet of 20,000, through a GroupCommitter: a registration
+// burst's write path.
+func BenchmarkGroupCommitRegistrations(b *testing.B) {
+	const fleet, writers = 20_000, 128
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(b.TempDir(), "vigil.db")}, zap.NewNop())
+	require.NoError(b, err)
+	f := persistencetest.NewHeartbeatFixture(b, s, fleet)
+	defer f.Store.Close()
+	g := persistence.NewGroupCommitter(f.Store, persistence.GroupCommitOptions{}, nil, nil)
+	g.Start()
+	defer g.Stop()
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range writers {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: fmt.Sprintf("new-%08d", n), RunID: "run-1"}
+				w := f.Heartbeat(k, 0)
+				w.Mode = persistence.WriteModeCreate
+				if err := g.Write(ctx, w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 }

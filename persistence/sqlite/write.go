@@ -26,9 +26,12 @@ var (
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
 	qReadCurrent = writeQuery(`SELECT run_id, lifecycle FROM current_executions
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ?`)
+	// qInsertExecution inserts nothing when the run exists (RowsAffected 0): a create needs
+	// no read of its own run first.
 	qInsertExecution = writeQuery(`INSERT INTO executions (namespace_id, archetype_id, business_id, run_id, shard_id,
 		db_version, lifecycle, state, idx_status, idx_task_queue)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id) DO NOTHING`)
 	qUpsertCurrent = writeQuery(`INSERT INTO current_executions (namespace_id, archetype_id, business_id, shard_id, run_id, lifecycle)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace_id, archetype_id, business_id)
@@ -269,16 +272,6 @@ func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error)
 
 func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 	k := w.Key
-	var version int64
-	err = b.queryRow(qReadExecutionExists,
-		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID).Scan(&version)
-	switch {
-	case err == nil:
-		return &persistence.ExecutionAlreadyExistsError{Key: k}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("read execution: %w", err)
-	}
-
 	var current persistence.CurrentExecution
 	err = b.queryRow(qReadCurrent,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID).Scan(&current.RunID, &current.Lifecycle)
@@ -286,15 +279,33 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 		return nil, fmt.Errorf("read current execution: %w", err)
 	}
 	if current.RunID != w.ExpectedCurrentRunID {
+		// A run that exists already is the answer before a conflict (a create retried after
+		// it committed). Read only here: on the common path the insert below tells.
+		var version int64
+		err = b.queryRow(qReadExecutionExists,
+			k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID).Scan(&version)
+		switch {
+		case err == nil:
+			return &persistence.ExecutionAlreadyExistsError{Key: k}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("read execution: %w", err)
+		}
 		return &persistence.CurrentExecutionConflictError{
 			Key: k.CurrentKey(), CurrentRunID: current.RunID, Lifecycle: current.Lifecycle,
 		}, nil
 	}
 
-	if _, err := b.exec(qInsertExecution,
+	// An existing run makes the insert a no-op, so this check too comes before any change.
+	res, err := b.exec(qInsertExecution,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
-		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue); err != nil {
+		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue)
+	if err != nil {
 		return nil, fmt.Errorf("insert execution: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("insert execution: %w", err)
+	} else if n == 0 {
+		return &persistence.ExecutionAlreadyExistsError{Key: k}, nil
 	}
 	if _, err := b.exec(qUpsertCurrent,
 		k.NamespaceID, k.ArchetypeID, k.BusinessID, w.ShardID, k.RunID, w.Lifecycle); err != nil {
