@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/common/metrics"
@@ -104,11 +107,19 @@ func waitForCluster(t *testing.T, address string, hostIDs ...string) time.Durati
 	t.Helper()
 	client := dialLiveness(t, address)
 	start := time.Now()
-	require.Eventually(t, func() bool {
+	// last is what the cluster looked like at the last look, for the failure message.
+	var last atomic.Value
+	last.Store("nothing yet")
+	settled := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		resp, err := client.DescribeCluster(ctx, &livenesspb.DescribeClusterRequest{})
-		if err != nil || len(resp.GetUnownedShards()) > 0 || len(resp.GetHosts()) != len(hostIDs) {
+		if err != nil {
+			last.Store("DescribeCluster: " + err.Error())
+			return false
+		}
+		last.Store(protojson.Format(resp))
+		if len(resp.GetUnownedShards()) > 0 || len(resp.GetHosts()) != len(hostIDs) {
 			return false
 		}
 		owned := 0
@@ -119,7 +130,10 @@ func waitForCluster(t *testing.T, address string, hostIDs ...string) time.Durati
 			owned += len(h.GetShards())
 		}
 		return owned == clusterShards
-	}, 60*time.Second, 20*time.Millisecond, "cluster never settled on %v", hostIDs)
+	}
+	if !assert.Eventually(t, settled, 60*time.Second, 20*time.Millisecond, "cluster never settled on %v", hostIDs) {
+		t.Fatalf("the cluster as %s last described it: %s", address, last.Load())
+	}
 	return time.Since(start)
 }
 
