@@ -68,11 +68,36 @@ func BenchmarkGroupCommitFleet(b *testing.B) {
 
 func benchmarkGroupCommitFleet(b *testing.B, s persistence.Store) {
 	const fleet, writers = 20_000, 128
-	ctx := context.Background()
 	f := persistencetest.NewHeartbeatFixture(b, s, fleet)
 	defer f.Store.Close()
 	counting := &persistencetest.CountingStore{Store: f.Store}
-	g := persistence.NewGroupCommitter(counting, persistence.GroupCommitOptions{}, nil, nil)
+	elapsed := runGroupCommitWriters(b, counting, writers, func(w int) func(int64) *persistence.ExecutionWrite {
+		mine := f.Workers[w*fleet/writers : (w+1)*fleet/writers]
+		versions := make([]int64, len(mine))
+		for i := range versions {
+			versions[i] = 1
+		}
+		i := 0
+		return func(int64) *persistence.ExecutionWrite {
+			hb := f.Heartbeat(mine[i], versions[i])
+			versions[i]++
+			i = (i + 1) % len(mine)
+			return hb
+		}
+	})
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+	if n := counting.Batches.Load(); n > 0 {
+		b.ReportMetric(float64(counting.Writes.Load())/float64(n), "writes/batch")
+		b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(n), "ms/batch")
+	}
+}
+
+// runGroupCommitWriters runs b.N writes through a GroupCommitter on store from writers
+// goroutines and returns how long they took. newWriter(w) gives writer w its writes; each is
+// called with the write's number, 1..b.N across all writers.
+func runGroupCommitWriters(b *testing.B, store persistence.Store, writers int, newWriter func(w int) func(n int64) *persistence.ExecutionWrite) time.Duration {
+	ctx := context.Background()
+	g := persistence.NewGroupCommitter(store, persistence.GroupCommitOptions{}, nil, nil)
 	g.Start()
 	defer g.Stop()
 
@@ -81,30 +106,18 @@ func benchmarkGroupCommitFleet(b *testing.B, s persistence.Store) {
 	b.ResetTimer()
 	start := time.Now()
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mine := f.Workers[w*fleet/writers : (w+1)*fleet/writers]
-			versions := make([]int64, len(mine))
-			for i := range versions {
-				versions[i] = 1
-			}
-			for i := 0; next.Add(1) <= int64(b.N); i = (i + 1) % len(mine) {
-				if err := g.Write(ctx, f.Heartbeat(mine[i], versions[i])); err != nil {
+		write := newWriter(w)
+		wg.Go(func() {
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				if err := g.Write(ctx, write(n)); err != nil {
 					b.Error(err)
 					return
 				}
-				versions[i]++
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
-	if n := counting.Batches.Load(); n > 0 {
-		b.ReportMetric(float64(counting.Writes.Load())/float64(n), "writes/batch")
-		b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(n), "ms/batch")
-	}
+	return time.Since(start)
 }
 
 // BenchmarkGetCurrentExecution reads the current run of a key a registration asks about (none:
@@ -139,36 +152,17 @@ func BenchmarkGetCurrentExecution(b *testing.B) {
 // burst's write path.
 func BenchmarkGroupCommitRegistrations(b *testing.B) {
 	const fleet, writers = 20_000, 128
-	ctx := context.Background()
-	s, err := Open(ctx, Config{Path: filepath.Join(b.TempDir(), "vigil.db")}, zap.NewNop())
+	s, err := Open(context.Background(), Config{Path: filepath.Join(b.TempDir(), "vigil.db")}, zap.NewNop())
 	require.NoError(b, err)
 	f := persistencetest.NewHeartbeatFixture(b, s, fleet)
 	defer f.Store.Close()
-	g := persistence.NewGroupCommitter(f.Store, persistence.GroupCommitOptions{}, nil, nil)
-	g.Start()
-	defer g.Stop()
-
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range writers {
-		wg.Go(func() {
-			for {
-				n := next.Add(1)
-				if n > int64(b.N) {
-					return
-				}
-				k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: fmt.Sprintf("new-%08d", n), RunID: "run-1"}
-				w := f.Heartbeat(k, 0)
-				w.Mode = persistence.WriteModeCreate
-				if err := g.Write(ctx, w); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
+	elapsed := runGroupCommitWriters(b, f.Store, writers, func(int) func(int64) *persistence.ExecutionWrite {
+		return func(n int64) *persistence.ExecutionWrite {
+			k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: fmt.Sprintf("new-%08d", n), RunID: "run-1"}
+			w := f.Heartbeat(k, 0)
+			w.Mode = persistence.WriteModeCreate
+			return w
+		}
+	})
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# churn.sh BIN TAG CHURN [PROF]: issue 19's Temporal scenario (1,000 workers x 100 activities, 20 s), churn % every 10 s, unpinned
+# churn.sh BIN TAG CHURN [cpu|trace]: issue 19's Temporal scenario (1,000 workers x 100 activities, 20 s), churn % every 10 s, unpinned
 bin=$1; tag=$2; c=$3; out=/tmp/s18/churn
 while ss -ltn | grep -q ":21233 "; do sleep 5; done
 dir=$(mktemp -d)
@@ -9,7 +9,10 @@ spid=$!; sleep 2
   --workers 1000 --activities 100 --interval 20s --duration 120s --churn $c --churn-period 10s \
   --json $out/$tag-c$c.json > $out/$tag-c$c.txt 2> $out/$tag-c$c.progress &
 gpid=$!
-if [ -n "$4" ]; then sleep 40; curl -s -o $out/$tag-c$c.cpu "http://127.0.0.1:21243/debug/pprof/profile?seconds=60"; fi
+case "$4" in
+  cpu) sleep 40; curl -s -o $out/$tag-c$c.cpu "http://127.0.0.1:21243/debug/pprof/profile?seconds=60" ;;
+  trace) sleep 45; curl -s -o $out/$tag-c$c.trace "http://127.0.0.1:21243/debug/pprof/trace?seconds=10" ;;
+esac
 wait $gpid
 curl -s http://127.0.0.1:21243/metrics > $out/$tag-c$c.metrics
 kill $spid; wait $spid; rm -rf $dir
