@@ -95,6 +95,9 @@ func (q *taskDeletes) flushLoop() {
 func (q *taskDeletes) take() []*taskDelete {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return nil // most batches: nothing to carry
+	}
 	n, rows := 0, 0
 	for n < len(q.pending) && (n == 0 || rows+q.pending[n].rows <= taskDeletesPerBatch) {
 		rows += q.pending[n].rows
