@@ -30,8 +30,9 @@ attempt back.`,
 // unbinds still queued just after a restart, with a wide margin on a loaded host.
 const OrphanDetectionGraceDefault = 5 * time.Second
 
-// RescheduleChunkSizeDefault caps the activities one ActivityRescheduleTask carries, so a
-// worker with 100,000 bound activities produces tasks of bounded size.
+// RescheduleChunkSizeDefault caps the activities one reschedule batch carries, and one
+// fan-out task (all its batches together), so a worker with 100,000 bound activities produces
+// tasks of bounded size.
 const RescheduleChunkSizeDefault = 1000
 
 // Config is what the Worker component reads at use time. Namespace-keyed settings are looked

@@ -229,19 +229,25 @@ func TestHeartbeat(t *testing.T) {
 	})
 }
 
+// bindingsOverShards binds n activities, spread over the shards: how many land in each.
+func bindingsOverShards(n int) ([]*workerpb.ActivityBinding, map[int32]int) {
+	var bindings []*workerpb.ActivityBinding
+	shards := map[int32]int{}
+	for i := range n {
+		id := fmt.Sprintf("act-%d", i)
+		bindings = append(bindings, binding(id, 1))
+		shards[shard.ForKey(testNamespaceID, id, testNumShards)]++
+	}
+	return bindings, shards
+}
+
 func TestShutdown(t *testing.T) {
 	t.Parallel()
 
-	t.Run("ReschedulesBoundActivitiesAtOnceOneTaskPerDestinationShard", func(t *testing.T) {
+	t.Run("ReschedulesBoundActivitiesAtOnceInOneTaskThatReachesEveryShard", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var bindings []*workerpb.ActivityBinding
-		shards := map[int32]int{}
-		for i := range 40 {
-			id := fmt.Sprintf("act-%d", i)
-			bindings = append(bindings, binding(id, 1))
-			shards[shard.ForKey(testNamespaceID, id, testNumShards)]++
-		}
+		bindings, shards := bindingsOverShards(40)
 		require.Greater(t, len(shards), 3, "the bindings span several shards")
 		b.mustBeat("w1", withBound(bindings...))
 
@@ -251,10 +257,11 @@ func TestShutdown(t *testing.T) {
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, rec.State.Status)
 		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_SHUTDOWN, rec.State.InactiveReason)
 		require.Empty(t, rec.BoundActivities)
-		require.Len(t, rec.State.PendingReschedules, len(shards))
+		require.Len(t, rec.State.PendingReschedules, len(shards), "a batch per destination shard")
 
 		tasks := b.engine.SideEffectTasks()
-		require.Len(t, tasks, len(shards), "one reschedule task per destination shard")
+		require.Len(t, tasks, 1, "one task row for the whole hand-back")
+		require.Len(t, tasks[0].Task.Payload.(*workerpb.ActivityRescheduleFanOutTask).Batches, len(shards))
 		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
 		got := map[int32]int{}
 		for _, req := range b.rescheduler.received() {
@@ -266,6 +273,7 @@ func TestShutdown(t *testing.T) {
 		}
 		require.Equal(t, shards, got)
 		require.Empty(t, b.describe("w1").State.PendingReschedules, "acknowledged batches are done")
+		require.Empty(t, b.engine.SideEffectTasks())
 	})
 
 	t.Run("IsIdempotent", func(t *testing.T) {

@@ -27,9 +27,10 @@ const (
 
 // recordingRescheduler records batches; tests decide what it answers.
 type recordingRescheduler struct {
-	mu       sync.Mutex
-	requests []*workerpb.RescheduleActivitiesRequest
-	failWith error
+	mu         sync.Mutex
+	requests   []*workerpb.RescheduleActivitiesRequest
+	failWith   error
+	failShards map[int32]error // per destination shard, checked after failWith
 }
 
 func (r *recordingRescheduler) RescheduleActivities(_ context.Context, req *workerpb.RescheduleActivitiesRequest) (*workerpb.RescheduleActivitiesResponse, error) {
@@ -37,6 +38,9 @@ func (r *recordingRescheduler) RescheduleActivities(_ context.Context, req *work
 	defer r.mu.Unlock()
 	if r.failWith != nil {
 		return nil, r.failWith
+	}
+	if err := r.failShards[req.ShardId]; err != nil {
+		return nil, err
 	}
 	r.requests = append(r.requests, req)
 	return worker.NotFoundRescheduler{}.RescheduleActivities(context.Background(), req)
@@ -46,6 +50,16 @@ func (r *recordingRescheduler) fail(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failWith = err
+}
+
+// failShard makes the calls to one destination shard fail with err (nil: answer again).
+func (r *recordingRescheduler) failShard(shardID int32, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failShards == nil {
+		r.failShards = make(map[int32]error)
+	}
+	r.failShards[shardID] = err
 }
 
 func (r *recordingRescheduler) received() []*workerpb.RescheduleActivitiesRequest {

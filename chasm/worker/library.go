@@ -97,6 +97,8 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 		// While the host is behind every expiry is held: say so before loading each worker.
 		leaseExpiryOpts = append(leaseExpiryOpts, chasm.WithGate(gate.HoldAll))
 	}
+	delivery := rescheduleDelivery{rescheduler: l.rescheduler, scope: l.scope, logger: l.logger}
+	acks := newRescheduleAcks() // one worker's fan-outs and single batches share its writes
 	return []*chasm.RegistrableTask{
 		// One expiry timer per worker, replaced by every heartbeat; after a restart it waits
 		// out history.leaseExpiryGraceAfterRestart, so an outage of the server is not taken for
@@ -111,6 +113,8 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 			&WorkerDeleteTaskExecutor{scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer()),
 		chasm.NewRegistrableSideEffectTask("activityReschedule",
-			&ActivityRescheduleTaskExecutor{rescheduler: l.rescheduler, acks: newRescheduleAcks(), scope: l.scope, logger: l.logger}),
+			&ActivityRescheduleTaskExecutor{delivery: delivery, acks: acks}),
+		chasm.NewRegistrableSideEffectTask("activityRescheduleFanOut",
+			&ActivityRescheduleFanOutTaskExecutor{delivery: delivery, acks: acks, batchTimeout: rescheduleFanOutBatchTimeout}),
 	}
 }

@@ -239,10 +239,12 @@ func clearOrphanSuspicion(w *Worker) {
 	w.OrphanSuspectCutoff = nil
 }
 
-// fanOutReschedules sends activities to their own shards: one ActivityRescheduleTask per
-// destination shard (chunked), recorded in pending_reschedules until acknowledged. An
-// inactivation's batches are named by inactive_epoch, an orphan reconciliation's by
-// orphan_epoch (and the orphan flag).
+// fanOutReschedules sends activities to their own shards: one batch per destination shard
+// (chunked), recorded in pending_reschedules until acknowledged. The batches travel together
+// in ActivityRescheduleFanOutTasks of at most a chunk's worth of activities each (one task
+// for a worker's usual few hundred), so handing a worker's activities back is one task row
+// and one acknowledgement, whatever the number of shards. An inactivation's batches are named
+// by inactive_epoch, an orphan reconciliation's by orphan_epoch (and the orphan flag).
 func fanOutReschedules(w *Worker, ctx chasm.MutableContext, activities []*workerpb.BoundActivity, inact Inactivation, orphan bool, suspectSince *timestamppb.Timestamp) error {
 	if inact.NumShards <= 0 {
 		return errNoShardCount
@@ -265,20 +267,31 @@ func fanOutReschedules(w *Worker, ctx chasm.MutableContext, activities []*worker
 		shards = append(shards, s)
 	}
 	slices.Sort(shards)
+	fanOut, carried := &workerpb.ActivityRescheduleFanOutTask{}, 0
+	flush := func() {
+		if len(fanOut.Batches) > 0 {
+			ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleFanOutDestination}, fanOut)
+		}
+		fanOut, carried = &workerpb.ActivityRescheduleFanOutTask{}, 0
+	}
 	for _, s := range shards {
 		batch := byShard[s]
 		for chunk := 0; len(batch) > 0; chunk++ {
 			n := min(chunkSize, len(batch))
-			task := &workerpb.ActivityRescheduleTask{
+			if carried+n > chunkSize {
+				flush()
+			}
+			fanOut.Batches = append(fanOut.Batches, &workerpb.ActivityRescheduleTask{
 				Epoch: epoch, DestinationShard: s, Chunk: int32(chunk), Activities: batch[:n],
 				InactiveTime: w.InactiveTime, Orphan: orphan, SuspectSince: suspectSince,
-			}
-			ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleDestination(s)}, task)
+			})
+			carried += n
 			w.PendingReschedules = append(w.PendingReschedules, &workerpb.PendingReschedule{
 				Epoch: epoch, DestinationShard: s, Chunk: int32(chunk), ActivityCount: int32(n), Orphan: orphan,
 			})
 			batch = batch[n:]
 		}
 	}
+	flush()
 	return nil
 }

@@ -190,9 +190,9 @@ func recordHeartbeat(w *Worker, hb *workerv1.WorkerHeartbeat) {
 	w.LastHeartbeat = next
 }
 
-// becomeInactive schedules the cleanup and hands every bound activity to its own shard: one
-// ActivityRescheduleTask per destination shard (chunked), so the worker's transaction does no
-// I/O and a slow shard delays only its own activities.
+// becomeInactive schedules the cleanup and hands every bound activity to its own shard, in a
+// batch per destination shard carried by a fan-out task (fanOutReschedules), so the worker's
+// transaction does no I/O and a slow shard delays only its own activities.
 func becomeInactive(w *Worker, ctx chasm.MutableContext, reason workerpb.InactiveReason, inact Inactivation) error {
 	now := ctx.Now()
 	// The expiry timer, if still pending (a shutdown), is stale from here on; a resurrection
@@ -235,3 +235,8 @@ var errNoShardCount = errors.New("worker: rescheduling needs the shard count")
 func RescheduleDestination(shardID int32) string {
 	return fmt.Sprintf("history-shard/%d", shardID)
 }
+
+// RescheduleFanOutDestination is the outbound destination of the fan-outs, which reach every
+// shard: a shard that does not answer one gets its batch as a task of its own, under
+// RescheduleDestination.
+const RescheduleFanOutDestination = "history-shards"

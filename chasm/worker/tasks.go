@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/combine"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
 )
@@ -125,12 +125,12 @@ func (e *WorkerDeleteTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, 
 }
 
 // ActivityRescheduleTaskExecutor delivers one batch of a dead worker's activities to the shard
-// that owns them, retried (by the outbound queue) until that shard answers.
+// that owns them, retried (by the outbound queue) until that shard answers. Since the
+// fan-out (ActivityRescheduleFanOutTaskExecutor) it carries only the batches whose shard did
+// not answer it, and those written by an earlier version.
 type ActivityRescheduleTaskExecutor struct {
-	rescheduler ActivityRescheduler
-	acks        *combine.Combiner[chasm.ComponentRef, *workerpb.ActivityRescheduleTask]
-	scope       tally.Scope
-	logger      *zap.Logger
+	delivery rescheduleDelivery
+	acks     *rescheduleAcks
 }
 
 // Validate holds until the destination has acknowledged the batch.
@@ -142,7 +142,67 @@ func (e *ActivityRescheduleTaskExecutor) Validate(_ chasm.Context, w *Worker, _ 
 // applies each entry only if the activity is still started by this worker with the same
 // stamp, so a redelivery after a crash between the two steps changes nothing.
 func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, _ chasm.TaskAttributes, task *workerpb.ActivityRescheduleTask) error {
-	resp, err := e.rescheduler.RescheduleActivities(ctx, &workerpb.RescheduleActivitiesRequest{
+	if err := e.delivery.send(ctx, ref, task); err != nil {
+		return err
+	}
+	return e.acks.Do(ctx, ref, []rescheduleOutcome{{batch: task, delivered: true}})
+}
+
+// rescheduleFanOutBatchTimeout is how long the fan-out waits for one shard's answer before it
+// hands that batch to a task of its own: a shard that hangs must not hold up the
+// acknowledgement of the others, nor the outbound slot, for long.
+const rescheduleFanOutBatchTimeout = 2 * time.Second
+
+// ActivityRescheduleFanOutTaskExecutor delivers every batch of one inactivation (or orphan
+// reconciliation) at once, each to its own shard, and records the outcome in one write of the
+// worker: the batches acknowledged leave pending_reschedules, and each batch whose shard did
+// not answer becomes an ActivityRescheduleTask of its own, which the outbound queue retries
+// against that shard alone. A restart of many workers so costs one task row and one
+// acknowledgement per worker, not one of each per destination shard.
+type ActivityRescheduleFanOutTaskExecutor struct {
+	delivery     rescheduleDelivery
+	acks         *rescheduleAcks
+	batchTimeout time.Duration
+}
+
+// Validate holds while a batch of the task is pending and not yet handed to a task of its own.
+func (e *ActivityRescheduleFanOutTaskExecutor) Validate(_ chasm.Context, w *Worker, _ chasm.TaskAttributes, task *workerpb.ActivityRescheduleFanOutTask) (bool, error) {
+	for _, b := range task.Batches {
+		if i := pendingIndex(w, b); i >= 0 && !w.PendingReschedules[i].OwnTask {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Execute sends the batches concurrently, then writes the outcome. Resending after a crash
+// between the two is harmless, as for ActivityRescheduleTaskExecutor.
+func (e *ActivityRescheduleFanOutTaskExecutor) Execute(ctx context.Context, ref chasm.ComponentRef, _ chasm.TaskAttributes, task *workerpb.ActivityRescheduleFanOutTask) error {
+	outcomes := make([]rescheduleOutcome, len(task.Batches))
+	var wg sync.WaitGroup
+	for i, b := range task.Batches {
+		wg.Go(func() {
+			bctx, cancel := context.WithTimeout(ctx, e.batchTimeout)
+			defer cancel()
+			outcomes[i] = rescheduleOutcome{batch: b, delivered: e.delivery.send(bctx, ref, b) == nil}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err // stopping: the whole task runs again
+	}
+	return e.acks.Do(ctx, ref, outcomes)
+}
+
+// rescheduleDelivery sends one batch to its shard and counts the outcome.
+type rescheduleDelivery struct {
+	rescheduler ActivityRescheduler
+	scope       tally.Scope
+	logger      *zap.Logger
+}
+
+func (d rescheduleDelivery) send(ctx context.Context, ref chasm.ComponentRef, task *workerpb.ActivityRescheduleTask) error {
+	resp, err := d.rescheduler.RescheduleActivities(ctx, &workerpb.RescheduleActivitiesRequest{
 		NamespaceId:       ref.Key.NamespaceID,
 		ShardId:           task.DestinationShard,
 		WorkerInstanceKey: ref.Key.BusinessID,
@@ -152,7 +212,7 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 		SuspectSince:      task.SuspectSince,
 	})
 	if err != nil {
-		metrics.ActivityRescheduleErrors.With(e.scope, metrics.KindTag(serviceerror.ToStatus(err).Code().String())).Inc(1)
+		metrics.ActivityRescheduleErrors.With(d.scope, metrics.KindTag(serviceerror.ToStatus(err).Code().String())).Inc(1)
 		return err
 	}
 	var rescheduled, notFound, stale, failed, alive int
@@ -170,15 +230,14 @@ func (e *ActivityRescheduleTaskExecutor) Execute(ctx context.Context, ref chasm.
 			stale++
 		}
 	}
-	metrics.ActivitiesRescheduled.With(e.scope).Inc(int64(rescheduled))
+	metrics.ActivitiesRescheduled.With(d.scope).Inc(int64(rescheduled))
 	// Debug: a worker's activities go out in a batch per destination shard, so a restart of
 	// many workers would log thousands of these; its INACTIVE line carries the total.
-	e.logger.Debug("activities of inactive worker handed back",
+	d.logger.Debug("activities of inactive worker handed back",
 		tag.WorkerID(ref.Key.BusinessID), tag.ShardID(task.DestinationShard), zap.Bool("orphans", task.Orphan),
 		zap.Int("rescheduled", rescheduled), zap.Int("not-found", notFound), zap.Int("stale", stale),
 		zap.Int("failed", failed), zap.Int("alive", alive))
-
-	return e.acks.Do(ctx, ref, task)
+	return nil
 }
 
 func pendingIndex(w *Worker, task *workerpb.ActivityRescheduleTask) int {

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/shard"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -130,6 +132,13 @@ func TestLifecycle(t *testing.T) {
 		b.mustBeat("w1", withBound(binding("a", 1)))
 		b.shutdown("w1")
 		b.rescheduler.fail(serviceerror.NewUnavailable("shard moving"))
+		// The fan-out hands the batch its shard did not take to a task of its own.
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		require.Len(t, b.describe("w1").State.PendingReschedules, 1)
+		tasks := b.engine.SideEffectTasks()
+		require.Len(t, tasks, 1)
+		require.IsType(t, &workerpb.ActivityRescheduleTask{}, tasks[0].Task.Payload)
+
 		require.Error(t, b.engine.RunSideEffectTasks(b.ctx))
 		require.Len(t, b.describe("w1").State.PendingReschedules, 1)
 		require.Len(t, b.engine.SideEffectTasks(), 1, "kept for a retry")
@@ -138,6 +147,42 @@ func TestLifecycle(t *testing.T) {
 		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
 		require.Empty(t, b.describe("w1").State.PendingReschedules)
 		require.Empty(t, b.engine.SideEffectTasks())
+	})
+
+	t.Run("AShardThatDoesNotAnswerHoldsUpOnlyItsOwnBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		bindings, shards := bindingsOverShards(40)
+		require.Greater(t, len(shards), 3)
+		down := shard.ForKey(testNamespaceID, "act-0", testNumShards)
+		b.mustBeat("w1", withBound(bindings...))
+		b.shutdown("w1")
+		b.rescheduler.failShard(down, serviceerror.NewUnavailable("shard moving"))
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+
+		// Every other shard took its batch at once; the one that did not has a task of its
+		// own, under that shard's destination, and the fan-out is done.
+		got := map[int32]int{}
+		for _, req := range b.rescheduler.received() {
+			got[req.ShardId] += len(req.Activities)
+		}
+		want := maps.Clone(shards)
+		delete(want, down)
+		require.Equal(t, want, got)
+		pending := b.describe("w1").State.PendingReschedules
+		require.Len(t, pending, 1)
+		require.Equal(t, down, pending[0].DestinationShard)
+		require.True(t, pending[0].OwnTask)
+		tasks := b.engine.SideEffectTasks()
+		require.Len(t, tasks, 1)
+		require.Equal(t, worker.RescheduleDestination(down), tasks[0].Task.Attributes.Destination)
+		require.Equal(t, down, tasks[0].Task.Payload.(*workerpb.ActivityRescheduleTask).DestinationShard)
+
+		b.rescheduler.failShard(down, nil)
+		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
+		require.Empty(t, b.describe("w1").State.PendingReschedules)
+		require.Empty(t, b.engine.SideEffectTasks())
+		require.Equal(t, shards[down], len(b.rescheduler.received()[len(b.rescheduler.received())-1].Activities))
 	})
 
 	t.Run("LargeBatchesAreChunked", func(t *testing.T) {
@@ -151,7 +196,11 @@ func TestLifecycle(t *testing.T) {
 		b.mustBeat("w1", withBound(bindings...))
 		b.shutdown("w1")
 		for _, st := range b.engine.SideEffectTasks() {
-			require.LessOrEqual(t, len(st.Task.Payload.(*workerpb.ActivityRescheduleTask).Activities), 100)
+			carried := 0
+			for _, batch := range st.Task.Payload.(*workerpb.ActivityRescheduleFanOutTask).Batches {
+				carried += len(batch.Activities)
+			}
+			require.LessOrEqual(t, carried, 100)
 		}
 		require.NoError(t, b.engine.RunSideEffectTasks(b.ctx))
 		total := 0

@@ -647,7 +647,10 @@ type PendingReschedule struct {
 	Chunk            int32                  `protobuf:"varint,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
 	ActivityCount    int32                  `protobuf:"varint,4,opt,name=activity_count,json=activityCount,proto3" json:"activity_count,omitempty"`
 	// A batch of orphans of a live worker (epoch is then orphan_epoch), not of its inactivation.
-	Orphan        bool `protobuf:"varint,30,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	Orphan bool `protobuf:"varint,30,opt,name=orphan,proto3" json:"orphan,omitempty"`
+	// Its shard did not answer the fan-out (ActivityRescheduleFanOutTask), which handed the
+	// batch to an ActivityRescheduleTask of its own.
+	OwnTask       bool `protobuf:"varint,31,opt,name=own_task,json=ownTask,proto3" json:"own_task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -713,6 +716,13 @@ func (x *PendingReschedule) GetActivityCount() int32 {
 func (x *PendingReschedule) GetOrphan() bool {
 	if x != nil {
 		return x.Orphan
+	}
+	return false
+}
+
+func (x *PendingReschedule) GetOwnTask() bool {
+	if x != nil {
+		return x.OwnTask
 	}
 	return false
 }
@@ -927,6 +937,55 @@ func (x *ActivityRescheduleTask) GetSuspectSince() *timestamppb.Timestamp {
 	return nil
 }
 
+// ActivityRescheduleFanOutTask carries every batch of one inactivation (or one orphan
+// reconciliation) in a single outbound task: one row to write and delete, and one
+// acknowledgement, instead of one of each per destination shard. Its executor sends the
+// batches to their shards at once; a batch whose shard does not answer becomes an
+// ActivityRescheduleTask of its own, retried against that shard alone.
+type ActivityRescheduleFanOutTask struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Batches       []*ActivityRescheduleTask `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityRescheduleFanOutTask) Reset() {
+	*x = ActivityRescheduleFanOutTask{}
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityRescheduleFanOutTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityRescheduleFanOutTask) ProtoMessage() {}
+
+func (x *ActivityRescheduleFanOutTask) ProtoReflect() protoreflect.Message {
+	mi := &file_chasm_worker_proto_v1_state_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityRescheduleFanOutTask.ProtoReflect.Descriptor instead.
+func (*ActivityRescheduleFanOutTask) Descriptor() ([]byte, []int) {
+	return file_chasm_worker_proto_v1_state_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ActivityRescheduleFanOutTask) GetBatches() []*ActivityRescheduleTask {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
 var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
@@ -979,13 +1038,14 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x05stamp\x18\x04 \x01(\x03R\x05stamp\x129\n" +
 	"\n" +
 	"bound_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tboundTime\x12#\n" +
-	"\rorphan_reason\x18\x1e \x01(\tR\forphanReason\"\xab\x01\n" +
+	"\rorphan_reason\x18\x1e \x01(\tR\forphanReason\"\xc6\x01\n" +
 	"\x11PendingReschedule\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12+\n" +
 	"\x11destination_shard\x18\x02 \x01(\x05R\x10destinationShard\x12\x14\n" +
 	"\x05chunk\x18\x03 \x01(\x05R\x05chunk\x12%\n" +
 	"\x0eactivity_count\x18\x04 \x01(\x05R\ractivityCount\x12\x16\n" +
-	"\x06orphan\x18\x1e \x01(\bR\x06orphan\"\x11\n" +
+	"\x06orphan\x18\x1e \x01(\bR\x06orphan\x12\x19\n" +
+	"\bown_task\x18\x1f \x01(\bR\aownTask\"\x11\n" +
 	"\x0fLeaseExpiryTask\"\x13\n" +
 	"\x11WorkerCleanupTask\"\x12\n" +
 	"\x10WorkerDeleteTask\"\xcb\x02\n" +
@@ -998,7 +1058,9 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"activities\x12?\n" +
 	"\rinactive_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\finactiveTime\x12\x16\n" +
 	"\x06orphan\x18\x1e \x01(\bR\x06orphan\x12?\n" +
-	"\rsuspect_since\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince*\x81\x01\n" +
+	"\rsuspect_since\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\fsuspectSince\"a\n" +
+	"\x1cActivityRescheduleFanOutTask\x12A\n" +
+	"\abatches\x18\x01 \x03(\v2'.vigil.worker.v1.ActivityRescheduleTaskR\abatches*\x81\x01\n" +
 	"\fWorkerStatus\x12\x1d\n" +
 	"\x19WORKER_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WORKER_STATUS_ACTIVE\x10\x01\x12\x1a\n" +
@@ -1026,51 +1088,53 @@ func file_chasm_worker_proto_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_chasm_worker_proto_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_chasm_worker_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_chasm_worker_proto_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_chasm_worker_proto_v1_state_proto_goTypes = []any{
-	(WorkerStatus)(0),              // 0: vigil.worker.v1.WorkerStatus
-	(InactiveReason)(0),            // 1: vigil.worker.v1.InactiveReason
-	(SuspectReason)(0),             // 2: vigil.worker.v1.SuspectReason
-	(*WorkerState)(nil),            // 3: vigil.worker.v1.WorkerState
-	(*BoundActivity)(nil),          // 4: vigil.worker.v1.BoundActivity
-	(*PendingReschedule)(nil),      // 5: vigil.worker.v1.PendingReschedule
-	(*LeaseExpiryTask)(nil),        // 6: vigil.worker.v1.LeaseExpiryTask
-	(*WorkerCleanupTask)(nil),      // 7: vigil.worker.v1.WorkerCleanupTask
-	(*WorkerDeleteTask)(nil),       // 8: vigil.worker.v1.WorkerDeleteTask
-	(*ActivityRescheduleTask)(nil), // 9: vigil.worker.v1.ActivityRescheduleTask
-	(*v1.WorkerHeartbeat)(nil),     // 10: temporal.api.worker.v1.WorkerHeartbeat
-	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 12: google.protobuf.Duration
+	(WorkerStatus)(0),                    // 0: vigil.worker.v1.WorkerStatus
+	(InactiveReason)(0),                  // 1: vigil.worker.v1.InactiveReason
+	(SuspectReason)(0),                   // 2: vigil.worker.v1.SuspectReason
+	(*WorkerState)(nil),                  // 3: vigil.worker.v1.WorkerState
+	(*BoundActivity)(nil),                // 4: vigil.worker.v1.BoundActivity
+	(*PendingReschedule)(nil),            // 5: vigil.worker.v1.PendingReschedule
+	(*LeaseExpiryTask)(nil),              // 6: vigil.worker.v1.LeaseExpiryTask
+	(*WorkerCleanupTask)(nil),            // 7: vigil.worker.v1.WorkerCleanupTask
+	(*WorkerDeleteTask)(nil),             // 8: vigil.worker.v1.WorkerDeleteTask
+	(*ActivityRescheduleTask)(nil),       // 9: vigil.worker.v1.ActivityRescheduleTask
+	(*ActivityRescheduleFanOutTask)(nil), // 10: vigil.worker.v1.ActivityRescheduleFanOutTask
+	(*v1.WorkerHeartbeat)(nil),           // 11: temporal.api.worker.v1.WorkerHeartbeat
+	(*timestamppb.Timestamp)(nil),        // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 13: google.protobuf.Duration
 }
 var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.worker.v1.WorkerState.status:type_name -> vigil.worker.v1.WorkerStatus
-	10, // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
-	11, // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
-	12, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
-	11, // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	11, // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
+	11, // 1: vigil.worker.v1.WorkerState.last_heartbeat:type_name -> temporal.api.worker.v1.WorkerHeartbeat
+	12, // 2: vigil.worker.v1.WorkerState.lease_deadline:type_name -> google.protobuf.Timestamp
+	13, // 3: vigil.worker.v1.WorkerState.lease_duration:type_name -> google.protobuf.Duration
+	12, // 4: vigil.worker.v1.WorkerState.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	12, // 5: vigil.worker.v1.WorkerState.first_heartbeat_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: vigil.worker.v1.WorkerState.inactive_reason:type_name -> vigil.worker.v1.InactiveReason
-	11, // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
-	11, // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
+	12, // 7: vigil.worker.v1.WorkerState.inactive_time:type_name -> google.protobuf.Timestamp
+	12, // 8: vigil.worker.v1.WorkerState.cleanup_time:type_name -> google.protobuf.Timestamp
 	5,  // 9: vigil.worker.v1.WorkerState.pending_reschedules:type_name -> vigil.worker.v1.PendingReschedule
-	11, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
-	11, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
-	11, // 12: vigil.worker.v1.WorkerState.orphan_suspect_since:type_name -> google.protobuf.Timestamp
-	11, // 13: vigil.worker.v1.WorkerState.orphan_suspect_cutoff:type_name -> google.protobuf.Timestamp
-	11, // 14: vigil.worker.v1.WorkerState.orphan_seen_cutoff:type_name -> google.protobuf.Timestamp
-	11, // 15: vigil.worker.v1.WorkerState.suspect_since:type_name -> google.protobuf.Timestamp
+	12, // 10: vigil.worker.v1.WorkerState.lease_timer_time:type_name -> google.protobuf.Timestamp
+	12, // 11: vigil.worker.v1.WorkerState.delete_time:type_name -> google.protobuf.Timestamp
+	12, // 12: vigil.worker.v1.WorkerState.orphan_suspect_since:type_name -> google.protobuf.Timestamp
+	12, // 13: vigil.worker.v1.WorkerState.orphan_suspect_cutoff:type_name -> google.protobuf.Timestamp
+	12, // 14: vigil.worker.v1.WorkerState.orphan_seen_cutoff:type_name -> google.protobuf.Timestamp
+	12, // 15: vigil.worker.v1.WorkerState.suspect_since:type_name -> google.protobuf.Timestamp
 	2,  // 16: vigil.worker.v1.WorkerState.suspect_reason:type_name -> vigil.worker.v1.SuspectReason
-	11, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
-	11, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
-	11, // 19: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	12, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
+	12, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
+	12, // 19: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
 	4,  // 20: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	11, // 21: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	11, // 22: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	12, // 21: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	12, // 22: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	9,  // 23: vigil.worker.v1.ActivityRescheduleFanOutTask.batches:type_name -> vigil.worker.v1.ActivityRescheduleTask
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
@@ -1084,7 +1148,7 @@ func file_chasm_worker_proto_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_worker_proto_v1_state_proto_rawDesc), len(file_chasm_worker_proto_v1_state_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
