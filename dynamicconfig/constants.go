@@ -252,6 +252,13 @@ serves fewer calls at once: while writes take longer, the in-flight limit per sh
 quarter every 250 ms; while they are quicker and calls wait for a slot, it grows by one. 0
 disables adaptation (the limit is history.admissionMaxInFlightPerShard).`,
 	)
+	OutboundYieldMax = NewGlobalDurationSetting(
+		"history.outboundYieldMax",
+		time.Second,
+		`Longest the outbound queues (a dead or stopped worker's activities handed back to their
+shards, and the like) hold their next deliveries while heartbeats or registrations wait for
+admission, so that the host serves its callers first. 0: never hold them.`,
+	)
 	AdmissionMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionMaxQueueDelay",
 		2*time.Second,

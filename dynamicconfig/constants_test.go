@@ -33,6 +33,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{TimerLookAheadDuration, "history.timerLookAheadDuration", time.Minute},
 		{TimerLookAheadPageSize, "history.timerLookAheadPageSize", 1000},
 		{OutboundMaxAttemptsBeforeAlert, "history.outboundMaxAttemptsBeforeAlert", 20},
+		{OutboundYieldMax, "history.outboundYieldMax", time.Second},
 		{OutboundRetryInitialInterval, "history.outboundRetryInitialInterval", 100 * time.Millisecond},
 		{OutboundRetryMaxInterval, "history.outboundRetryMaxInterval", 30 * time.Second},
 		{NamespaceRPS, "frontend.namespaceRPS", 10000.0},

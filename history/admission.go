@@ -94,11 +94,14 @@ type Admission struct {
 	ts     clock.TimeSource
 	logger *zap.Logger
 
-	mu           sync.Mutex
-	gates        map[int32]*gate
-	queued       int
-	queuedBytes  int
-	queuedByCls  [numClasses]int
+	mu          sync.Mutex
+	gates       map[int32]*gate
+	queued      int
+	queuedBytes int
+	queuedByCls [numClasses]int
+	// callsDrained is open while heartbeats or registrations wait for a slot and closed when
+	// none does (YieldToCalls); nil while none waits.
+	callsDrained chan struct{}
 	regLimiter   *rate.Limiter
 	regRate      float64
 	hbQueueDelay time.Duration // recent heartbeat queueing delay, smoothed, host-wide
@@ -668,6 +671,34 @@ func (a *Admission) queueChangedLocked(limit int) {
 	a.queuedGauge.Update(float64(a.queued))
 	a.queuedBytesGauge.Update(float64(a.queuedBytes))
 	a.updateWriteWaitLocked(limit)
+	switch waiting := a.queuedByCls[ClassHeartbeat]+a.queuedByCls[ClassRegistration] > 0; {
+	case waiting && a.callsDrained == nil:
+		a.callsDrained = make(chan struct{})
+	case !waiting && a.callsDrained != nil:
+		close(a.callsDrained)
+		a.callsDrained = nil
+	}
+}
+
+// YieldToCalls returns once no heartbeat or registration waits for a slot, or after most,
+// whichever comes first (at once when none waits, or when ctx ends). The history host's
+// background deliveries (the outbound queues) call it before they start, so that while the
+// host is behind on its calls the cores and the store go to the callers first; most bounds
+// the delay, so background work still runs while calls queue without end (an overload).
+func (a *Admission) YieldToCalls(ctx context.Context, most time.Duration) {
+	a.mu.Lock()
+	drained := a.callsDrained
+	a.mu.Unlock()
+	if drained == nil || most <= 0 {
+		return
+	}
+	timeout, t := a.ts.NewTimer(most)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-timeout:
+	case <-ctx.Done():
+	}
 }
 
 // paceRegistration takes a token from the registration bucket, waiting for it when the wait

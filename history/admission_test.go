@@ -646,3 +646,71 @@ func (g pausableGauge) Update(v float64) {
 	g.s.last = v
 	g.s.mu.Unlock()
 }
+
+func TestAdmissionYieldToCalls(t *testing.T) {
+	t.Parallel()
+
+	yieldAsync := func(a *Admission, ctx context.Context, most time.Duration) <-chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			a.YieldToCalls(ctx, most)
+			close(done)
+		}()
+		return done
+	}
+
+	t.Run("ReturnsAtOnceWhileNoCallWaits", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		defer release()
+		// A call in flight is not a call waiting: background work goes on beside it.
+		<-yieldAsync(b.a, longCtx(t), time.Hour)
+	})
+
+	t.Run("WaitsUntilTheWaitingCallsAreServed", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
+		waitQueued(t, b.a, 1)
+
+		yielded := yieldAsync(b.a, longCtx(t), time.Hour)
+		select {
+		case <-yielded:
+			t.Fatal("background work went ahead of a registration waiting for a slot")
+		case <-time.After(20 * time.Millisecond):
+		}
+		release()
+		require.NoError(t, <-waiting)
+		<-yielded
+	})
+
+	t.Run("WaitsNoLongerThanItsBound", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		defer release()
+		ctx, cancel := context.WithCancel(longCtx(t))
+		defer cancel()
+		waiting := admitAsync(ctx, b.a, 0, ClassHeartbeat)
+		waitQueued(t, b.a, 1)
+
+		// An overload that never drains still lets background work run, after the bound.
+		yielded := yieldAsync(b.a, longCtx(t), time.Second)
+		require.Eventually(t, func() bool { return b.ts.PendingTimers() > 0 }, 10*time.Second, time.Millisecond)
+		b.ts.Advance(time.Second)
+		<-yielded
+
+		// And a stopping queue is not held.
+		stopping, stop := context.WithCancel(longCtx(t))
+		stopped := yieldAsync(b.a, stopping, time.Hour)
+		stop()
+		<-stopped
+		cancel()
+		require.Error(t, <-waiting, "the waiting call gave up, unserved")
+	})
+}

@@ -36,6 +36,7 @@ type Engine struct {
 	dc         *dynamicconfig.Collection
 	logger     *zap.Logger
 	scope      tally.Scope
+	yield      func(ctx context.Context)
 
 	controller *shardController
 }
@@ -56,6 +57,9 @@ type EngineParams struct {
 	// Membership says which hosts are alive; nil means this host alone (Config.HostID), which
 	// owns every shard.
 	Membership membership.Monitor
+	// YieldToCalls, when set, holds the outbound queues' next deliveries while the host is
+	// behind on its calls (Admission.YieldToCalls); see tasks.OutboundQueueOptions.Yield.
+	YieldToCalls func(ctx context.Context)
 }
 
 // NewEngine returns an engine that serves nothing until Start acquires its shards.
@@ -83,6 +87,7 @@ func NewEngine(p EngineParams) (*Engine, error) {
 		dc:         p.DynamicConfig,
 		logger:     p.Logger.With(zap.String("service", "history")),
 		scope:      p.MetricsScope.SubScope("history"),
+		yield:      p.YieldToCalls,
 	}
 	if p.Membership == nil {
 		p.Membership = membership.NewStatic(membership.Host{ID: cfg.HostID})
@@ -204,6 +209,7 @@ func (e *Engine) outboundQueueOptions() tasks.OutboundQueueOptions {
 		RetryInitialInterval: dynamicconfig.OutboundRetryInitialInterval.Get(e.dc),
 		RetryMaxInterval:     dynamicconfig.OutboundRetryMaxInterval.Get(e.dc),
 		AlertAttempts:        dynamicconfig.OutboundMaxAttemptsBeforeAlert.Get(e.dc),
+		Yield:                e.yield,
 	}
 }
 

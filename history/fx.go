@@ -152,6 +152,7 @@ type engineParams struct {
 	DynamicConfig *dynamicconfig.Collection
 	Monitor       membership.Monitor
 	StopMode      *StopMode
+	Admission     *Admission
 	Logger        *zap.Logger
 	Scope         tally.Scope
 }
@@ -163,6 +164,9 @@ func newEngineFx(p engineParams) (*Engine, error) {
 		Config: cfg, Registry: p.Registry, Store: p.Store, Committer: p.Committer, Scheduler: p.Scheduler,
 		TimeSource: p.TimeSource, DynamicConfig: p.DynamicConfig, Logger: p.Logger, MetricsScope: p.Scope,
 		Membership: p.Monitor,
+		YieldToCalls: func(ctx context.Context) {
+			p.Admission.YieldToCalls(ctx, dynamicconfig.OutboundYieldMax.Get(p.DynamicConfig)())
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -116,6 +117,10 @@ type OutboundQueueOptions struct {
 	RetryMaxInterval       func() time.Duration
 	AlertAttempts          func() int
 	RecentlyCompleted      int
+	// Yield, when set, is called by the queue's loop before it hands ready tasks to the
+	// scheduler, and may block to let the host's own calls go first (history: while calls
+	// wait for admission, up to a bound). It must return soon once ctx ends.
+	Yield func(ctx context.Context)
 
 	// TestHooks is nil in production.
 	TestHooks *OutboundQueueTestHooks
@@ -212,6 +217,7 @@ type outboundQueueConfig struct {
 	pollInterval           func() time.Duration
 	retry                  retryPolicy
 	recentlyCompleted      int
+	yield                  func(ctx context.Context)
 	hooks                  OutboundQueueTestHooks
 }
 
@@ -236,6 +242,7 @@ func (o OutboundQueueOptions) resolve() outboundQueueConfig {
 			alertAttempts:   withDefault(o.AlertAttempts, OutboundQueueAlertAttemptsDefault),
 		},
 		recentlyCompleted: o.RecentlyCompleted,
+		yield:             o.Yield,
 	}
 	if c.recentlyCompleted <= 0 {
 		c.recentlyCompleted = OutboundQueueRecentlyCompletedDefault

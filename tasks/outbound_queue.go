@@ -337,6 +337,17 @@ func (q *OutboundQueue) submitReady() (nextRetry time.Time, ok bool) {
 	if len(q.retries) > 0 {
 		nextRetry = q.retries[0].retryAt
 	}
+	pending := len(q.ready) > 0
+	q.mu.Unlock()
+	if pending && q.cfg.yield != nil {
+		// The host's calls first (OutboundQueueOptions.Yield). Tasks made ready meanwhile
+		// go out with these.
+		q.cfg.yield(q.ctx)
+		if q.ctx.Err() != nil {
+			return nextRetry, false
+		}
+	}
+	q.mu.Lock()
 	ready := q.ready
 	q.ready = nil
 	q.mu.Unlock()

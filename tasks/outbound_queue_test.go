@@ -144,6 +144,36 @@ func TestOutboundQueue(t *testing.T) {
 		require.Equal(t, int64(2), counterValue(b.scope, MetricOutboundTaskFailures))
 	})
 
+	t.Run("YieldHoldsDeliveriesUntilItReturns", func(t *testing.T) {
+		t.Parallel()
+		store := taskstest.NewTaskStore()
+		yielding := make(chan struct{}, 100)
+		release := make(chan struct{})
+		q, b := newOutboundBundle(t, store, 2, OutboundQueueOptions{Yield: func(ctx context.Context) {
+			yielding <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}})
+		for id := int64(1); id <= 5; id++ {
+			store.AddOutboundTasks(outboundTask(id, "shard-a"))
+		}
+		q.Start()
+		waitEvent(t, yielding, "the queue yields before it delivers")
+		require.Zero(t, b.attemptsOf(1), "nothing delivered while the host's calls go first")
+		close(release)
+		b.completed.waitFor(t, 5, "every task once the yield returns")
+		require.Equal(t, 0, store.OutboundTaskCount())
+
+		// A queue stopping while it yields is not held by it.
+		other := taskstest.NewTaskStore()
+		other.AddOutboundTasks(outboundTask(6, "shard-a"))
+		q2, _ := newOutboundBundle(t, other, 2, OutboundQueueOptions{Yield: func(ctx context.Context) { <-ctx.Done() }})
+		q2.Start()
+		q2.Stop()
+	})
+
 	t.Run("OverflowingDestinationDoesNotStarveOthers", func(t *testing.T) {
 		t.Parallel()
 		store := taskstest.NewTaskStore()
