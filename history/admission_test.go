@@ -691,6 +691,8 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 	t.Run("WaitsNoLongerThanItsBound", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		scope := tally.NewTestScope("", nil)
+		b.a = NewAdmission(b.a.cfg, b.ts, scope, zaptest.NewLogger(t))
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -704,6 +706,9 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 		require.Eventually(t, func() bool { return b.ts.PendingTimers() > 0 }, 10*time.Second, time.Millisecond)
 		b.ts.Advance(time.Second)
 		<-yielded
+		held := scope.Snapshot().Timers()[metrics.OutboundYieldDelay.Name()+"+"]
+		require.NotNil(t, held, "the hold is timed")
+		require.Equal(t, []time.Duration{time.Second}, held.Values())
 
 		// And a stopping queue is not held.
 		stopping, stop := context.WithCancel(longCtx(t))

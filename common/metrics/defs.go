@@ -252,6 +252,10 @@ var (
 	AdmissionQueueDelay = NewTimerDef("admission_queue_delay",
 		"Time admitted history calls waited for their slot, by class (kind; registrationPacing for paced registrations).", TagKind).
 		WithValues(TagKind, "heartbeat", "registration", "read", "registrationPacing")
+	// OutboundYieldDelay times how long an outbound queue held its deliveries for the calls
+	// waiting for admission (history.outboundYieldMax).
+	OutboundYieldDelay = NewTimerDef("outbound_yield_delay",
+		"Time a shard's outbound queue held its deliveries (a stopped or dead worker's activities handed back, and the like) while heartbeats or registrations waited for admission.")
 	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
 	// and namespace ("" for the host-wide reason).
 	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged",
