@@ -73,6 +73,13 @@ func WithGate(gate func(key ExecutionKey, now time.Time) (until time.Time, defer
 	return func(t *RegistrableTask) { t.gate = gate }
 }
 
+// WithYieldToCalls marks a side-effect task as background work that may wait while the host
+// is behind on its calls (the host decides how long): handing a stopped worker's activities
+// back can wait for the restart's own calls, an activity's dispatch cannot.
+func WithYieldToCalls() TaskOption {
+	return func(t *RegistrableTask) { t.yieldToCalls = true }
+}
+
 // RegistrableTask is a task type as registered by a library.
 type RegistrableTask struct {
 	name          string
@@ -84,6 +91,7 @@ type RegistrableTask struct {
 	pure          bool
 	singleton     bool
 	restartGrace  bool
+	yieldToCalls  bool
 	gate          func(key ExecutionKey, now time.Time) (until time.Time, deferred bool)
 
 	validate          func(Context, Component, TaskAttributes, proto.Message) (bool, error)
@@ -164,6 +172,10 @@ func (t *RegistrableTask) Gate(key ExecutionKey, now time.Time) (until time.Time
 	}
 	return t.gate(key, now)
 }
+
+// YieldsToCalls says whether the task may wait while the host is behind on its calls
+// (WithYieldToCalls).
+func (t *RegistrableTask) YieldsToCalls() bool { return t.yieldToCalls }
 
 // UnmarshalPayload decodes a persisted payload of this task type.
 func (t *RegistrableTask) UnmarshalPayload(data []byte) (proto.Message, error) {

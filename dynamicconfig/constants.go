@@ -255,9 +255,9 @@ disables adaptation (the limit is history.admissionMaxInFlightPerShard).`,
 	OutboundYieldMax = NewGlobalDurationSetting(
 		"history.outboundYieldMax",
 		time.Second,
-		`Longest the outbound queues (a dead or stopped worker's activities handed back to their
-shards, and the like) hold their next deliveries while heartbeats or registrations wait for
-admission, so that the host serves its callers first. 0: never hold them.`,
+		`Longest the hand-backs of a dead or stopped worker's activities to their shards wait while
+heartbeats or registrations wait for admission, so that the host serves its callers first.
+0: never hold them.`,
 	)
 	AdmissionMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionMaxQueueDelay",

@@ -210,6 +210,10 @@ func (e *Engine) outboundQueueOptions() tasks.OutboundQueueOptions {
 		RetryMaxInterval:     dynamicconfig.OutboundRetryMaxInterval.Get(e.dc),
 		AlertAttempts:        dynamicconfig.OutboundMaxAttemptsBeforeAlert.Get(e.dc),
 		Yield:                e.yield,
+		Yields: func(task *persistence.OutboundTask) bool {
+			t, ok := e.registry.TaskByID(task.TaskTypeID)
+			return ok && t.YieldsToCalls()
+		},
 	}
 }
 

@@ -117,10 +117,13 @@ type OutboundQueueOptions struct {
 	RetryMaxInterval       func() time.Duration
 	AlertAttempts          func() int
 	RecentlyCompleted      int
-	// Yield, when set, is called by the queue's loop before it hands ready tasks to the
-	// scheduler, and may block to let the host's own calls go first (history: while calls
-	// wait for admission, up to a bound). It must return soon once ctx ends.
+	// Yield, when set, is called by the queue's loop before it hands ready background tasks
+	// (Yields) to the scheduler, and may block to let the host's own calls go first (history:
+	// while calls wait for admission, up to a bound). It must return soon once ctx ends.
+	// Tasks that do not yield go to the scheduler first, without waiting for it.
 	Yield func(ctx context.Context)
+	// Yields says whether a task is background work that waits for Yield. Nil: every task.
+	Yields func(task *persistence.OutboundTask) bool
 
 	// TestHooks is nil in production.
 	TestHooks *OutboundQueueTestHooks
@@ -218,6 +221,7 @@ type outboundQueueConfig struct {
 	retry                  retryPolicy
 	recentlyCompleted      int
 	yield                  func(ctx context.Context)
+	yields                 func(task *persistence.OutboundTask) bool
 	hooks                  OutboundQueueTestHooks
 }
 
@@ -243,6 +247,7 @@ func (o OutboundQueueOptions) resolve() outboundQueueConfig {
 		},
 		recentlyCompleted: o.RecentlyCompleted,
 		yield:             o.Yield,
+		yields:            o.Yields,
 	}
 	if c.recentlyCompleted <= 0 {
 		c.recentlyCompleted = OutboundQueueRecentlyCompletedDefault

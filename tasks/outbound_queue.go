@@ -66,6 +66,11 @@ type OutboundQueue struct {
 	// the loop submits: a worker goroutine blocking on a full scheduler queue that only workers
 	// drain would deadlock the pool.
 	ready         []*outboundEntry
+	// held are background entries waiting for the host's calls (holdBackground), and
+	// yielding says a goroutine waits for the yield to release them.
+	held          []*outboundEntry
+	yielding      bool
+	yielder       sync.WaitGroup // the goroutine of releaseAfterYield; Stop waits for it
 	retries       outboundRetryHeap
 	cursor        int64
 	moreToRead    bool
@@ -94,6 +99,9 @@ func (d *destinationQueue) size() int { return len(d.waiting) + d.active }
 type outboundEntry struct {
 	task *persistence.OutboundTask
 	dest *destinationQueue
+	// released says the entry waited for the host's calls once (holdBackground): it goes
+	// to the scheduler without waiting again.
+	released bool
 	retryState
 	retryAt time.Time
 	index   int
@@ -176,6 +184,7 @@ func (q *OutboundQueue) Stop() {
 			<-q.doneCh
 			q.completer.halt()
 		}
+		q.yielder.Wait() // Yield returns once q.ctx ends
 		q.jobs.stopAndWait()
 	})
 }
@@ -337,30 +346,62 @@ func (q *OutboundQueue) submitReady() (nextRetry time.Time, ok bool) {
 	if len(q.retries) > 0 {
 		nextRetry = q.retries[0].retryAt
 	}
-	pending := len(q.ready) > 0
-	q.mu.Unlock()
-	if pending && q.cfg.yield != nil {
-		// The host's calls first (OutboundQueueOptions.Yield). Tasks made ready meanwhile
-		// go out with these.
-		q.cfg.yield(q.ctx)
-		if q.ctx.Err() != nil {
-			return nextRetry, false
-		}
-	}
-	q.mu.Lock()
 	ready := q.ready
 	q.ready = nil
 	q.mu.Unlock()
 
+	if q.cfg.yield != nil {
+		ready = q.holdBackground(ready)
+	}
+	return nextRetry, q.submit(ready)
+}
+
+// holdBackground returns the entries of ready that go now, and holds the background ones
+// (OutboundQueueOptions.Yields) until the host's calls have gone first (Yield): one goroutine
+// waits for the yield, then hands every entry held meanwhile back to the loop, marked so that
+// it does not wait again. The loop goes on submitting the others in the meantime.
+func (q *OutboundQueue) holdBackground(ready []*outboundEntry) []*outboundEntry {
+	now := ready[:0:0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range ready {
+		if e.released || (q.cfg.yields != nil && !q.cfg.yields(e.task)) {
+			now = append(now, e)
+			continue
+		}
+		q.held = append(q.held, e)
+	}
+	if len(q.held) > 0 && !q.yielding {
+		q.yielding = true
+		q.yielder.Go(q.releaseAfterYield)
+	}
+	return now
+}
+
+func (q *OutboundQueue) releaseAfterYield() {
+	q.cfg.yield(q.ctx)
+	q.mu.Lock()
+	for _, e := range q.held {
+		e.released = true
+	}
+	q.ready = append(q.ready, q.held...)
+	q.held = nil
+	q.yielding = false
+	q.mu.Unlock()
+	q.wake()
+}
+
+// submit hands entries to the scheduler; false when the queue or the scheduler is stopping.
+func (q *OutboundQueue) submit(ready []*outboundEntry) bool {
 	for _, e := range ready {
 		if err := q.sched.Submit(q.ctx, q.job(e)); err != nil {
 			if q.ctx.Err() == nil {
 				q.logger.Error("outbound queue stopped: scheduler is not running", zap.Error(err))
 			}
-			return nextRetry, false
+			return false
 		}
 	}
-	return nextRetry, true
+	return true
 }
 
 func (q *OutboundQueue) job(e *outboundEntry) Job {

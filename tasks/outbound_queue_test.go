@@ -166,10 +166,33 @@ func TestOutboundQueue(t *testing.T) {
 		b.completed.waitFor(t, 5, "every task once the yield returns")
 		require.Equal(t, 0, store.OutboundTaskCount())
 
-		// A queue stopping while it yields is not held by it.
+		// Only background tasks wait: the others go at once, and after the wait a released
+		// task is not held again.
 		other := taskstest.NewTaskStore()
-		other.AddOutboundTasks(outboundTask(6, "shard-a"))
-		q2, _ := newOutboundBundle(t, other, 2, OutboundQueueOptions{Yield: func(ctx context.Context) { <-ctx.Done() }})
+		for id := int64(1); id <= 4; id++ {
+			other.AddOutboundTasks(outboundTask(id, "shard-a"))
+		}
+		hold := make(chan struct{})
+		q3, b3 := newOutboundBundle(t, other, 2, OutboundQueueOptions{
+			Yield: func(ctx context.Context) {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+				}
+			},
+			Yields: func(task *persistence.OutboundTask) bool { return task.TaskID%2 == 0 },
+		})
+		q3.Start()
+		b3.completed.waitFor(t, 2, "the tasks that do not yield, while the others wait")
+		require.Zero(t, b3.attemptsOf(2))
+		require.Zero(t, b3.attemptsOf(4))
+		close(hold)
+		b3.completed.waitFor(t, 4, "the background tasks once the yield returns")
+
+		// A queue stopping while it yields is not held by it.
+		stopping := taskstest.NewTaskStore()
+		stopping.AddOutboundTasks(outboundTask(6, "shard-a"))
+		q2, _ := newOutboundBundle(t, stopping, 2, OutboundQueueOptions{Yield: func(ctx context.Context) { <-ctx.Done() }})
 		q2.Start()
 		q2.Stop()
 	})

@@ -112,9 +112,12 @@ func (l *Library) Tasks() []*chasm.RegistrableTask {
 		chasm.NewRegistrablePureTask("delete",
 			&WorkerDeleteTaskExecutor{scope: l.scope, logger: l.logger},
 			chasm.WithSingletonTimer()),
+		// Handing activities back is background work: during a fleet restart it waits for
+		// the restart's own calls (history.outboundYieldMax at most).
 		chasm.NewRegistrableSideEffectTask("activityReschedule",
-			&ActivityRescheduleTaskExecutor{delivery: delivery, acks: acks}),
+			&ActivityRescheduleTaskExecutor{delivery: delivery, acks: acks}, chasm.WithYieldToCalls()),
 		chasm.NewRegistrableSideEffectTask("activityRescheduleFanOut",
-			&ActivityRescheduleFanOutTaskExecutor{delivery: delivery, acks: acks, batchTimeout: rescheduleFanOutBatchTimeout}),
+			&ActivityRescheduleFanOutTaskExecutor{delivery: delivery, acks: acks, batchTimeout: rescheduleFanOutBatchTimeout},
+			chasm.WithYieldToCalls()),
 	}
 }

@@ -255,7 +255,7 @@ var (
 	// OutboundYieldDelay times how long an outbound queue held its deliveries for the calls
 	// waiting for admission (history.outboundYieldMax).
 	OutboundYieldDelay = NewTimerDef("outbound_yield_delay",
-		"Time a shard's outbound queue held its deliveries (a stopped or dead worker's activities handed back, and the like) while heartbeats or registrations waited for admission.")
+		"Time a shard's outbound queue held its background deliveries (a stopped or dead worker's activities handed back) while heartbeats or registrations waited for admission.")
 	// ExpiryBrakeEngaged is 1 while the expiry brake holds lease expiries back, by reason (kind)
 	// and namespace ("" for the host-wide reason).
 	ExpiryBrakeEngaged = NewGaugeDef("worker_expiry_brake_engaged",
