@@ -65,7 +65,7 @@ type OutboundQueue struct {
 	// ready holds tasks that have a destination slot and wait for the loop to submit them. Only
 	// the loop submits: a worker goroutine blocking on a full scheduler queue that only workers
 	// drain would deadlock the pool.
-	ready         []*outboundEntry
+	ready []*outboundEntry
 	// held are background entries waiting for the host's calls (holdBackground), and
 	// yielding says a goroutine waits for the yield to release them.
 	held          []*outboundEntry
