@@ -201,12 +201,7 @@ func TestClusterBrakeSeesAnotherHostBehind(t *testing.T) {
 	owners := testcluster.Owners(host1, host2)
 	nsID := namespace.DeriveID("default")
 	keyOn := func(host string) string {
-		for i := 0; ; i++ {
-			key := fmt.Sprintf("worker-%d", i)
-			if owners[shard.ForKey(nsID, key, clusterShards)] == host {
-				return key
-			}
-		}
+		return testcluster.KeyOwnedBy(t, owners, host, "worker", nsID, clusterShards)
 	}
 	onHost1, onHost2 := keyOn("host-1"), keyOn("host-2")
 	workers := newFleet(t, dialLiveness(t, host1.Address()), 100*time.Millisecond, time.Minute)

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
-	"github.com/vigilhq/vigil/common/shard"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -130,11 +129,7 @@ func TestWatchClusterFanIn(t *testing.T) {
 	owners := testcluster.Owners(hosts...)
 	nsID := namespace.DeriveID("default")
 	keyOn := func(host, prefix string) string {
-		for i := 0; ; i++ {
-			if key := fmt.Sprintf("%s-%d", prefix, i); owners[shard.ForKey(nsID, key, clusterShards)] == host {
-				return key
-			}
-		}
+		return testcluster.KeyOwnedBy(t, owners, host, prefix, nsID, clusterShards)
 	}
 	onHost2, onHost3 := keyOn("host-2", "watched-a"), keyOn("host-3", "watched-b")
 	const machine = "machine-1"

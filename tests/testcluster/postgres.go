@@ -5,12 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/vigilhq/vigil/common/shard"
 )
 
 // Postgres is a fresh schema of the test PostgreSQL database that hosts share, dropped when the
@@ -98,7 +102,8 @@ func NewHosts(t testing.TB, n int, opts Options) []*Cluster {
 }
 
 // WaitForOwnership waits until the shards are spread over exactly the given running hosts:
-// each shard owned by one of them, none by two.
+// each shard owned by one of them, none by two, and each of them owning some (a host that
+// just joined has taken its share).
 func WaitForOwnership(t testing.TB, hosts ...*Cluster) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -132,7 +137,26 @@ func ownershipError(hosts []*Cluster) error {
 	if len(owner) != int(numShards) {
 		return fmt.Errorf("%d of %d shards owned", len(owner), numShards)
 	}
+	for _, h := range hosts {
+		if len(h.srv.Engine().OwnedShards()) == 0 {
+			return fmt.Errorf("%s owns no shard yet", h.srv.Engine().Membership().Self().ID)
+		}
+	}
 	return nil
+}
+
+// KeyOwnedBy returns the first business ID prefix-0, prefix-1, ... whose shard (of numShards,
+// in namespace nsID) host owns in owners (Owners). It fails the test if host owns none.
+func KeyOwnedBy(t testing.TB, owners map[int32]string, host, prefix, nsID string, numShards int32) string {
+	t.Helper()
+	if !slices.Contains(slices.Collect(maps.Values(owners)), host) {
+		t.Fatalf("testcluster: %s owns no shard (owners: %v)", host, owners)
+	}
+	for i := 0; ; i++ {
+		if key := fmt.Sprintf("%s-%d", prefix, i); owners[shard.ForKey(nsID, key, numShards)] == host {
+			return key
+		}
+	}
 }
 
 // Owners returns which host ID serves each shard now among hosts.
