@@ -66,11 +66,10 @@ type OutboundQueue struct {
 	// the loop submits: a worker goroutine blocking on a full scheduler queue that only workers
 	// drain would deadlock the pool.
 	ready []*outboundEntry
-	// held are background entries waiting for the host's calls (holdBackground), and
-	// yielding says a goroutine waits for the yield to release them.
+	// held are background entries waiting for the host's calls (holdBackground); while any
+	// is, a goroutine (releaseAfterYield) waits for the yield to release them.
 	held          []*outboundEntry
-	yielding      bool
-	yielder       sync.WaitGroup // the goroutine of releaseAfterYield; Stop waits for it
+	yielder       sync.WaitGroup // that goroutine; Stop waits for it
 	retries       outboundRetryHeap
 	cursor        int64
 	moreToRead    bool
@@ -364,6 +363,7 @@ func (q *OutboundQueue) holdBackground(ready []*outboundEntry) []*outboundEntry 
 	now := ready[:0:0]
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	waiting := len(q.held) > 0 // a goroutine already waits for the yield
 	for _, e := range ready {
 		if e.released || (q.cfg.yields != nil && !q.cfg.yields(e.task)) {
 			now = append(now, e)
@@ -371,8 +371,7 @@ func (q *OutboundQueue) holdBackground(ready []*outboundEntry) []*outboundEntry 
 		}
 		q.held = append(q.held, e)
 	}
-	if len(q.held) > 0 && !q.yielding {
-		q.yielding = true
+	if !waiting && len(q.held) > 0 {
 		q.yielder.Go(q.releaseAfterYield)
 	}
 	return now
@@ -386,7 +385,6 @@ func (q *OutboundQueue) releaseAfterYield() {
 	}
 	q.ready = append(q.ready, q.held...)
 	q.held = nil
-	q.yielding = false
 	q.mu.Unlock()
 	q.wake()
 }
