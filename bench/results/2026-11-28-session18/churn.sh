@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # churn.sh BIN TAG CHURN [cpu|trace]: issue 19's Temporal scenario (1,000 workers x 100 activities, 20 s), churn % every 10 s, unpinned
-bin=$1; tag=$2; c=$3; out=/tmp/s18/churn
+# S is where the binaries and outputs live (session 19 ran it with S=/tmp/s19).
+S=${S:-/tmp/s18}
+bin=$1; tag=$2; c=$3; out=$S/churn
 while ss -ltn | grep -q ":21233 "; do sleep 5; done
 dir=$(mktemp -d)
 $bin server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn --pprof $SFLAGS > $out/$tag-c$c.server.log 2>&1 &
 spid=$!; sleep 2
-/tmp/s18/gen bench --api liveness --address 127.0.0.1:21233 --server-pid $spid --metrics-url http://127.0.0.1:21243/metrics \
+$S/gen bench --api liveness --address 127.0.0.1:21233 --server-pid $spid --metrics-url http://127.0.0.1:21243/metrics \
   --workers 1000 --activities 100 --interval 20s --duration 120s --churn $c --churn-period 10s \
   --json $out/$tag-c$c.json > $out/$tag-c$c.txt 2> $out/$tag-c$c.progress &
 gpid=$!
