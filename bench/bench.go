@@ -37,7 +37,10 @@ type runner struct {
 
 	lat     *latencyRecorder
 	bindLat *latencyRecorder // the subset of lat that carried activity bindings
-	cnt     counters
+	// lag is how late the clients sent their heartbeats after they were due: the generator's
+	// own delay. When it grows, the figures measure the generator as much as the server.
+	lag *latencyRecorder
+	cnt counters
 	// measureFrom is the end of the warm-up: only heartbeats sent from then on are counted.
 	measureFrom time.Time
 	clients     []*simClient
@@ -54,7 +57,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	}
 	cfg = cfg.withDefaults()
 	host, _ := os.Hostname()
-	r := &runner{cfg: cfg, pid: os.Getpid(), hostName: "bench-" + host, lat: newLatencyRecorder(), bindLat: newLatencyRecorder(), out: progress}
+	r := &runner{cfg: cfg, pid: os.Getpid(), hostName: "bench-" + host, lat: newLatencyRecorder(), bindLat: newLatencyRecorder(), lag: newLatencyRecorder(), out: progress}
 	defer r.close()
 	if err := r.dial(ctx); err != nil {
 		return Summary{}, err
@@ -320,8 +323,8 @@ func (r *runner) progress(start time.Time, stop <-chan struct{}, killedCh <-chan
 		rate := float64(ok-prevOK) / now.Sub(prevAt).Seconds()
 		prevOK, prevAt = ok, now
 		alive := len(r.liveClients()) * r.cfg.WorkersPerClient
-		line := fmt.Sprintf("%6.0fs  %8.1f hb/s  p99 %8.2f ms  errors %d  alive %d",
-			now.Sub(start).Seconds(), rate, r.lat.snapshot().p99, r.cnt.rpcErrors.Load(), alive)
+		line := fmt.Sprintf("%6.0fs  %8.1f hb/s  p99 %8.2f ms  errors %d  alive %d  lag p99 %.0f ms",
+			now.Sub(start).Seconds(), rate, r.lat.snapshot().p99, r.cnt.rpcErrors.Load(), alive, r.lag.snapshot().p99)
 		if registered, of, ok := r.burst.progress(); ok {
 			line += fmt.Sprintf("  burst registered %d/%d", registered, of)
 		}

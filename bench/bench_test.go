@@ -54,7 +54,8 @@ func TestRun(t *testing.T) {
 		require.Contains(t, progress.String(), "hb/s")
 
 		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-			"errors", "detection_p99_ms", "redispatch_all_ms")
+			"errors", "detection_p99_ms", "redispatch_all_ms", "schedule_lag_p99_ms", "generator_behind")
+		require.Positive(t, s.ScheduleLagMaxMs, "the generator timed its own heartbeats")
 	})
 
 	t.Run("PublicAPIGroupsWorkersAndChurns", func(t *testing.T) {
@@ -222,6 +223,21 @@ func TestRun(t *testing.T) {
 		t.Parallel()
 		err := bench.Config{API: bench.APIPublic, Activities: 10}.Validate()
 		require.ErrorContains(t, err, "--api liveness")
+	})
+
+	t.Run("AGeneratorBehindItsScheduleIsFlagged", func(t *testing.T) {
+		t.Parallel()
+		text := func(s bench.Summary) string {
+			var b strings.Builder
+			require.NoError(t, s.WriteText(&b))
+			return b.String()
+		}
+		onTime := text(bench.Summary{ScheduleLagP50Ms: 0.2, ScheduleLagP99Ms: 3, ScheduleLagMaxMs: 40})
+		require.Contains(t, onTime, "schedule lag ms")
+		require.NotContains(t, onTime, "warning")
+
+		behind := text(bench.Summary{ScheduleLagP50Ms: 900, ScheduleLagP99Ms: 41000, ScheduleLagMaxMs: 42000})
+		require.Contains(t, behind, "the generator fell behind its own schedule (p99 41000 ms late)")
 	})
 
 	t.Run("WarmupMustBeShorterThanTheRun", func(t *testing.T) {

@@ -24,6 +24,10 @@ const (
 	// heartbeat (Config.RetryUnavailable).
 	retryBackoffMin = 10 * time.Millisecond
 	retryBackoffMax = 200 * time.Millisecond
+	// refusedBackoffMin is the first wait before a ResourceExhausted heartbeat is retried
+	// (Config.RetryResourceExhausted); it doubles up to a tenth of the RPC timeout, as the
+	// SDK's retry policy does.
+	refusedBackoffMin = 200 * time.Millisecond
 
 	sdkName    = "temporal-go"
 	sdkVersion = "1.50.0"
@@ -113,7 +117,10 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 	defer close(c.done)
 	g := int64(len(c.workers))
 	due := first
-	timer := time.NewTimer(time.Until(due))
+	// wake is when the timer is meant to fire: the slot's time, or at once for a slot already
+	// due when the previous RPC returned. How late it actually fires is the generator's lag.
+	wake := later(due, time.Now())
+	timer := time.NewTimer(time.Until(wake))
 	defer timer.Stop()
 	for {
 		select {
@@ -126,7 +133,8 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 		case <-c.churn:
 			c.restart(ctx)
 			due = time.Now().Add(c.jittered())
-			timer.Reset(time.Until(due))
+			wake = due
+			timer.Reset(time.Until(wake))
 		case <-timer.C:
 			// The stop signals win over a timer that fired at the same moment.
 			select {
@@ -136,8 +144,9 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 				return
 			default:
 			}
-			if c.counted(time.Now()) {
+			if fired := time.Now(); c.counted(fired) {
 				c.r.cnt.offered.Add(g)
+				c.r.lag.record(fired.Sub(wake))
 			}
 			c.heartbeat(ctx)
 			now := time.Now()
@@ -149,7 +158,8 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 				}
 				due = due.Add(c.jittered())
 			}
-			timer.Reset(max(0, due.Sub(now)))
+			wake = later(due, now)
+			timer.Reset(wake.Sub(now))
 		}
 	}
 }
@@ -184,16 +194,26 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	}
 	var err error
 	binding := false
-	retries := 0
+	unavailable, refused := 0, 0
 	for {
 		binding, err = c.send(ctx, now)
-		if err == nil || !c.r.cfg.RetryUnavailable || status.Code(err) != codes.Unavailable {
+		// The SDK retries Unavailable (a host stopping, a shard in motion) and
+		// ResourceExhausted (a server behind) with backoff until the call's deadline: the
+		// heartbeat is answered late, not lost.
+		var wait time.Duration
+		switch code := status.Code(err); {
+		case err == nil:
+		case code == codes.Unavailable && c.r.cfg.RetryUnavailable:
+			wait = min(retryBackoffMax, retryBackoffMin<<min(unavailable, 8))
+			unavailable++
+		case code == codes.ResourceExhausted && c.r.cfg.RetryResourceExhausted:
+			wait = min(max(c.r.cfg.RPCTimeout/10, refusedBackoffMin), refusedBackoffMin<<min(refused, 8))
+			refused++
+		}
+		if wait == 0 {
 			break
 		}
-		// The SDK retries Unavailable (a host stopping, a shard in motion) with backoff
-		// until the call's deadline: the heartbeat is answered late, not lost.
-		t := time.NewTimer(min(retryBackoffMax, retryBackoffMin<<min(retries, 8)))
-		retries++
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -204,6 +224,7 @@ func (c *simClient) heartbeat(ctx context.Context) {
 		}
 	}
 	took := time.Since(now)
+	retries := unavailable + refused
 	for _, w := range c.workers {
 		w.lastSent = now
 		w.lastFailed = err != nil
@@ -216,7 +237,8 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	}
 	if retries > 0 {
 		c.r.cnt.retried.Add(1)
-		c.r.cnt.retries.Add(int64(retries))
+		c.r.cnt.retries.Add(int64(unavailable))
+		c.r.cnt.retriesRefused.Add(int64(refused))
 	}
 	c.r.lat.record(took)
 	if c.r.burst != nil {

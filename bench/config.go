@@ -100,6 +100,10 @@ type Config struct {
 	// 200 ms, within RPCTimeout), as the SDK does; its latency then runs from the first
 	// attempt to the answer. Off: an Unavailable is counted as an error at once.
 	RetryUnavailable bool
+	// RetryResourceExhausted retries a heartbeat refused with ResourceExhausted (the server is
+	// behind) as the SDK does: backoff from 200 ms, doubling up to a tenth of RPCTimeout,
+	// within RPCTimeout. Off: a refusal is counted as an error at once.
+	RetryResourceExhausted bool
 	// Observe, when set, is called after every heartbeat RPC (warm-up included) with when it
 	// was sent, how long it took to its answer (retries included), how many retries it
 	// needed and its final error. It runs on the client's goroutine: keep it short.

@@ -62,9 +62,11 @@ func (p *procSampler) loop() {
 }
 
 func (p *procSampler) sample() {
-	now := time.Now()
 	rss, rssErr := readRSSBytes(p.pid)
 	ticks, cpuErr := readCPUTicks(p.pid)
+	// The time is read after the ticks: a sampler stalled between the two (its own process
+	// overloaded) would otherwise credit the stall's CPU to a shorter interval.
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := firstErr(rssErr, cpuErr); err != nil {

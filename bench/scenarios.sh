@@ -127,10 +127,10 @@ done
 {
   cat "$out/machine.txt"
   echo
-  echo "| run | offered/s | ok/s | p50 ms | p99 ms | max ms | errors | missed | server CPU % | server RSS MiB | generator CPU % | detection p99 ms | hand-back ms | burst registered ms |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| run | offered/s | ok/s | p50 ms | p99 ms | max ms | errors | missed | server CPU % | server RSS MiB | generator CPU % | detection p99 ms | hand-back ms | burst registered ms | generator lag p99 ms |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for f in "$out"/*.json; do
-    jq -r --arg run "$(basename "$f" .json)" '"| \($run) | \(.offered_per_s|floor) | \(.throughput_per_s|floor) | \(.p50_ms) | \(.p99_ms) | \(.max_ms) | \(.errors) | \(.heartbeats_missed) | \(.server.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.server.max_rss_mib // "-"|tostring|.[0:6]) | \(.generator.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.detection_p99_ms // "-") | \(.redispatch_all_ms // "-") | \(.burst_all_registered_ms // "-") |"' "$f"
+    jq -r --arg run "$(basename "$f" .json)" '"| \($run) | \(.offered_per_s|floor) | \(.throughput_per_s|floor) | \(.p50_ms) | \(.p99_ms) | \(.max_ms) | \(.errors) | \(.heartbeats_missed) | \(.server.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.server.max_rss_mib // "-"|tostring|.[0:6]) | \(.generator.mean_cpu_pct // "-"|tostring|.[0:5]) | \(.detection_p99_ms // "-") | \(.redispatch_all_ms // "-") | \(.burst_all_registered_ms // "-") | \(.schedule_lag_p99_ms // "-") |"' "$f"
   done
 } >"$out/summary.md"
 cat "$out/summary.md"

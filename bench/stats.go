@@ -71,7 +71,9 @@ type counters struct {
 	rpcs      atomic.Int64
 	rpcErrors atomic.Int64
 	retried   atomic.Int64 // RPCs answered after at least one retried Unavailable
-	retries   atomic.Int64 // the retries themselves
+	retries   atomic.Int64 // the retried Unavailable answers
+	// retriesRefused are the retried ResourceExhausted answers.
+	retriesRefused atomic.Int64
 
 	churned        atomic.Int64 // clients restarted with fresh keys
 	shutdowns      atomic.Int64 // ShutdownWorker calls

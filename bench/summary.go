@@ -51,6 +51,14 @@ type Summary struct {
 	P999Ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
 	MeanMs float64 `json:"mean_ms"`
+	// ScheduleLag* are how late the generator sent heartbeats after they were due (timer and
+	// scheduling delay in the generator itself, not the server). GeneratorBehind is set when
+	// its p99 passed generatorBehindMs: the generator could not keep its own schedule, so the
+	// figures above measure it as much as the server.
+	ScheduleLagP50Ms float64 `json:"schedule_lag_p50_ms"`
+	ScheduleLagP99Ms float64 `json:"schedule_lag_p99_ms"`
+	ScheduleLagMaxMs float64 `json:"schedule_lag_max_ms"`
+	GeneratorBehind  bool    `json:"generator_behind"`
 	// Bind* are the latencies of the heartbeats that carried --activities bindings (a
 	// worker's first), also counted above; absent without --activities.
 	BindCount int64    `json:"bind_heartbeats,omitempty"`
@@ -62,12 +70,14 @@ type Summary struct {
 	Errors       int64            `json:"errors"`
 	ErrorsByCode map[string]int64 `json:"errors_by_code"`
 	// RPCsRetried were answered after RetriesUnavailable retried Unavailable answers
-	// (--retry-unavailable); their latency includes the retries.
-	RPCsRetried        int64 `json:"rpcs_retried,omitempty"`
-	RetriesUnavailable int64 `json:"retries_unavailable,omitempty"`
-	Churned            int64 `json:"churned_clients"`
-	Shutdowns          int64 `json:"shutdowns"`
-	ShutdownErrors     int64 `json:"shutdown_errors"`
+	// (--retry-unavailable) and RetriesResourceExhausted retried refusals
+	// (--retry-resource-exhausted); their latency includes the retries.
+	RPCsRetried              int64 `json:"rpcs_retried,omitempty"`
+	RetriesUnavailable       int64 `json:"retries_unavailable,omitempty"`
+	RetriesResourceExhausted int64 `json:"retries_resource_exhausted,omitempty"`
+	Churned                  int64 `json:"churned_clients"`
+	Shutdowns                int64 `json:"shutdowns"`
+	ShutdownErrors           int64 `json:"shutdown_errors"`
 
 	Kill *KillSummary `json:"kill,omitempty"`
 	// Burst describes the registration burst (--register-burst); BurstAllRegisteredMs is its
@@ -120,41 +130,45 @@ func (r *runner) summary(start, end time.Time, k *killWatch) Summary {
 	elapsed := end.Sub(start).Seconds()
 	lat := r.lat.snapshot()
 	s := Summary{
-		API:                string(cfg.API),
-		Address:            cfg.Address,
-		Namespace:          cfg.Namespace,
-		Workers:            cfg.Workers,
-		WorkersPerClient:   cfg.WorkersPerClient,
-		Activities:         cfg.Activities,
-		IntervalS:          cfg.Interval.Seconds(),
-		DurationS:          cfg.Duration.Seconds(),
-		WarmupS:            cfg.Warmup.Seconds(),
-		ChurnPct:           cfg.Churn,
-		ChurnPeriodS:       cfg.ChurnPeriod.Seconds(),
-		LeaseS:             cfg.Lease.Seconds(),
-		Connections:        cfg.Connections,
-		ElapsedS:           elapsed,
-		HeartbeatsOffered:  r.cnt.offered.Load(),
-		HeartbeatsSent:     r.cnt.sent.Load(),
-		HeartbeatsOK:       r.cnt.ok.Load(),
-		HeartbeatsFailed:   r.cnt.failed.Load(),
-		HeartbeatsMissed:   r.cnt.missed.Load(),
-		RPCs:               r.cnt.rpcs.Load(),
-		P50Ms:              lat.p50,
-		P90Ms:              lat.p90,
-		P95Ms:              lat.p95,
-		P99Ms:              lat.p99,
-		P999Ms:             lat.p999,
-		MaxMs:              lat.max,
-		MeanMs:             lat.mean,
-		Errors:             r.cnt.rpcErrors.Load(),
-		ErrorsByCode:       r.cnt.errorsByCode(),
-		RPCsRetried:        r.cnt.retried.Load(),
-		RetriesUnavailable: r.cnt.retries.Load(),
-		Churned:            r.cnt.churned.Load(),
-		Shutdowns:          r.cnt.shutdowns.Load(),
-		ShutdownErrors:     r.cnt.shutdownErrors.Load(),
+		API:                      string(cfg.API),
+		Address:                  cfg.Address,
+		Namespace:                cfg.Namespace,
+		Workers:                  cfg.Workers,
+		WorkersPerClient:         cfg.WorkersPerClient,
+		Activities:               cfg.Activities,
+		IntervalS:                cfg.Interval.Seconds(),
+		DurationS:                cfg.Duration.Seconds(),
+		WarmupS:                  cfg.Warmup.Seconds(),
+		ChurnPct:                 cfg.Churn,
+		ChurnPeriodS:             cfg.ChurnPeriod.Seconds(),
+		LeaseS:                   cfg.Lease.Seconds(),
+		Connections:              cfg.Connections,
+		ElapsedS:                 elapsed,
+		HeartbeatsOffered:        r.cnt.offered.Load(),
+		HeartbeatsSent:           r.cnt.sent.Load(),
+		HeartbeatsOK:             r.cnt.ok.Load(),
+		HeartbeatsFailed:         r.cnt.failed.Load(),
+		HeartbeatsMissed:         r.cnt.missed.Load(),
+		RPCs:                     r.cnt.rpcs.Load(),
+		P50Ms:                    lat.p50,
+		P90Ms:                    lat.p90,
+		P95Ms:                    lat.p95,
+		P99Ms:                    lat.p99,
+		P999Ms:                   lat.p999,
+		MaxMs:                    lat.max,
+		MeanMs:                   lat.mean,
+		Errors:                   r.cnt.rpcErrors.Load(),
+		ErrorsByCode:             r.cnt.errorsByCode(),
+		RPCsRetried:              r.cnt.retried.Load(),
+		RetriesUnavailable:       r.cnt.retries.Load(),
+		RetriesResourceExhausted: r.cnt.retriesRefused.Load(),
+		Churned:                  r.cnt.churned.Load(),
+		Shutdowns:                r.cnt.shutdowns.Load(),
+		ShutdownErrors:           r.cnt.shutdownErrors.Load(),
 	}
+	lag := r.lag.snapshot()
+	s.ScheduleLagP50Ms, s.ScheduleLagP99Ms, s.ScheduleLagMaxMs = lag.p50, lag.p99, lag.max
+	s.GeneratorBehind = s.generatorBehind()
 	if s.ErrorsByCode == nil {
 		s.ErrorsByCode = map[string]int64{}
 	}
@@ -281,7 +295,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	}
 	row("errors", "%d RPCs%s", s.Errors, codesText(s.ErrorsByCode))
 	if s.RPCsRetried > 0 {
-		row("retried", "%d RPCs answered after %d retried Unavailable", s.RPCsRetried, s.RetriesUnavailable)
+		row("retried", "%d RPCs answered after %d retried Unavailable and %d retried ResourceExhausted",
+			s.RPCsRetried, s.RetriesUnavailable, s.RetriesResourceExhausted)
 	}
 	if s.Shutdowns > 0 {
 		row("churn", "%d client restarts, %d ShutdownWorker calls (%d failed)", s.Churned, s.Shutdowns, s.ShutdownErrors)
@@ -322,8 +337,19 @@ func (s Summary) WriteText(w io.Writer) error {
 		}
 		row(p.name, "pid %d: max RSS %.1f MiB, CPU mean %.0f%% max %.0f%% (of one core)", p.ps.PID, p.ps.MaxRSSMiB, p.ps.MeanCPUPct, p.ps.MaxCPUPct)
 	}
+	row("schedule lag ms", "p50 %.2f  p99 %.2f  max %.2f (heartbeats sent after they were due, by the generator itself)",
+		s.ScheduleLagP50Ms, s.ScheduleLagP99Ms, s.ScheduleLagMaxMs)
+	if s.generatorBehind() {
+		row("warning", "the generator fell behind its own schedule (p99 %.0f ms late): these figures measure it as much as the server; run fewer workers or give it a core of its own", s.ScheduleLagP99Ms)
+	}
 	return tw.Flush()
 }
+
+// generatorBehindMs is the schedule lag (p99) past which a run is flagged: a timer on an
+// unloaded generator fires within a millisecond or two of its time.
+const generatorBehindMs = 100
+
+func (s Summary) generatorBehind() bool { return s.ScheduleLagP99Ms > generatorBehindMs }
 
 func leaseText(s float64) string {
 	if s == 0 {

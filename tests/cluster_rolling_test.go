@@ -76,9 +76,9 @@ func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration,
 // TestClusterProcessRollingRestartUnderBench: three `vigil server` processes on one fresh
 // PostgreSQL database carry a `vigil bench` fleet (SDK heartbeats, every second) that reaches
 // the cluster as an SDK behind a load balancer does: round robin over the hosts that answer,
-// Unavailable retried. Each host in turn is stopped gracefully and started again, and waited
+// Unavailable and ResourceExhausted retried as the SDK retries them. Each host in turn is stopped gracefully and started again, and waited
 // for until it is a live member serving its shards. Every heartbeat is answered (a retried
-// Unavailable that then succeeded counts as answered) and no worker is ever declared
+// Unavailable or refusal that then succeeded counts as answered) and no worker is ever declared
 // INACTIVE. The longest heartbeat of each handoff is logged (BENCHMARKS.md, Cluster).
 func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 	if testing.Short() {
@@ -112,9 +112,11 @@ func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 			Duration:         time.Hour, // until cancelled
 			Connections:      4,
 			RetryUnavailable: true,
-			RPCTimeout:       10 * time.Second,
-			Observe:          hbs.observe,
-			Seed:             1,
+			// A host behind during a handoff refuses early; the SDK retries that too.
+			RetryResourceExhausted: true,
+			RPCTimeout:             10 * time.Second,
+			Observe:                hbs.observe,
+			Seed:                   1,
 		}, nil)
 		done <- result{s, err}
 	}()
