@@ -70,7 +70,7 @@ type counters struct {
 	failed    atomic.Int64
 	rpcs      atomic.Int64
 	rpcErrors atomic.Int64
-	retried   atomic.Int64 // RPCs answered after at least one retried Unavailable
+	retried   atomic.Int64 // RPCs answered after at least one retry (Unavailable or ResourceExhausted)
 	retries   atomic.Int64 // the retried Unavailable answers
 	// retriesRefused are the retried ResourceExhausted answers.
 	retriesRefused atomic.Int64
