@@ -144,7 +144,7 @@ func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 			"heartbeats stopped being answered after %s rejoined", h.id)
 		n, longest, longestSent, retried, failed := hbs.window(phaseStart, time.Now())
 		t.Logf("%s: stop took %v, its shards owned by the others %v after it exited, back and serving %v after it exited; "+
-			"%d heartbeats sent meanwhile, longest %v (sent %v after the SIGTERM), %d answered after a retried Unavailable",
+			"%d heartbeats sent meanwhile, longest %v (sent %v after the SIGTERM), %d answered after a retry (Unavailable or ResourceExhausted)",
 			h.id, stopped.Sub(phaseStart).Round(time.Millisecond), handedOff.Round(time.Millisecond),
 			rejoined.Sub(stopped).Round(time.Millisecond), n, longest.Round(time.Millisecond),
 			longestSent.Sub(phaseStart).Round(time.Millisecond), retried)
