@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-out=/tmp/s20/table/scale; cd "$(dirname "$0")/../../.."
+# scale.sh N...: fleets of N workers at a 10 s interval on the public API (100 s, 40 s warm-up),
+# a fresh server each, into OUT (default /tmp/s20/table/scale). table.sh runs it for its row 3.
+out=${OUT:-/tmp/s20/table/scale}; mkdir -p "$out"; cd "$(dirname "$0")/../../.."
 for n in "$@"; do
   dir=$(mktemp -d)
   bin/vigil server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn > "$out/$n.server.log" 2>&1 &

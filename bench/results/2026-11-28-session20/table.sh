@@ -15,19 +15,8 @@ SCENARIOS="1 3 4 5" CHURNS="50 20" RATES="4000 6000 8000 10000" DURATION=60s \
   bench/scenarios.sh "$out/scen" > "$out/scen.log" 2>&1
 log "scenarios done"
 
-for n in 30000 50000 100000; do
-  log "scale $n"
-  dir=$(mktemp -d)
-  bin/vigil server start --db-filename $dir/v.db --port 21233 --http-port 21243 --log-level warn \
-    > "$out/scale/$n.server.log" 2>&1 &
-  spid=$!; sleep 2
-  bin/vigil bench --api public --address 127.0.0.1:21233 --server-pid $spid \
-    --metrics-url http://127.0.0.1:21243/metrics --workers $n --interval 10s --duration 100s --warmup 40s \
-    --json "$out/scale/$n.json" > "$out/scale/$n.txt" 2> "$out/scale/$n.progress"
-  curl -s http://127.0.0.1:21243/metrics > "$out/scale/$n.metrics"
-  kill $spid; wait $spid; rm -rf $dir
-  log "scale $n: $(grep -E '^throughput|^latency' "$out/scale/$n.txt" | tr '\n' ' ')"
-done
+log "scale 30000 50000 100000"
+OUT="$out/scale" "$root/bench/results/2026-11-28-session20/scale.sh" 30000 50000 100000 | tee -a "$out/table.log"
 
 log "memory 100000"
 ( VIGIL=$root/bin/vigil OUT=$out/mem INTERVAL=120s LEASE=180s STEADY=1 SETTLE=30s \
