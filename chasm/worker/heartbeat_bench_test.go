@@ -172,3 +172,48 @@ func BenchmarkHeartbeat(b *testing.B) {
 		reportHeartbeatRate(b)
 	})
 }
+
+// BenchmarkRestart is a fleet restart's two calls, in process: a worker with 100 activities
+// bound shuts down (ShutdownWorker) and a fresh key registers with those 100 bindings, from 64
+// goroutines at once as a deploy's processes do. One op is one shutdown and one registration;
+// the shutdowns' reschedules answer NOT_FOUND (nothing leaves the host).
+//
+//	go test -run '^$' -bench BenchmarkRestart -benchtime 2000x ./chasm/worker/
+func BenchmarkRestart(b *testing.B) {
+	const workers = 64
+	h := startBenchHost(b)
+	bound := make([]*workerpb.ActivityBinding, 100)
+	for i := range bound {
+		bound[i] = benchBinding(fmt.Sprintf("act-%03d", i))
+	}
+	var next atomic.Int64
+	key := func() string { return fmt.Sprintf("w-restart-%09d", next.Add(1)) }
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((workers + procs - 1) / procs)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		k := key()
+		if err := h.record(k, bound, nil); err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			_, err := h.handler.ShutdownWorker(context.Background(), &workerpb.ShutdownWorkerRequest{
+				NamespaceId: benchNamespaceID, Namespace: benchNamespace, WorkerInstanceKey: k,
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			k = key()
+			if err := h.record(k, bound, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "restarts/s")
+	}
+}

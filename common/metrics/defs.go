@@ -74,6 +74,12 @@ var (
 	// GroupCommitLatency times a group commit from the first queued transaction to the write.
 	GroupCommitLatency = NewTimerDef("group_commit_latency",
 		"Time from the first transaction queued for a group commit to its durable write.")
+	// SQLiteWALFrames is the SQLite WAL's length, in frames (a 4 KiB page each).
+	SQLiteWALFrames = NewGaugeDef("sqlite_wal_frames",
+		"Frames (4 KiB pages) in the SQLite write-ahead log, as the background checkpointer last saw it.")
+	// SQLiteWALBacklogFrames is the part of the WAL not yet copied into the database file.
+	SQLiteWALBacklogFrames = NewGaugeDef("sqlite_wal_backlog_frames",
+		"Frames of the SQLite write-ahead log not yet copied into the database file; one that keeps growing is a checkpointer outwritten by the writes.")
 	// CorruptExecutions counts executions whose persisted state could not be loaded.
 	CorruptExecutions = NewCounterDef("corrupt_executions",
 		"Executions whose persisted state could not be loaded (their tasks are parked).")

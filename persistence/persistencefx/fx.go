@@ -4,11 +4,13 @@ package persistencefx
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/uber-go/tally/v4"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/postgres"
@@ -29,7 +31,7 @@ var Module = fx.Module("persistence",
 	fx.Provide(newStore, newGroupCommitter),
 )
 
-func newStore(lc fx.Lifecycle, cfg Config, logger *zap.Logger) (persistence.Store, error) {
+func newStore(lc fx.Lifecycle, cfg Config, logger *zap.Logger, scope tally.Scope) (persistence.Store, error) {
 	// Open with a bounded context: migrations run here, before the app serves anything.
 	ctx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout)
 	defer cancel()
@@ -49,7 +51,57 @@ func newStore(lc fx.Lifecycle, cfg Config, logger *zap.Logger) (persistence.Stor
 		return nil, err
 	}
 	lc.Append(fx.StopHook(store.Close))
+	if s, ok := store.(*sqlite.Store); ok {
+		r := newWALReporter(s, scope.SubScope("persistence"))
+		lc.Append(fx.StartStopHook(r.start, r.stop))
+	}
 	return store, nil
+}
+
+// walReportInterval is how often the SQLite WAL's gauges are updated.
+const walReportInterval = time.Second
+
+// walReporter copies the SQLite WAL's length and backlog into gauges: a backlog that keeps
+// growing (the checkpointer outwritten) makes every read and write dearer, so an operator
+// watching a host under load wants to see it.
+type walReporter struct {
+	store           *sqlite.Store
+	frames, backlog tally.Gauge
+	stopCh, done    chan struct{}
+}
+
+func newWALReporter(store *sqlite.Store, scope tally.Scope) *walReporter {
+	return &walReporter{store: store,
+		frames:  metrics.SQLiteWALFrames.With(scope),
+		backlog: metrics.SQLiteWALBacklogFrames.With(scope),
+		stopCh:  make(chan struct{}), done: make(chan struct{})}
+}
+
+func (r *walReporter) start() {
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(walReportInterval)
+		defer t.Stop()
+		for {
+			r.report()
+			select {
+			case <-r.stopCh:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (r *walReporter) stop() {
+	close(r.stopCh)
+	<-r.done
+}
+
+func (r *walReporter) report() {
+	w := r.store.WAL()
+	r.frames.Update(float64(w.Frames))
+	r.backlog.Update(float64(w.Backlog))
 }
 
 func newGroupCommitter(

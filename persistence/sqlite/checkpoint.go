@@ -78,6 +78,9 @@ type checkpointer struct {
 	// rounds and frames count the checkpoints that copied something and the WAL frames they
 	// copied, and restarts the checkpoints the write path ran, for tests and the log.
 	rounds, frames, restarts atomic.Int64
+	// walFrames and walCopied are the WAL's length and the frames of it in the database file,
+	// as of the last round, for WAL.
+	walFrames, walCopied atomic.Int64
 }
 
 func startCheckpointer(db *sql.DB, interval time.Duration, restartFrames int64, logger *zap.Logger) *checkpointer {
@@ -121,6 +124,8 @@ func (c *checkpointer) checkpoint(ctx context.Context) (behind bool, err error) 
 	if err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied); err != nil {
 		return false, fmt.Errorf("wal_checkpoint: %w", err)
 	}
+	c.walFrames.Store(logFrames)
+	c.walCopied.Store(copied)
 	round := copied - c.backfilled
 	if round < 0 {
 		round = copied // the WAL started over since the last round
@@ -166,6 +171,29 @@ func (s *Store) letWALRestart(ctx context.Context) {
 		return
 	}
 	s.checkpoints.restarts.Add(1)
+}
+
+// WALStats is the WAL as the background checkpointer last saw it (every
+// CheckpointInterval).
+type WALStats struct {
+	// Frames is the WAL's length in frames (a 4 KiB page and its header each); Backlog is how
+	// many of them are not in the database file yet. A backlog that keeps growing is a
+	// checkpointer outwritten by the write path: every read then looks further into the WAL,
+	// and the WAL cannot start over.
+	Frames, Backlog int64
+	// Restarts counts the times the write path let the WAL start over.
+	Restarts int64
+}
+
+// WAL returns the WAL as of the checkpointer's last round; zero when checkpoints are left to
+// SQLite (a negative CheckpointInterval).
+func (s *Store) WAL() WALStats {
+	c := s.checkpoints
+	if c == nil {
+		return WALStats{}
+	}
+	frames := c.walFrames.Load()
+	return WALStats{Frames: frames, Backlog: max(0, frames-c.walCopied.Load()), Restarts: c.restarts.Load()}
 }
 
 // close stops the loop and closes the connection.
