@@ -6,7 +6,7 @@
 # since start, the WAL file's bytes, then the backlog and the length in frames from the
 # server's vigil_sqlite_wal_* gauges), to set beside the generator's per-second progress.
 # OUT sets the output directory (default /tmp/s21/cap), GEN the generator binary (default
-# BIN), SFLAGS extra server flags.
+# BIN), SFLAGS extra server flags, WORKERS the fleet (default 20,000).
 set -u
 bin=$1; tag=$2; shift 2
 out=${OUT:-/tmp/s21/cap}; gen=${GEN:-$bin}; mkdir -p "$out"
@@ -19,7 +19,7 @@ for spec in "$@"; do
   spid=$!; sleep 2
   lease=$(python3 -c "print(f'{3*float(\"$iv\".rstrip(\"s\")):.3f}s')")
   env GOMAXPROCS=1 taskset -c 1 "$gen" bench --api liveness --address 127.0.0.1:21233 --server-pid $spid \
-    --metrics-url http://127.0.0.1:21243/metrics --workers 20000 --interval "$iv" --lease "$lease" \
+    --metrics-url http://127.0.0.1:21243/metrics --workers ${WORKERS:-20000} --interval "$iv" --lease "$lease" \
     --duration "$dur" --warmup 40s --json "$out/$tag-$name.json" > "$out/$tag-$name.txt" 2> "$out/$tag-$name.progress" &
   gpid=$!
   ( t0=$(date +%s); while kill -0 $gpid 2>/dev/null; do
