@@ -227,8 +227,10 @@ reading them (ResourceExhausted), whatever the wait. Each holds a goroutine and 
 a call that waits behind many is answered late or refused by history after it was read, at
 twice the cost. A host needs about its heartbeats per second × 0.1 s of them to keep its writes
 busy. 0 (the default): no bound. At twice capacity on one core, 1,000 cut p99 by two thirds
-and RSS by a third at the same goodput, but it starved a 100,000-worker fleet after its
-registration burst (BENCHMARKS.md, session 11): set it only where that was measured.`,
+and RSS by a third at the same goodput. But a count does not follow the host's pace: with a
+100,000-worker fleet at 3,300/s, 1,000 are in flight after a third of a second's hiccup, the
+refusals trip the expiry brake, and real deaths were found 107 s late instead of within 1 ms
+(BENCHMARKS.md, session 22). Set it only where that was measured.`,
 	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",

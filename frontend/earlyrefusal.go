@@ -57,8 +57,11 @@ import (
 // With frontend.earlyRefusalMaxOutstanding set, every heartbeat is refused while that many are
 // let through and unanswered, however short the wait looks: each holds a goroutine, its stack
 // and its message. At twice capacity that cut p99 by two thirds and RSS by a third at the
-// same goodput; but it kept a 100,000-worker fleet starved after its registration burst (why
-// is not understood yet), so the bound is off by default.
+// same goodput. But a count does not follow the host's pace: a host carrying 3,300/s for a
+// 100,000-worker fleet has 1,000 in flight after a hiccup of a third of a second, and every
+// refusal the bound then makes counts for the expiry brake, which held the deaths of that run
+// for 107 s past their leases instead of 1 ms (BENCHMARKS.md, session 22). So the bound is off
+// by default; the share rule, which follows the measured wait, is what ships.
 //
 // Only heartbeats are refused: a shutdown, a poll or a completion always reaches history.
 

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -215,5 +216,62 @@ func BenchmarkRestart(b *testing.B) {
 	b.StopTimer()
 	if s := b.Elapsed().Seconds(); s > 0 {
 		b.ReportMetric(float64(b.N)/s, "restarts/s")
+	}
+}
+
+// BenchmarkHeartbeatFleet is parallel-64 over a registered fleet of N workers. Each round of
+// N heartbeats visits every worker once, in a shuffled order as a fleet's jittered timers do,
+// to see whether a heartbeat costs more in a larger fleet: the pages and decoded states it
+// touches are less likely to be warm.
+//
+//	go test -run '^$' -bench BenchmarkHeartbeatFleet -benchtime 40000x ./chasm/worker/
+func BenchmarkHeartbeatFleet(b *testing.B) {
+	for _, fleet := range []int{1000, 5000, 20000} {
+		b.Run(fmt.Sprintf("workers-%d", fleet), func(b *testing.B) {
+			const goroutines = 64
+			h := startBenchHost(b)
+			keys := make([]string, fleet)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("w-fleet-%06d", i)
+			}
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+			var next atomic.Int64
+			run := func(n int, each func(key string) bool) {
+				done := make(chan struct{})
+				for range goroutines {
+					go func() {
+						defer func() { done <- struct{}{} }()
+						for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+							if !each(keys[i%int64(fleet)]) {
+								return
+							}
+						}
+					}()
+				}
+				for range goroutines {
+					<-done
+				}
+			}
+			var failed atomic.Value
+			beat := func(key string) bool {
+				if err := h.record(key, nil, nil); err != nil {
+					failed.Store(err)
+					return false
+				}
+				return true
+			}
+			run(fleet, beat) // registrations
+			if err := failed.Load(); err != nil {
+				b.Fatal(err)
+			}
+			next.Store(0)
+			b.ResetTimer()
+			run(b.N, beat)
+			b.StopTimer()
+			if err := failed.Load(); err != nil {
+				b.Fatal(err)
+			}
+			reportHeartbeatRate(b)
+		})
 	}
 }
