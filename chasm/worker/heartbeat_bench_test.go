@@ -14,6 +14,7 @@ import (
 	workerv1 "go.temporal.io/api/worker/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/vigilhq/vigil/chasm"
@@ -235,42 +236,30 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 				keys[i] = fmt.Sprintf("w-fleet-%06d", i)
 			}
 			rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-			var next atomic.Int64
-			run := func(n int, each func(key string) bool) {
-				done := make(chan struct{})
+			// beat sends n heartbeats from 64 goroutines, the i-th to keys[i % fleet].
+			beat := func(n int) error {
+				var next atomic.Int64
+				var g errgroup.Group
 				for range goroutines {
-					go func() {
-						defer func() { done <- struct{}{} }()
+					g.Go(func() error {
 						for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-							if !each(keys[i%int64(fleet)]) {
-								return
+							if err := h.record(keys[i%int64(fleet)], nil, nil); err != nil {
+								return err
 							}
 						}
-					}()
+						return nil
+					})
 				}
-				for range goroutines {
-					<-done
-				}
+				return g.Wait()
 			}
-			var failed atomic.Value
-			beat := func(key string) bool {
-				if err := h.record(key, nil, nil); err != nil {
-					failed.Store(err)
-					return false
-				}
-				return true
-			}
-			run(fleet, beat) // registrations
-			if err := failed.Load(); err != nil {
+			if err := beat(fleet); err != nil { // registrations
 				b.Fatal(err)
 			}
-			next.Store(0)
 			b.ResetTimer()
-			run(b.N, beat)
-			b.StopTimer()
-			if err := failed.Load(); err != nil {
+			if err := beat(b.N); err != nil {
 				b.Fatal(err)
 			}
+			b.StopTimer()
 			reportHeartbeatRate(b)
 		})
 	}
