@@ -11,6 +11,7 @@ import (
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -267,6 +268,11 @@ func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err 
 		}
 		for i, w := range c.workers {
 			req.WorkerHeartbeat[i] = c.workerHeartbeat(w, now, enumspb.WORKER_STATUS_RUNNING)
+		}
+		if c.r.cfg.RetryResourceExhausted {
+			// It retries a refusal as the SDK does, so it says what the SDK says of itself: the
+			// server counts such a refusal as a heartbeat delayed, not lost.
+			ctx = metadata.AppendToOutgoingContext(ctx, "client-name", sdkName, "client-version", sdkVersion)
 		}
 		_, err = c.wf.RecordWorkerHeartbeat(ctx, req)
 	case APILiveness:

@@ -54,6 +54,11 @@ import (
 // unread). Heartbeats refused here count for the expiry brake like those admission refuses
 // (Pressure.RefusedEarly), so no lease runs out because of a refusal.
 //
+// A heartbeat whose wait would run past its own deadline is refused whatever the share, below
+// the target too: history's admission would refuse it anyway, after reading it. Those are
+// mostly the SDK's retries of refused heartbeats, which come back with less of their deadline
+// left each time.
+//
 // With frontend.earlyRefusalMaxOutstanding set, every heartbeat is refused while that many are
 // let through and unanswered, however short the wait looks: each holds a goroutine, its stack
 // and its message. At twice capacity that cut p99 by two thirds and RSS by a third at the
@@ -105,9 +110,13 @@ type EarlyRefusal struct {
 	// draws accumulates the refused share of every heartbeat the tap judged, in 1/shareOne:
 	// a heartbeat is refused when it carries the sum past a multiple of shareOne.
 	draws atomic.Uint64
-	// Since the last report: heartbeats refused, and the deadline they had left.
-	refused   atomic.Int64
-	lostNanos atomic.Int64
+	// Since the last report: heartbeats refused, and the deadline they had left; and of the
+	// heartbeats refused that their callers retry (retried), how many and the longest deadline
+	// one had left.
+	refused     atomic.Int64
+	lostNanos   atomic.Int64
+	retried     atomic.Int64
+	retriedLeft atomic.Int64
 }
 
 // shareOne is a refused share of 1 (every heartbeat) in the units of EarlyRefusal.draws.
@@ -136,30 +145,59 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 	if (target <= 0 && limit <= 0) || !earlyRefusedMethods[info.FullMethodName] {
 		return ctx, nil
 	}
-	if !e.refuse(time.Duration(target), limit) {
+	deadline, hasDeadline := ctx.Deadline()
+	refused, wait := e.refuse(time.Duration(target), limit, deadline, hasDeadline)
+	if !refused {
 		e.transit.passed()
 		return context.WithValue(ctx, passedTap{}, true), nil
 	}
-	e.refused.Add(1)
-	if deadline, ok := ctx.Deadline(); ok {
-		e.lostNanos.Add(int64(deadline.Sub(e.ts.Now())))
+	if !hasDeadline {
+		e.refused.Add(1)
+		return ctx, errEarlyRefused
 	}
+	left := deadline.Sub(e.ts.Now())
+	if retried(info, left) {
+		e.retried.Add(1)
+		for longest := e.retriedLeft.Load(); int64(left) > longest; longest = e.retriedLeft.Load() {
+			if e.retriedLeft.CompareAndSwap(longest, int64(left)) {
+				break
+			}
+		}
+		return ctx, errEarlyRefused
+	}
+	e.refused.Add(1)
+	// What it lost, as history counts its own refusals: what was left of its deadline, and at
+	// least the wait that refused it.
+	e.lostNanos.Add(int64(max(wait, left)))
 	return ctx, errEarlyRefused
 }
 
-// refuse says whether a heartbeat arriving now is refused: limit heartbeats are outstanding
-// already, or it is among the share refused at the wait it would meet.
-func (e *EarlyRefusal) refuse(target time.Duration, limit int64) bool {
+// refuse says whether a heartbeat arriving now is refused, and the wait it was judged at:
+// limit heartbeats are outstanding already, or the wait it would meet runs past its deadline,
+// or it is among the share refused at that wait.
+//
+// The deadline matters for the SDK's retries: a heartbeat refused here comes back after 200 ms,
+// 400 ms and so on up to 1 s, until its 10 s run out, each time with less of its deadline left.
+// Let through on a share, a late attempt was read, decoded and routed, only for history's
+// admission to find its wait past its deadline and refuse it there, at several times the cost
+// (BENCHMARKS.md, session 23).
+func (e *EarlyRefusal) refuse(target time.Duration, limit int64, deadline time.Time, hasDeadline bool) (bool, time.Duration) {
 	outstanding := e.Outstanding()
 	if limit > 0 && int64(outstanding) >= limit {
-		return true
+		return true, 0
 	}
 	if target <= 0 {
-		return false
+		return false, 0
 	}
 	wait := max(e.pressure.EstimatedWait(), e.pressure.WaitBehind(outstanding))
+	if wait <= 0 {
+		return false, 0
+	}
+	if hasDeadline && !e.ts.Now().Add(wait).Before(deadline) {
+		return true, wait
+	}
 	share := refusedShare(wait, target)
-	return share > 0 && e.draw(share)
+	return share > 0 && e.draw(share), wait
 }
 
 // refusedShare is the share of heartbeats to refuse, in 1/shareOne, when a new one would wait
@@ -273,6 +311,11 @@ func (e *EarlyRefusal) readSettings() {
 func (e *EarlyRefusal) report() {
 	e.readSettings()
 	metrics.HeartbeatsOutstanding.With(e.scope).Update(float64(e.Outstanding()))
+	if retried := e.retried.Swap(0); retried > 0 {
+		e.pressure.RetriedEarly(time.Duration(e.retriedLeft.Swap(0)))
+		metrics.EarlyRefusals.With(e.scope).Inc(retried)
+		metrics.EarlyRefusalsRetried.With(e.scope).Inc(retried)
+	}
 	refused := e.refused.Swap(0)
 	lost := e.lostNanos.Swap(0)
 	if refused == 0 {
@@ -281,3 +324,38 @@ func (e *EarlyRefusal) report() {
 	e.pressure.RefusedEarly(int(refused), time.Duration(lost/refused))
 	metrics.EarlyRefusals.With(e.scope).Inc(refused)
 }
+
+// retryingClients are the clients that retry a heartbeat refused with ResourceExhausted until
+// its deadline, by the client-name header they send. The Go SDK sends RecordWorkerHeartbeat
+// with a 10 s deadline and retries ResourceExhausted after 200 ms, doubling to at most 1 s,
+// with 20 % jitter, while the deadline allows (design/sdk-contract.md; verified against
+// v1.50.0). Add another SDK only once its retry of this call is verified: a refusal of a
+// client that does not retry is a lost heartbeat, and must count as one.
+var retryingClients = map[string]bool{"temporal-go": true}
+
+// retryRoom is the least of its deadline a refused heartbeat of a retrying client must have
+// left to be retried for sure: the Go SDK's longest wait between attempts, 1 s plus 20 %
+// jitter, with margin. The most it may have left is admission.RetryHorizon, the SDK's
+// heartbeat deadline. A refusal outside these bounds counts as a lost heartbeat.
+const retryRoom = 2 * time.Second
+
+// retried says whether a heartbeat refused with left of its deadline will be sent again by its
+// caller: a Temporal SDK heartbeat (WorkflowService.RecordWorkerHeartbeat) of a client that
+// retries refusals, with room for another attempt.
+//
+// Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
+// host that loses heartbeats, which held every death for a lease after each burst (BENCHMARKS.md,
+// session 22). What it is told instead is how long those heartbeats may still be on their way
+// (Pressure.RetriedEarly). An attempt refused with too little left to be retried, or one that
+// history refuses or drops, counts as lost, as every refusal of another client does.
+func retried(info *tap.Info, left time.Duration) bool {
+	if info.FullMethodName != workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName ||
+		left < retryRoom || left > admission.RetryHorizon {
+		return false
+	}
+	name := info.Header.Get(clientNameHeader)
+	return len(name) == 1 && retryingClients[name[0]]
+}
+
+// clientNameHeader is the header in which Temporal SDKs name themselves.
+const clientNameHeader = "client-name"

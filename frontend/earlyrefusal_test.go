@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workerapipb "go.temporal.io/api/worker/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/mock/gomock"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -35,6 +37,7 @@ type fakePressure struct {
 	mu           sync.Mutex
 	refusedEarly int
 	lost         time.Duration
+	retriedLeft  time.Duration
 }
 
 func (p *fakePressure) EstimatedWait() time.Duration { return time.Duration(p.wait.Load()) }
@@ -48,6 +51,18 @@ func (p *fakePressure) RefusedEarly(n int, lost time.Duration) {
 	defer p.mu.Unlock()
 	p.refusedEarly += n
 	p.lost = lost
+}
+
+func (p *fakePressure) RetriedEarly(left time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retriedLeft = left
+}
+
+func (p *fakePressure) retried() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retriedLeft
 }
 
 func (p *fakePressure) reported() (int, time.Duration) {
@@ -173,6 +188,96 @@ func TestEarlyRefusalRefusesAShareGrowingWithTheExcessWait(t *testing.T) {
 	// Only heartbeats: a shutdown or a poll always passes.
 	require.Zero(t, refusedOf(100, &tap.Info{FullMethodName: workflowservice.WorkflowService_ShutdownWorker_FullMethodName}))
 	require.Zero(t, refusedOf(100, &tap.Info{FullMethodName: workflowservice.WorkflowService_PollActivityTaskQueue_FullMethodName}))
+}
+
+// A heartbeat that would wait past its own deadline is refused in the tap whatever the share,
+// below the target too: let through, history's admission would refuse it after reading it.
+// The SDK's retries of refused heartbeats arrive so, with less of their deadline left each time.
+func TestEarlyRefusalRefusesWhatWouldWaitPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	e := newTestEarlyRefusal(t, pressure, 400*time.Millisecond)
+	heartbeat := &tap.Info{FullMethodName: workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName}
+	refusedOf := func(n int, left time.Duration) int {
+		refused := 0
+		for range n {
+			ctx, cancel := context.WithTimeout(context.Background(), left)
+			if _, err := e.Tap(ctx, heartbeat); err != nil {
+				require.Equal(t, codes.ResourceExhausted, status.Code(err))
+				refused++
+			}
+			cancel()
+		}
+		return refused
+	}
+
+	// History keeps up: nothing is refused, however little of its deadline a call has left.
+	require.Zero(t, refusedOf(100, 50*time.Millisecond))
+
+	// Below the target (300ms of 400ms): a fresh call passes, a late retry that has less left
+	// than the wait is refused.
+	pressure.wait.Store(int64(300 * time.Millisecond))
+	require.Zero(t, refusedOf(100, 10*time.Second))
+	require.Equal(t, 100, refusedOf(100, 250*time.Millisecond))
+	// They count for the expiry brake as lost for the wait that refused them, more than the
+	// 250ms they had left.
+	e.report()
+	n, lost := pressure.reported()
+	require.Equal(t, 100, n)
+	require.GreaterOrEqual(t, lost, 300*time.Millisecond)
+
+	// Past the target (500ms: a quarter refused by share), the calls with time enough keep
+	// that share, the others are all refused.
+	pressure.wait.Store(int64(500 * time.Millisecond))
+	require.InDelta(t, 250, refusedOf(1000, 10*time.Second), 1)
+	require.Equal(t, 100, refusedOf(100, 400*time.Millisecond))
+}
+
+// A heartbeat the Go SDK will send again (it retries a refusal while its 10 s deadline allows)
+// is not lost when the tap refuses it: it is reported as retried, with the time it had left,
+// and does not count for the expiry brake as a lost one. A refusal of any other caller, or one
+// with too little left to be retried, is lost.
+func TestEarlyRefusalTellsRetriedFromLost(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 400*time.Millisecond)
+	scope := tally.NewTestScope("", nil)
+	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), scope)
+	pressure.wait.Store(int64(time.Minute)) // everything is refused
+	sdk := metadata.Pairs("client-name", "temporal-go", "client-version", "1.50.0")
+	refuse := func(method string, header metadata.MD, left time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		defer cancel()
+		_, err := e.Tap(ctx, &tap.Info{FullMethodName: method, Header: header})
+		require.Equal(t, codes.ResourceExhausted, status.Code(err))
+	}
+	sdkBeat := workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName
+
+	// The SDK's first attempt, and a retry with room for another: retried.
+	refuse(sdkBeat, sdk, 9500*time.Millisecond)
+	refuse(sdkBeat, sdk, 3*time.Second)
+	e.report()
+	n, _ := pressure.reported()
+	require.Zero(t, n, "no heartbeat lost")
+	require.InDelta(t, 9500*time.Millisecond, pressure.retried(), float64(100*time.Millisecond),
+		"history learns how long they may still come")
+
+	// Lost: the SDK's last attempt (too little left), a caller that does not say it is the SDK,
+	// another client, a deadline longer than the SDK's, and vigil's own liveness API.
+	refuse(sdkBeat, sdk, time.Second)
+	refuse(sdkBeat, nil, 9*time.Second)
+	refuse(sdkBeat, metadata.Pairs("client-name", "my-client"), 9*time.Second)
+	refuse(sdkBeat, sdk, 30*time.Second)
+	refuse(livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName, sdk, 9*time.Second)
+	e.report()
+	n, _ = pressure.reported()
+	require.Equal(t, 5, n)
+
+	// Both count as early refusals; the retried ones also on their own.
+	counters := scope.Snapshot().Counters()
+	require.Equal(t, int64(7), counters["early_refusals+"].Value())
+	require.Equal(t, int64(2), counters["early_refusals_retried+"].Value())
 }
 
 // Heartbeats let through but not yet in history's queue (being read, decoded, authorized)

@@ -114,6 +114,9 @@ type Admission struct {
 	hbCounts   heartbeatRing
 	recordFrom int64
 	hbLost     time.Duration
+	// retriesUntil is until when heartbeats refused early that their callers retry may still
+	// come (RetriesPendingUntil).
+	retriesUntil time.Time
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
@@ -465,6 +468,9 @@ func (a *Admission) report() loadReport {
 	defer a.mu.Unlock()
 	now := a.ts.Now().Unix()
 	r := loadReport{Delay: int64(delay), From: a.recordFrom}
+	if !a.retriesUntil.IsZero() {
+		r.RetriesUntil = a.retriesUntil.UnixNano()
+	}
 	a.hbCounts.each(max(now-loadReportSeconds+1, a.recordFrom), now, func(c heartbeatCount) {
 		r.Counts = append(r.Counts, [3]int64{c.second, int64(c.served), int64(c.refused)})
 	})
@@ -529,6 +535,24 @@ func (a *Admission) RefusedEarly(n int, lost time.Duration) {
 	}
 	a.hbDelayAt = now
 	a.countHeartbeatsLocked(now, n, true)
+}
+
+// RetriedEarly notes heartbeats refused before they reached history that their callers will
+// send again, within left: they are not counted as refused (a burst of them is no lost
+// heartbeat), but until then a worker's heartbeats may still be on their way.
+func (a *Admission) RetriedEarly(left time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if until := a.ts.Now().Add(left); until.After(a.retriesUntil) {
+		a.retriesUntil = until
+	}
+}
+
+// RetriesPendingUntil implements admission.LoadSignal.
+func (a *Admission) RetriesPendingUntil() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.retriesUntil
 }
 
 // limitLocked returns the current in-flight limit per shard.

@@ -514,6 +514,29 @@ func TestAdmissionPressure(t *testing.T) {
 		require.Greater(t, b.a.HeartbeatQueueDelay(), 5*time.Second,
 			"half the heartbeats were refused: the host is behind, whoever refused them")
 	})
+
+	t.Run("RetriedEarlyRefusalsAreNotLostButMayStillCome", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
+		for range 100 {
+			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+			require.NoError(t, err)
+			release()
+		}
+		require.True(t, b.a.RetriesPendingUntil().IsZero())
+
+		// The frontend refused as many again, of callers that send them again within 9s: no
+		// heartbeat is lost, so the host is not behind, and no second's share counts them.
+		now := b.ts.Now()
+		b.a.RetriedEarly(9 * time.Second)
+		b.a.RetriedEarly(3 * time.Second)
+		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+		share, known := b.a.RefusedShare(now.Truncate(time.Second), now.Truncate(time.Second).Add(time.Second))
+		require.True(t, known)
+		require.Zero(t, share)
+		// But until they can no longer come, a worker's heartbeats may be among them.
+		require.Equal(t, now.Add(9*time.Second), b.a.RetriesPendingUntil())
+	})
 }
 
 // RefusedShare is what the expiry brake weighs a silence by: the share of heartbeats refused,

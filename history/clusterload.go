@@ -48,6 +48,8 @@ type remoteLoad struct {
 	// (from) to the newest reported (last).
 	counts     heartbeatRing
 	from, last int64
+	// retriesUntil is until when heartbeats it refused may still be retried.
+	retriesUntil time.Time
 }
 
 // loadReportSeconds is how many seconds of counts a report carries: reports come every
@@ -64,6 +66,8 @@ type loadReport struct {
 	From int64 `json:"f"`
 	// Counts are {second, served, refused} of its last loadReportSeconds seconds.
 	Counts [][3]int64 `json:"c,omitempty"`
+	// RetriesUntil is its RetriesPendingUntil, in Unix nanoseconds; 0 if none.
+	RetriesUntil int64 `json:"r,omitempty"`
 }
 
 // NewClusterLoad returns the load signal of a host whose own admission is local.
@@ -128,6 +132,21 @@ func (c *ClusterLoad) RefusedShare(from, to time.Time) (float64, bool) {
 	return sum / float64(seconds), true
 }
 
+// RetriesPendingUntil implements admission.LoadSignal: the latest of this host's own and the
+// other hosts' last reported, dead hosts' included: the heartbeats a host refused are retried
+// against another host once it is gone.
+func (c *ClusterLoad) RetriesPendingUntil() time.Time {
+	until := c.local.RetriesPendingUntil()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.remote {
+		if r.retriesUntil.After(until) {
+			until = r.retriesUntil
+		}
+	}
+	return until
+}
+
 // Report is this host's report for the others, for its membership row.
 func (c *ClusterLoad) Report() []byte {
 	b, err := json.Marshal(c.local.report())
@@ -169,6 +188,9 @@ func (c *ClusterLoad) Received(reports map[string][]byte) {
 			c.remote[id] = r
 		}
 		r.alive, r.delay, r.from = true, time.Duration(max(rep.Delay, 0)), rep.From
+		if rep.RetriesUntil > 0 {
+			r.retriesUntil = time.Unix(0, rep.RetriesUntil)
+		}
 		for _, cnt := range rep.Counts {
 			second := cnt[0]
 			if second <= now-heartbeatRecord || cnt[1] < 0 || cnt[2] < 0 {

@@ -59,6 +59,14 @@ func TestClusterLoad(t *testing.T) {
 	require.Greater(t, ownerLoad.HeartbeatQueueDelay(), time.Duration(0),
 		"the edge refused more than history.expiryBrakeRefusedShare of its recent heartbeats: the cluster is behind")
 
+	// Heartbeats the edge refused that their callers retry may still reach the owner until
+	// they can no longer come; the latest of any host counts.
+	require.True(t, ownerLoad.RetriesPendingUntil().IsZero())
+	edge.RetriedEarly(8 * time.Second)
+	owner.a.RetriedEarly(2 * time.Second)
+	ownerLoad.Received(map[string][]byte{"edge": edgeLoad.Report()})
+	require.Equal(t, ts.Now().Add(8*time.Second).UnixNano(), ownerLoad.RetriesPendingUntil().UnixNano())
+
 	// The edge leaves the cluster: it no longer makes the owner behind, but what it refused
 	// still explains the silences of the workers that were connected to it.
 	ownerLoad.Received(map[string][]byte{})

@@ -94,7 +94,12 @@ type BrakeStatus struct {
 //     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000.
 //     An overload that lasts must not hide deaths for as long as it lasts, so an expiry held
 //     for this reason still runs once the host's own refusals no longer explain the silence
-//     (history.expiryBrakeReleaseOdds, see weighLocked);
+//     (history.expiryBrakeReleaseOdds, see weighLocked). A heartbeat refused early that its
+//     caller sends again (the Go SDK, which retries a refusal within its 10 s deadline) is
+//     not refused in this sense: a burst of those loses nothing, and made the brake hold
+//     every death for a lease after it. Only a lease shorter than 2 × admission.RetryHorizon
+//     can run out while its worker's beats are still being retried; such an expiry waits
+//     until they can no longer come (LoadSignal.RetriesPendingUntil, retriesPendingLocked);
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
 //     running out of lease (at least worker.expiryBrakeMinExpiries of them; while the host is
 //     behind, only those whose silence its refusals do not explain, see
@@ -259,7 +264,8 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	// yet had a whole lease of normal service to get a heartbeat through (this holds for a
 	// lease that ran out after the catch-up too: its last beats may have been the ones
 	// refused). Unless the weighing proves the silence is not the host's doing.
-	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease)))
+	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease))) ||
+		b.retriesPendingLocked(now, lease)
 	proved := behind && b.weighLocked(c, now)
 	if behind && !proved {
 		b.deferredBehind.Inc(1)
@@ -325,6 +331,8 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		return time.Time{}, false
 	case known && !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(l.lease())):
 		until = b.behindOffAt.Add(l.lease())
+	case known && b.retriesPendingLocked(now, l.lease()):
+		until = b.load.RetriesPendingUntil()
 	default:
 		return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, known, now)
 	}
@@ -515,9 +523,10 @@ func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration)
 // (a lease, or it would lose its lease in good times too; half a lease if the host saw it
 // beating that often, see oftenGap), at a time that does not follow the host's load; so each
 // whole span since its last heartbeat multiplies the odds by the share of heartbeats the host
-// refused over that span, and over history.expiryBrakeCooldown after it, by when a heartbeat
-// sent in it was answered or refused. A span is weighed once its cooldown has passed, so its
-// share is final; the odds are kept, so each is weighed once. A span of which the host knows
+// refused over that span, and over the time after it by when a heartbeat sent in it was
+// served or lost (answered). A span is weighed once that time has passed, so its share is
+// final; the odds are kept, so each is weighed once. Refused here means lost: a heartbeat
+// refused early that its caller sends again (the Go SDK) is not, its retry is counted. A span of which the host knows
 // nothing (before it started, or no heartbeat at all) weighs nothing: it leaves the odds as
 // they were. Weighed by halves, a silence is found in about half the time: at a refused
 // share s the odds fall by s² per lease instead of s.
@@ -532,7 +541,7 @@ func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	if bound <= 0 || b.load == nil || c.span <= 0 {
 		return false
 	}
-	answered := b.cfg.Cooldown()
+	answered := b.answered()
 	for c.odds >= bound {
 		from, to := c.weighed.Add(-c.span), c.weighed
 		if to.Add(answered).After(now) {
@@ -546,13 +555,32 @@ func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	return true
 }
 
+// retriesPendingLocked says whether a lease of that length that runs out now may have run out
+// while its worker's heartbeats are still being retried: refused early, but by callers that
+// send them again within admission.RetryHorizon, so not counted as lost (LoadSignal). Only a
+// short lease can: a worker beats at least three times per lease, so one whose lease runs
+// out with every beat still being retried sent none in the lease's first
+// lease − RetryHorizon, more than its interval once the lease is 2 × RetryHorizon or more:
+// it missed a beat that no refusal explains, or one counted as lost, which the rules above
+// weigh.
+func (b *Brake) retriesPendingLocked(now time.Time, lease time.Duration) bool {
+	return b.load != nil && lease < 2*admission.RetryHorizon && now.Before(b.load.RetriesPendingUntil())
+}
+
 // nextWeighing is when weighLocked could next change its answer for c (its next span is
 // final), or zero if it cannot weigh c.
 func (b *Brake) nextWeighing(c *expiryCandidate) time.Time {
 	if b.cfg.ReleaseOdds() <= 0 || b.load == nil || c.span <= 0 {
 		return time.Time{}
 	}
-	return c.weighed.Add(b.cfg.Cooldown())
+	return c.weighed.Add(b.answered())
+}
+
+// answered is how long after a heartbeat is sent the host knows whether it was served or lost:
+// history.expiryBrakeCooldown, and at least admission.RetryHorizon, by when a heartbeat
+// refused early and retried has been served or counted as lost.
+func (b *Brake) answered() time.Duration {
+	return max(b.cfg.Cooldown(), admission.RetryHorizon)
 }
 
 // recheckAfter is the next tick of the recheck grid after t: every held expiry waits for the

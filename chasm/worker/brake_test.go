@@ -27,9 +27,17 @@ type lateClock struct{ clock.TimeSource }
 // fakeLoad is a host whose heartbeat queueing delay the test sets, and the share of heartbeats
 // it refused, the same over any span (none known until the test sets one).
 type fakeLoad struct {
-	delay atomic.Int64
-	share atomic.Uint64 // math.Float64bits
-	known atomic.Bool
+	delay   atomic.Int64
+	share   atomic.Uint64 // math.Float64bits
+	known   atomic.Bool
+	pending atomic.Int64 // RetriesPendingUntil, Unix nanoseconds; 0: none
+}
+
+func (l *fakeLoad) RetriesPendingUntil() time.Time {
+	if n := l.pending.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 func (l *fakeLoad) HeartbeatQueueDelay() time.Duration { return time.Duration(l.delay.Load()) }
@@ -177,6 +185,44 @@ func TestExpiryBrake(t *testing.T) {
 		first, second := b.describe(silent[5]).State.InactiveTime.AsTime(), b.describe(silent[0]).State.InactiveTime.AsTime()
 		require.False(t, first.After(second))
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+	})
+
+	t.Run("RetriedRefusalsHoldOnlyShortLeasesWhileTheirBeatsMayStillCome", func(t *testing.T) {
+		t.Parallel()
+		// The host refuses heartbeats early, all of them of callers that send them again (the
+		// Go SDK): none is lost, so the host is not behind. A lease of 20s or more cannot run out
+		// while its worker's beats are still being retried (it would have missed one before),
+		// so its death is found at its deadline; a shorter one waits until no refused beat can
+		// still come, and not a lease more.
+		b := setupBrake(t)
+		live := workerKeys("live", 10)
+		for _, k := range live {
+			b.mustBeat(k, withLease(30*time.Second))
+		}
+		b.mustBeat("long", withLease(30*time.Second))
+		b.mustBeat("short", withLease(6*time.Second))
+		start := b.engine.Clock().Now()
+		b.load.pending.Store(start.Add(40 * time.Second).UnixNano())
+
+		for elapsed := time.Duration(0); elapsed < 32*time.Second; elapsed += time.Second {
+			if elapsed%(2*time.Second) == 0 {
+				for _, k := range live {
+					b.mustBeat(k, withLease(30*time.Second))
+				}
+			}
+			b.engine.AdvanceTime(time.Second)
+		}
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("long"), "found at its deadline (30s)")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("short"),
+			"its lease (6s) ran out 26s ago, but its beats may still be retried")
+		require.False(t, b.brake.Status(testNamespaceID).Engaged, "no heartbeat was lost: the host is not behind")
+
+		// The refused beats can no longer come (40s): the short lease expires at the next recheck.
+		for b.engine.Clock().Now().Before(start.Add(42 * time.Second)) {
+			b.engine.AdvanceTime(time.Second)
+		}
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("short"))
+		require.Zero(t, b.inactive(live))
 	})
 
 	t.Run("SecondaryRateReleasesOnlyLongSilences", func(t *testing.T) {

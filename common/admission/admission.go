@@ -48,6 +48,12 @@ type Admitter interface {
 	Admit(ctx context.Context, shardID int32, class Class, bytes int) (func(), error)
 }
 
+// RetryHorizon is the most of its deadline a refused heartbeat may have left to be counted as
+// one its caller retries (Pressure.RetriedEarly), not as lost: the Go SDK's heartbeat deadline.
+// Within it, every such heartbeat has been sent again and either served or lost (refused
+// with too little left to retry, or dropped).
+const RetryHorizon = 10 * time.Second
+
 // LoadSignal tells how far behind the host is: how long heartbeats lately waited in it, and
 // what share of them it refused.
 type LoadSignal interface {
@@ -57,6 +63,11 @@ type LoadSignal interface {
 	// host's load was among them. known is false when the host cannot tell (its record does
 	// not reach back to from, or it saw no heartbeat in the span).
 	RefusedShare(from, to time.Time) (share float64, known bool)
+	// RetriesPendingUntil is until when heartbeats the host refused may still be sent again by
+	// callers that retry them (zero if none): their refusals are not counted as lost in
+	// RefusedShare or HeartbeatQueueDelay, and until then a worker's last heartbeats may be
+	// among them, still on their way.
+	RetriesPendingUntil() time.Time
 }
 
 // Pressure is what a host's admission control tells the transport in front of it, so that the
@@ -75,4 +86,8 @@ type Pressure interface {
 	// RefusedEarly counts n heartbeats refused before they reached the host, each having lost
 	// lost (what was left of its deadline): the expiry brake counts them with its own.
 	RefusedEarly(n int, lost time.Duration)
+	// RetriedEarly tells the host that it refused heartbeats before they reached it that their
+	// callers will send again, the one with most time left having had left of its deadline:
+	// they are not lost, but may be on their way until then (LoadSignal.RetriesPendingUntil).
+	RetriedEarly(left time.Duration)
 }

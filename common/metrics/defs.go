@@ -281,7 +281,10 @@ var (
 var (
 	// EarlyRefusals counts heartbeats refused before they were read.
 	EarlyRefusals = NewCounterDef("early_refusals",
-		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than frontend.earlyRefusalTargetWait (a share, growing with the excess).")
+		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than frontend.earlyRefusalTargetWait (a share, growing with the excess), or past their own deadline.")
+	// EarlyRefusalsRetried counts the early refusals whose callers send the heartbeat again.
+	EarlyRefusalsRetried = NewCounterDef("early_refusals_retried",
+		"Of vigil_early_refusals_total, the heartbeats of callers that send them again (the Temporal Go SDK, with 2 s to 10 s of their deadline left): the expiry brake does not count them as lost heartbeats.")
 	// HeartbeatsOutstanding is the heartbeats let through the tap and not yet answered.
 	HeartbeatsOutstanding = NewGaugeDef("heartbeats_outstanding",
 		"Heartbeats the frontend let through its early refusal and has not answered yet: being read, decoded, authorized, queued in history or served. Early refusal counts them in the wait a new heartbeat would meet.")
