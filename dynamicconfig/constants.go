@@ -212,7 +212,8 @@ var (
 		`While the writes queued in history, or the heartbeats on their way to it, would keep a
 new heartbeat waiting longer than this for a slot, the frontend refuses a share of heartbeats in
 the transport, before reading them (ResourceExhausted, which the SDK retries): the share grows
-with the excess, to all of them at twice this wait. A refusal there costs about 14 µs, one made
+with the excess, to all of them at twice this wait; a heartbeat whose wait would run past its
+own deadline is refused whatever the share. A refusal there costs about 14 µs, one made
 by history's admission about 35 µs, and a call that waits holds a goroutine and its memory.
 Twice this stays below history.admissionMaxQueueDelay, so that an overloaded host's queue,
 latency and memory stay small. 0 disables early refusal; history's admission still refuses
@@ -301,7 +302,8 @@ than its worker. 0 disables this trigger.`,
 		"history.expiryBrakeRefusedShare",
 		0.01,
 		`Share of the heartbeats of the last 5 seconds refused with ResourceExhausted or dropped
-past their deadline (at least 5 of them) above which the host counts as behind for
+past their deadline (at least 5 of them; an early refusal the Go SDK retries, with 2 s to 10 s of
+its deadline left, is a delayed heartbeat and not counted) above which the host counts as behind for
 history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
 three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
 	)

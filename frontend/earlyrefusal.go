@@ -52,7 +52,8 @@ import (
 // the heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is
 // exact over any run of calls. Which heartbeats to refuse cannot be chosen here (the body is
 // unread). Heartbeats refused here count for the expiry brake like those admission refuses
-// (Pressure.RefusedEarly), so no lease runs out because of a refusal.
+// (Pressure.RefusedEarly), so no lease runs out because of a refusal; except those their
+// callers send again (retried, below), which are delayed, not lost (Pressure.RetriedEarly).
 //
 // A heartbeat whose wait would run past its own deadline is refused whatever the share, below
 // the target too: history's admission would refuse it anyway, after reading it. Those are
@@ -345,7 +346,7 @@ const retryRoom = 2 * time.Second
 //
 // Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
 // host that loses heartbeats, which held every death for a lease after each burst (BENCHMARKS.md,
-// session 22). What it is told instead is how long those heartbeats may still be on their way
+// sessions 22 and 23). What it is told instead is how long those heartbeats may still be on their way
 // (Pressure.RetriedEarly). An attempt refused with too little left to be retried, or one that
 // history refuses or drops, counts as lost, as every refusal of another client does.
 func retried(info *tap.Info, left time.Duration) bool {

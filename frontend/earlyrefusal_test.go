@@ -126,6 +126,14 @@ func TestEarlyRefusal(t *testing.T) {
 	}
 	require.Equal(t, int64(2), served.Load())
 
+	// The Go SDK says who it is in its headers; it sends a refused heartbeat again, so the
+	// refusal reaches history as retried, with the time the call had left, not as lost.
+	sdkCtx, cancelSDK := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "client-name", "temporal-go"), 9*time.Second)
+	defer cancelSDK()
+	require.Equal(t, codes.ResourceExhausted, status.Code(beat(sdkCtx)))
+	require.Eventually(t, func() bool { return pressure.retried() > 5*time.Second }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(2), served.Load())
+
 	// Everything else still reaches history: a shutdown is never refused for load.
 	_, err := env.workflow.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: testNamespace, WorkerInstanceKey: "w-1"})
 	require.NoError(t, err)
@@ -136,7 +144,7 @@ func TestEarlyRefusal(t *testing.T) {
 	require.Greater(t, lost, 5*time.Second)
 	require.Eventually(t, func() bool {
 		c := env.scope.Snapshot().Counters()["early_refusals+"]
-		return c != nil && c.Value() == 2
+		return c != nil && c.Value() == 3 // the SDK's retried one too
 	}, 10*time.Second, 10*time.Millisecond)
 
 	// A raised target applies without a restart...

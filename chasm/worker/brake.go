@@ -526,9 +526,9 @@ func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration)
 // refused over that span, and over the time after it by when a heartbeat sent in it was
 // served or lost (answered). A span is weighed once that time has passed, so its share is
 // final; the odds are kept, so each is weighed once. Refused here means lost: a heartbeat
-// refused early that its caller sends again (the Go SDK) is not, its retry is counted. A span of which the host knows
-// nothing (before it started, or no heartbeat at all) weighs nothing: it leaves the odds as
-// they were. Weighed by halves, a silence is found in about half the time: at a refused
+// refused early that its caller sends again (the Go SDK) is not, its retry is counted. A span
+// of which the host knows nothing (before it started, or no heartbeat at all) weighs nothing:
+// it leaves the odds as they were. Weighed by halves, a silence is found in about half the time: at a refused
 // share s the odds fall by s² per lease instead of s.
 //
 // This rests on the host's refusals falling evenly on its workers, which the early refusal
