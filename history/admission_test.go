@@ -525,8 +525,9 @@ func TestAdmissionPressure(t *testing.T) {
 		}
 		require.True(t, b.a.RetriesPendingUntil().IsZero())
 
-		// The frontend refused as many again, of callers that send them again within 9s: no
-		// heartbeat is lost, so the host is not behind, and no second's share counts them.
+		// The frontend reports heartbeats it refused early whose callers send them again, the
+		// latest within 9s: none is lost, so the host is not behind, and no second's share
+		// counts them.
 		now := b.ts.Now()
 		b.a.RetriedEarly(9 * time.Second)
 		b.a.RetriedEarly(3 * time.Second)
