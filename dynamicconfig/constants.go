@@ -302,10 +302,10 @@ than its worker. 0 disables this trigger.`,
 		"history.expiryBrakeRefusedShare",
 		0.01,
 		`Share of the heartbeats of the last 5 seconds refused with ResourceExhausted or dropped
-past their deadline (at least 5 of them; an early refusal the Go SDK retries, with 2 s to 10 s of
-its deadline left, is a delayed heartbeat and not counted) above which the host counts as behind for
-history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline. At a refused share r, a worker beating
-three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
+past their deadline (at least 5 of them; an early refusal the Go SDK retries, with 2 s to 10 s
+of its deadline left, is a delayed heartbeat and not counted) above which the host counts as
+behind for history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline.
+At a refused share r, a worker beating three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
 	)
 	ExpiryBrakeReleaseOdds = NewGlobalFloatSetting(
 		"history.expiryBrakeReleaseOdds",

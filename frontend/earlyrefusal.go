@@ -146,31 +146,30 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 	if (target <= 0 && limit <= 0) || !earlyRefusedMethods[info.FullMethodName] {
 		return ctx, nil
 	}
-	deadline, hasDeadline := ctx.Deadline()
-	refused, wait := e.refuse(time.Duration(target), limit, deadline, hasDeadline)
+	refused, wait := e.refuse(ctx, time.Duration(target), limit)
 	if !refused {
 		e.transit.passed()
 		return context.WithValue(ctx, passedTap{}, true), nil
 	}
-	if !hasDeadline {
-		e.refused.Add(1)
-		return ctx, errEarlyRefused
-	}
-	left := deadline.Sub(e.ts.Now())
-	if retried(info, left) {
-		e.retried.Add(1)
-		for longest := e.retriedLeft.Load(); int64(left) > longest; longest = e.retriedLeft.Load() {
-			if e.retriedLeft.CompareAndSwap(longest, int64(left)) {
-				break
-			}
+	if deadline, ok := ctx.Deadline(); ok {
+		left := deadline.Sub(e.ts.Now())
+		if retried(info, left) {
+			e.retried.Add(1)
+			storeMax(&e.retriedLeft, int64(left))
+			return ctx, errEarlyRefused
 		}
-		return ctx, errEarlyRefused
+		// What it lost, as history counts its own refusals: what was left of its deadline,
+		// and at least the wait that refused it.
+		e.lostNanos.Add(int64(max(wait, left)))
 	}
 	e.refused.Add(1)
-	// What it lost, as history counts its own refusals: what was left of its deadline, and at
-	// least the wait that refused it.
-	e.lostNanos.Add(int64(max(wait, left)))
 	return ctx, errEarlyRefused
+}
+
+// storeMax raises a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for cur := a.Load(); v > cur && !a.CompareAndSwap(cur, v); cur = a.Load() {
+	}
 }
 
 // refuse says whether a heartbeat arriving now is refused, and the wait it was judged at:
@@ -182,7 +181,7 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 // Let through on a share, a late attempt was read, decoded and routed, only for history's
 // admission to find its wait past its deadline and refuse it there, at several times the cost
 // (BENCHMARKS.md, session 23).
-func (e *EarlyRefusal) refuse(target time.Duration, limit int64, deadline time.Time, hasDeadline bool) (bool, time.Duration) {
+func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit int64) (bool, time.Duration) {
 	outstanding := e.Outstanding()
 	if limit > 0 && int64(outstanding) >= limit {
 		return true, 0
@@ -194,7 +193,7 @@ func (e *EarlyRefusal) refuse(target time.Duration, limit int64, deadline time.T
 	if wait <= 0 {
 		return false, 0
 	}
-	if hasDeadline && !e.ts.Now().Add(wait).Before(deadline) {
+	if deadline, ok := ctx.Deadline(); ok && !e.ts.Now().Add(wait).Before(deadline) {
 		return true, wait
 	}
 	share := refusedShare(wait, target)
@@ -345,10 +344,11 @@ const retryRoom = 2 * time.Second
 // retries refusals, with room for another attempt.
 //
 // Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
-// host that loses heartbeats, which held every death for a lease after each burst (BENCHMARKS.md,
-// sessions 22 and 23). What it is told instead is how long those heartbeats may still be on their way
-// (Pressure.RetriedEarly). An attempt refused with too little left to be retried, or one that
-// history refuses or drops, counts as lost, as every refusal of another client does.
+// host that loses heartbeats, which held every death for a lease after each burst
+// (BENCHMARKS.md, sessions 22 and 23). What it is told instead is how long those heartbeats
+// may still be on their way (Pressure.RetriedEarly). An attempt refused with too little left
+// to be retried, or one that history refuses or drops, counts as lost, as every refusal of
+// another client does.
 func retried(info *tap.Info, left time.Duration) bool {
 	if info.FullMethodName != workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName ||
 		left < retryRoom || left > admission.RetryHorizon {

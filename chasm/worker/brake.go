@@ -99,7 +99,7 @@ type BrakeStatus struct {
 //     not refused in this sense: a burst of those loses nothing, and made the brake hold
 //     every death for a lease after it. Only a lease shorter than 2 × admission.RetryHorizon
 //     can run out while its worker's beats are still being retried; such an expiry waits
-//     until they can no longer come (LoadSignal.RetriesPendingUntil, retriesPendingLocked);
+//     until they can no longer come (LoadSignal.RetriesPendingUntil, retriesPending);
 //   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
 //     running out of lease (at least worker.expiryBrakeMinExpiries of them; while the host is
 //     behind, only those whose silence its refusals do not explain, see
@@ -265,7 +265,7 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	// lease that ran out after the catch-up too: its last beats may have been the ones
 	// refused). Unless the weighing proves the silence is not the host's doing.
 	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease))) ||
-		b.retriesPendingLocked(now, lease)
+		b.retriesPending(now, lease)
 	proved := behind && b.weighLocked(c, now)
 	if behind && !proved {
 		b.deferredBehind.Inc(1)
@@ -331,8 +331,8 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		return time.Time{}, false
 	case known && !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(l.lease())):
 		until = b.behindOffAt.Add(l.lease())
-	case known && b.retriesPendingLocked(now, l.lease()):
-		until = b.load.RetriesPendingUntil()
+	case known && b.retriesPending(now, l.lease()):
+		until = b.load.RetriesPendingUntil() // asked again only when they are, which is rare
 	default:
 		return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, known, now)
 	}
@@ -528,8 +528,8 @@ func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration)
 // final; the odds are kept, so each is weighed once. Refused here means lost: a heartbeat
 // refused early that its caller sends again (the Go SDK) is not, its retry is counted. A span
 // of which the host knows nothing (before it started, or no heartbeat at all) weighs nothing:
-// it leaves the odds as they were. Weighed by halves, a silence is found in about half the time: at a refused
-// share s the odds fall by s² per lease instead of s.
+// it leaves the odds as they were. Weighed by halves, a silence is found in about half the
+// time: at a refused share s the odds fall by s² per lease instead of s.
 //
 // This rests on the host's refusals falling evenly on its workers, which the early refusal
 // makes them do (it refuses a share of arrivals, spread evenly). On a host of a cluster, the
@@ -555,7 +555,7 @@ func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 	return true
 }
 
-// retriesPendingLocked says whether a lease of that length that runs out now may have run out
+// retriesPending says whether a lease of that length that runs out now may have run out
 // while its worker's heartbeats are still being retried: refused early, but by callers that
 // send them again within admission.RetryHorizon, so not counted as lost (LoadSignal). Only a
 // short lease can: a worker beats at least three times per lease, so one whose lease runs
@@ -563,7 +563,7 @@ func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
 // lease − RetryHorizon, more than its interval once the lease is 2 × RetryHorizon or more:
 // it missed a beat that no refusal explains, or one counted as lost, which the rules above
 // weigh.
-func (b *Brake) retriesPendingLocked(now time.Time, lease time.Duration) bool {
+func (b *Brake) retriesPending(now time.Time, lease time.Duration) bool {
 	return b.load != nil && lease < 2*admission.RetryHorizon && now.Before(b.load.RetriesPendingUntil())
 }
 

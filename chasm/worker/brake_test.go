@@ -196,31 +196,18 @@ func TestExpiryBrake(t *testing.T) {
 		// still come, and not a lease more.
 		b := setupBrake(t)
 		live := workerKeys("live", 10)
-		for _, k := range live {
-			b.mustBeat(k, withLease(30*time.Second))
-		}
 		b.mustBeat("long", withLease(30*time.Second))
 		b.mustBeat("short", withLease(6*time.Second))
-		start := b.engine.Clock().Now()
-		b.load.pending.Store(start.Add(40 * time.Second).UnixNano())
+		b.load.pending.Store(b.engine.Clock().Now().Add(40 * time.Second).UnixNano())
 
-		for elapsed := time.Duration(0); elapsed < 32*time.Second; elapsed += time.Second {
-			if elapsed%(2*time.Second) == 0 {
-				for _, k := range live {
-					b.mustBeat(k, withLease(30*time.Second))
-				}
-			}
-			b.engine.AdvanceTime(time.Second)
-		}
+		b.run(32*time.Second, live)
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("long"), "found at its deadline (30s)")
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("short"),
 			"its lease (6s) ran out 26s ago, but its beats may still be retried")
 		require.False(t, b.brake.Status(testNamespaceID).Engaged, "no heartbeat was lost: the host is not behind")
 
 		// The refused beats can no longer come (40s): the short lease expires at the next recheck.
-		for b.engine.Clock().Now().Before(start.Add(42 * time.Second)) {
-			b.engine.AdvanceTime(time.Second)
-		}
+		b.run(10*time.Second, live)
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("short"))
 		require.Zero(t, b.inactive(live))
 	})
