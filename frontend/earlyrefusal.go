@@ -60,6 +60,12 @@ import (
 // mostly the SDK's retries of refused heartbeats, which come back with less of their deadline
 // left each time.
 //
+// A heartbeat whose caller retries a refusal anyway (the Go SDK's, retriesRefusals) is patient:
+// its target is half of what is left of its deadline, if that is more, and history lets it
+// wait until its deadline. Refused early, it comes back after 200 ms to 1 s to be read again;
+// waiting, it costs a goroutine and its message until its turn, and its caller sends nothing
+// more meanwhile.
+//
 // With frontend.earlyRefusalMaxOutstanding set, every heartbeat is refused while that many are
 // let through and unanswered, however short the wait looks: each holds a goroutine, its stack
 // and its message. At twice capacity that cut p99 by two thirds and RSS by a third at the
@@ -142,18 +148,25 @@ type passedTap struct{}
 // Tap is the grpc.InTapHandle: it runs on the connection's reader goroutine as a call's headers
 // arrive, so it only compares and counts.
 func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	target, limit := e.target.Load(), e.limit.Load()
-	if (target <= 0 && limit <= 0) || !earlyRefusedMethods[info.FullMethodName] {
+	if !earlyRefusedMethods[info.FullMethodName] {
 		return ctx, nil
 	}
-	refused, wait := e.refuse(ctx, time.Duration(target), limit)
+	patient := retriesRefusals(info)
+	if patient {
+		ctx = admission.WithPatience(ctx)
+	}
+	target, limit := e.target.Load(), e.limit.Load()
+	if target <= 0 && limit <= 0 {
+		return ctx, nil
+	}
+	refused, wait := e.refuse(ctx, time.Duration(target), limit, patient)
 	if !refused {
 		e.transit.passed()
 		return context.WithValue(ctx, passedTap{}, true), nil
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		left := deadline.Sub(e.ts.Now())
-		if retried(info, left) {
+		if patient && left >= retryRoom && left <= admission.RetryHorizon {
 			e.retried.Add(1)
 			storeMax(&e.retriedLeft, int64(left))
 			return ctx, errEarlyRefused
@@ -174,14 +187,16 @@ func storeMax(a *atomic.Int64, v int64) {
 
 // refuse says whether a heartbeat arriving now is refused, and the wait it was judged at:
 // limit heartbeats are outstanding already, or the wait it would meet runs past its deadline,
-// or it is among the share refused at that wait.
+// or it is among the share refused at that wait. A patient heartbeat (one whose caller retries
+// refusals, retriesRefusals) is judged against half of what is left of its deadline (at most
+// admission.RetryHorizon) if that is more than the target: refused, it would come back.
 //
 // The deadline matters for the SDK's retries: a heartbeat refused here comes back after 200 ms,
 // 400 ms and so on up to 1 s, until its 10 s run out, each time with less of its deadline left.
 // Let through on a share, a late attempt was read, decoded and routed, only for history's
 // admission to find its wait past its deadline and refuse it there, at several times the cost
 // (BENCHMARKS.md, session 23).
-func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit int64) (bool, time.Duration) {
+func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit int64, patient bool) (bool, time.Duration) {
 	outstanding := e.Outstanding()
 	if limit > 0 && int64(outstanding) >= limit {
 		return true, 0
@@ -193,8 +208,14 @@ func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit i
 	if wait <= 0 {
 		return false, 0
 	}
-	if deadline, ok := ctx.Deadline(); ok && !e.ts.Now().Add(wait).Before(deadline) {
-		return true, wait
+	if deadline, ok := ctx.Deadline(); ok {
+		left := deadline.Sub(e.ts.Now())
+		if wait >= left {
+			return true, wait
+		}
+		if patient {
+			target = max(target, min(left, admission.RetryHorizon)/2)
+		}
 	}
 	share := refusedShare(wait, target)
 	return share > 0 && e.draw(share), wait
@@ -339,19 +360,24 @@ var retryingClients = map[string]bool{"temporal-go": true}
 // heartbeat deadline. A refusal outside these bounds counts as a lost heartbeat.
 const retryRoom = 2 * time.Second
 
-// retried says whether a heartbeat refused with left of its deadline will be sent again by its
-// caller: a Temporal SDK heartbeat (WorkflowService.RecordWorkerHeartbeat) of a client that
-// retries refusals, with room for another attempt.
+// retriesRefusals says whether the caller of a heartbeat sends it again when it is refused
+// with ResourceExhausted, while its deadline allows: a Temporal SDK heartbeat
+// (WorkflowService.RecordWorkerHeartbeat) of a client that retries refusals. Such a heartbeat
+// is patient (admission.WithPatience): the tap and history's admission let it wait for its
+// turn up to its deadline rather than refuse it at the first sign of a queue, since each
+// refusal only brings it back to be read, decoded and judged again. An SDK fleet twice past
+// capacity sent each heartbeat about three times, and the host carried 10 % fewer of them,
+// when it was refused as early as a heartbeat whose caller gives up (BENCHMARKS.md, session 24).
 //
-// Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
+// A refusal of such a heartbeat, with room for another attempt (at least retryRoom of its
+// deadline left), is retried, not lost. Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
 // host that loses heartbeats, which held every death for a lease after each burst
 // (BENCHMARKS.md, sessions 22 and 23). What it is told instead is how long those heartbeats
 // may still be on their way (Pressure.RetriedEarly). An attempt refused with too little left
 // to be retried, or one that history refuses or drops, counts as lost, as every refusal of
 // another client does.
-func retried(info *tap.Info, left time.Duration) bool {
-	if info.FullMethodName != workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName ||
-		left < retryRoom || left > admission.RetryHorizon {
+func retriesRefusals(info *tap.Info) bool {
+	if info.FullMethodName != workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName {
 		return false
 	}
 	name := info.Header.Get(clientNameHeader)

@@ -22,6 +22,7 @@ import (
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/dynamicconfig"
@@ -126,13 +127,20 @@ func TestEarlyRefusal(t *testing.T) {
 	}
 	require.Equal(t, int64(2), served.Load())
 
-	// The Go SDK says who it is in its headers; it sends a refused heartbeat again, so the
-	// refusal reaches history as retried, with the time the call had left, not as lost.
+	// The Go SDK says who it is in its headers. It sends a refused heartbeat again, so at the
+	// same wait its heartbeat is let through to wait for its turn in history, which its 9s
+	// deadline allows.
 	sdkCtx, cancelSDK := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "client-name", "temporal-go"), 9*time.Second)
 	defer cancelSDK()
+	require.NoError(t, beat(sdkCtx))
+	require.Equal(t, int64(3), served.Load())
+	// Refused once the wait runs past its deadline, the refusal reaches history as retried,
+	// with the time the call had left, not as lost.
+	pressure.wait.Store(int64(20 * time.Second))
 	require.Equal(t, codes.ResourceExhausted, status.Code(beat(sdkCtx)))
 	require.Eventually(t, func() bool { return pressure.retried() > 5*time.Second }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, int64(2), served.Load())
+	require.Equal(t, int64(3), served.Load())
+	pressure.wait.Store(int64(3 * time.Second))
 
 	// Everything else still reaches history: a shutdown is never refused for load.
 	_, err := env.workflow.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: testNamespace, WorkerInstanceKey: "w-1"})
@@ -286,6 +294,64 @@ func TestEarlyRefusalTellsRetriedFromLost(t *testing.T) {
 	counters := scope.Snapshot().Counters()
 	require.Equal(t, int64(7), counters["early_refusals+"].Value())
 	require.Equal(t, int64(2), counters["early_refusals_retried+"].Value())
+}
+
+// A heartbeat whose caller retries refusals (the Go SDK's) waits for its turn rather than be
+// refused at the first sign of a queue: it is judged against half of what is left of its
+// deadline, and let through marked patient, so that history lets it wait too. A caller that
+// gives up is refused at the target as before.
+func TestEarlyRefusalLetsHeartbeatsThatWouldComeBackWait(t *testing.T) {
+	t.Parallel()
+	pressure := &fakePressure{}
+	dc := dynamicconfig.NewMemoryClient()
+	dc.OverrideValue(dynamicconfig.EarlyRefusalTargetWait.Key(), 500*time.Millisecond)
+	e := NewEarlyRefusal(dynamicconfig.NewCollection(dc, log.NewTestLogger(t)), pressure, clock.NewRealTimeSource(), tally.NoopScope)
+	sdk := metadata.Pairs("client-name", "temporal-go", "client-version", "1.50.0")
+	sdkBeat := workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName
+	// tapped sends n heartbeats with left of their deadline through the tap, and says how many
+	// it refused and how many it let through marked patient.
+	tapped := func(method string, header metadata.MD, left time.Duration, n int) (refused, patient int) {
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		defer cancel()
+		for range n {
+			passed, err := e.Tap(ctx, &tap.Info{FullMethodName: method, Header: header})
+			if err != nil {
+				require.Equal(t, codes.ResourceExhausted, status.Code(err))
+				refused++
+			} else if admission.Patient(passed) {
+				patient++
+			}
+		}
+		return refused, patient
+	}
+
+	// History's queue holds 3s of work, six times the target.
+	pressure.wait.Store(int64(3 * time.Second))
+	refused, patient := tapped(sdkBeat, sdk, 10*time.Second, 100)
+	require.Zero(t, refused, "the SDK's heartbeat can wait 3s of its 10s")
+	require.Equal(t, 100, patient, "and history is told it may")
+	refused, patient = tapped(sdkBeat, nil, 10*time.Second, 100)
+	require.Equal(t, 100, refused, "a caller that does not say it retries is refused at the target")
+	require.Zero(t, patient)
+	refused, _ = tapped(livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName, sdk, 10*time.Second, 100)
+	require.Equal(t, 100, refused, "vigil's liveness API does not promise retries")
+
+	// Past half of its deadline, a share of patient heartbeats is refused, growing to all
+	// of them at the deadline: 7.5s of the 10s is half-way.
+	pressure.wait.Store(int64(7500 * time.Millisecond))
+	refused, patient = tapped(sdkBeat, sdk, 10*time.Second, 100)
+	require.InDelta(t, 50, refused, 2)
+	require.Equal(t, 100-refused, patient)
+	// A retry with 5s left meets the same queue past its deadline: refused.
+	refused, _ = tapped(sdkBeat, sdk, 5*time.Second, 100)
+	require.Equal(t, 100, refused)
+
+	// Without a queue, every heartbeat passes; the SDK's are still marked patient, for a queue
+	// that may form in history before they reach it.
+	pressure.wait.Store(0)
+	refused, patient = tapped(sdkBeat, sdk, 10*time.Second, 10)
+	require.Zero(t, refused)
+	require.Equal(t, 10, patient)
 }
 
 // Heartbeats let through but not yet in history's queue (being read, decoded, authorized)

@@ -80,7 +80,9 @@ func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 //   - a call that would wait longer than its caller's deadline allows, or longer than
 //     MaxQueueDelay (queue ahead of it ÷ slots × the shard's measured service time), is refused
 //     at once with ResourceExhausted, which clients retry with backoff, instead of being
-//     served after its caller gave up;
+//     served after its caller gave up. A call whose caller retries refusals until its deadline
+//     anyway (admission.WithPatience: the Go SDK's heartbeats) may wait up to its deadline,
+//     at most admission.RetryHorizon: a refusal would only bring it back to be read again;
 //   - a call whose deadline has passed, on arrival or while it waited, is dropped unserved;
 //   - waiting calls and their payload bytes are counted host-wide and capped, so memory stays
 //     bounded however much is offered;
@@ -252,6 +254,11 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	}
 	wait := time.Duration(float64(ahead+1)/float64(slots)*float64(g.service)) + g.service
 	maxDelay := a.cfg.MaxQueueDelay()
+	if maxDelay > 0 && hasDeadline && admission.Patient(ctx) {
+		// Its caller would send it again after a refusal, to be read and judged again: it
+		// waits for its turn instead, as long as its deadline allows (admission.WithPatience).
+		maxDelay = max(maxDelay, admission.RetryHorizon)
+	}
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		// A heartbeat refused here is as lost as one that waited out its deadline: count it
 		// so for the host's delay measure, which the expiry brake reads.

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
 )
@@ -211,6 +212,37 @@ func TestAdmission(t *testing.T) {
 		// Refused heartbeats, a real share of the recent ones, count as lost for the host's
 		// delay measure (the expiry brake's).
 		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
+	})
+
+	t.Run("LetsACallerThatRetriesRefusalsWaitUntilItsDeadline", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		for range 5 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		waitQueued(t, b.a, 5)
+
+		// Six calls of about 5ms each are ahead, over the 30ms cap. A caller that gives up is
+		// refused; one that would send the call again anyway (the Go SDK's heartbeat) waits
+		// for its turn, since its deadline allows it.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = b.a.Admit(ctx, 0, ClassHeartbeat, 100)
+		var exhausted *serviceerror.ResourceExhausted
+		require.ErrorAs(t, err, &exhausted, "a caller that gives up")
+		patient := admitAsync(admission.WithPatience(ctx), b.a, 0, ClassHeartbeat)
+		waitQueued(t, b.a, 6)
+
+		// Not past its own deadline, though: refused at once, as any call.
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancelShort()
+		_, err = b.a.Admit(admission.WithPatience(short), 0, ClassHeartbeat, 100)
+		require.ErrorAs(t, err, &exhausted, "a patient call that cannot be served before its deadline")
+
+		release()
+		require.NoError(t, <-patient, "the patient call is served in its turn")
 	})
 
 	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {

@@ -91,3 +91,22 @@ type Pressure interface {
 	// they are not lost, but may be on their way until then (LoadSignal.RetriesPendingUntil).
 	RetriedEarly(left time.Duration)
 }
+
+// WithPatience marks ctx as the call of a caller that retries a refusal until its deadline
+// anyway (the Go SDK's heartbeat, by its client-name): for such a call, waiting for a slot
+// until its deadline costs the host less than a refusal, since each refusal brings the call
+// back after a backoff of 200 ms to 1 s, to be read, decoded and judged again. Refused at
+// the first sign of a queue, each heartbeat of an SDK fleet past capacity was sent about
+// three times (BENCHMARKS.md, sessions 23 and 24). The transport in front of the host marks
+// the calls it knows to be patient; admission lets them wait up to their deadline (at most
+// RetryHorizon) instead of history.admissionMaxQueueDelay.
+func WithPatience(ctx context.Context) context.Context {
+	return context.WithValue(ctx, patientKey{}, true)
+}
+
+// Patient says whether ctx is marked by WithPatience.
+func Patient(ctx context.Context) bool {
+	return ctx.Value(patientKey{}) != nil
+}
+
+type patientKey struct{}
