@@ -130,16 +130,21 @@ func expectResync(t *testing.T, s *watch.Subscription) string {
 	}
 }
 
-func newTestFanin(t *testing.T, local *watch.Hub, members *fanMembers) *WatchFanin {
+// newTestFanin starts a fan-in and returns it with a watcher of namespace "ns" on its hub,
+// subscribed before the fan-in relays anything: a watcher without a cursor starts at the next
+// event, so one subscribed after Start could miss what the fan-in relayed first.
+func newTestFanin(t *testing.T, local *watch.Hub, members *fanMembers) (*WatchFanin, *watch.Subscription) {
 	t.Helper()
 	dial := func(address string) (grpc.ClientConnInterface, error) {
 		return grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	f := NewWatchFanin(watch.NewHub(watch.Options{TimeSource: clock.NewRealTimeSource()}), local, members, dial, zap.NewNop())
 	f.leaveGrace = 20 * time.Millisecond
+	sub, _, _ := f.Hub().Subscribe("ns", 0, 0, 0)
+	t.Cleanup(sub.Close)
 	f.Start()
 	t.Cleanup(f.Stop)
-	return f
+	return f, sub
 }
 
 // TestWatchFaninMergesHosts: a frontend's watchers see the changes of its own host and of
@@ -155,8 +160,7 @@ func TestWatchFaninMergesHosts(t *testing.T) {
 	// Changes committed on b before the frontend follows it are relayed too (b's log holds them).
 	publishTo(b.hub, worker.ChangeRegistered, "w-b", fanState(active, "m1", 1, 0))
 	members := &fanMembers{self: self, members: []membership.Host{self, b.host}, subs: map[chan struct{}]struct{}{}}
-	sub, _, _ := newTestFanin(t, local, members).Hub().Subscribe("ns", 0, 0, 0)
-	defer sub.Close()
+	_, sub := newTestFanin(t, local, members)
 
 	expectEvents(t, sub, "REGISTERED:w-b", "HOST_ONLINE:m1")
 	publishTo(local, worker.ChangeRegistered, "w-a", fanState(active, "m1", 1, 0))
@@ -217,8 +221,7 @@ func TestWatchFaninLargeBatches(t *testing.T) {
 		}
 	}
 	members := &fanMembers{self: self, members: []membership.Host{self, b.host}, subs: map[chan struct{}]struct{}{}}
-	sub, _, _ := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members).Hub().Subscribe("ns", 0, 0, 0)
-	defer sub.Close()
+	_, sub := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members)
 	expectEvents(t, sub, want...)
 
 	b.server.Stop()
@@ -238,9 +241,7 @@ func TestWatchFaninHostComesBack(t *testing.T) {
 	self := membership.Host{ID: "a", HistoryAddress: "in-process"}
 	b := startRemoteHost(t, "b", "127.0.0.1:0", watch.NewHub(watch.Options{TimeSource: ts}))
 	members := &fanMembers{self: self, members: []membership.Host{self, b.host}, subs: map[chan struct{}]struct{}{}}
-	f := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members)
-	sub, _, _ := f.Hub().Subscribe("ns", 0, 0, 0)
-	defer sub.Close()
+	f, sub := newTestFanin(t, watch.NewHub(watch.Options{TimeSource: ts}), members)
 	publishTo(b.hub, worker.ChangeRegistered, "w-b", fanState(active, "m1", 1, 0))
 	expectEvents(t, sub, "REGISTERED:w-b", "HOST_ONLINE:m1")
 
