@@ -213,7 +213,9 @@ var (
 new heartbeat waiting longer than this for a slot, the frontend refuses a share of heartbeats in
 the transport, before reading them (ResourceExhausted, which the SDK retries): the share grows
 with the excess, to all of them at twice this wait; a heartbeat whose wait would run past its
-own deadline is refused whatever the share. A refusal there costs about 14 µs, one made
+own deadline is refused whatever the share. A heartbeat whose caller retries a refusal anyway
+(the Go SDK's) is judged against half of what is left of its deadline when that is more than
+this, since a refusal only brings it back. A refusal there costs about 14 µs, one made
 by history's admission about 35 µs, and a call that waits holds a goroutine and its memory.
 Twice this stays below history.admissionMaxQueueDelay, so that an overloaded host's queue,
 latency and memory stay small. 0 disables early refusal; history's admission still refuses
@@ -267,7 +269,9 @@ heartbeats or registrations wait for admission, so that the host serves its call
 		2*time.Second,
 		`Longest a call may be expected to wait for a slot; one that would wait longer (or past
 its own deadline) is refused at once with ResourceExhausted, so that an overloaded host never
-keeps a queue its callers time out in. 0: only the caller's deadline bounds the wait.`,
+keeps a queue its callers time out in. A heartbeat whose caller retries a refusal until its
+deadline anyway (the Go SDK's, marked by the frontend) may wait up to its deadline, at most
+10 s. 0: only the caller's deadline bounds the wait.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",
