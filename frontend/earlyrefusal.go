@@ -365,12 +365,12 @@ const retryRoom = 2 * time.Second
 // (WorkflowService.RecordWorkerHeartbeat) of a client that retries refusals. Such a heartbeat
 // is patient (admission.WithPatience): the tap and history's admission let it wait for its
 // turn up to its deadline rather than refuse it at the first sign of a queue, since each
-// refusal only brings it back to be read, decoded and judged again. An SDK fleet twice past
-// capacity sent each heartbeat about three times, and the host carried 10 % fewer of them,
-// when it was refused as early as a heartbeat whose caller gives up (BENCHMARKS.md, session 24).
+// refusal only brings it back to be read, decoded and judged again. Refused as early as a
+// heartbeat whose caller gives up, each heartbeat of an SDK fleet twice past capacity was sent
+// about three times; held, the host answered 24–50 % more of them (BENCHMARKS.md, session 24).
 //
-// A refusal of such a heartbeat, with room for another attempt (at least retryRoom of its
-// deadline left), is retried, not lost. Such a refusal is not a lost heartbeat: the expiry brake must not read a burst of them as a
+// A refusal of such a heartbeat with room for another attempt (at least retryRoom of its
+// deadline left) is retried, not lost: the expiry brake must not read a burst of them as a
 // host that loses heartbeats, which held every death for a lease after each burst
 // (BENCHMARKS.md, sessions 22 and 23). What it is told instead is how long those heartbeats
 // may still be on their way (Pressure.RetriedEarly). An attempt refused with too little left

@@ -20,7 +20,7 @@ func (r *Router) ConnForHost(address string) (grpc.ClientConnInterface, error) {
 	}
 	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor, patienceClientInterceptor))...)
 	if err != nil {
 		return nil, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

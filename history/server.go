@@ -50,7 +50,7 @@ func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logge
 		opt(&o)
 	}
 	s := grpc.NewServer(append(o.grpcOptions(),
-		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
+		grpc.ChainUnaryInterceptor(serviceErrorInterceptor, patienceServerInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)
 	for _, register := range services {
@@ -214,7 +214,7 @@ func (r *Router) connForShard(shardID int32) (grpc.ClientConnInterface, bool, er
 	}
 	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor, patienceClientInterceptor))...)
 	if err != nil {
 		return nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

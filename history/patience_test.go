@@ -1,0 +1,58 @@
+package history
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/common/admission"
+)
+
+// patienceProbe is a health server that records whether the last Check it served was patient.
+type patienceProbe struct {
+	*health.Server
+	patient atomic.Bool
+}
+
+func (p *patienceProbe) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	p.patient.Store(admission.Patient(ctx))
+	return p.Server.Check(ctx, req)
+}
+
+// A patient call (the Go SDK's heartbeat, marked by the frontend's tap) forwarded to the host
+// that owns its shard stays patient there, so that host's admission lets it wait too; any
+// other call arrives as it was.
+func TestPatienceCrossesToTheShardOwner(t *testing.T) {
+	probe := &patienceProbe{Server: health.NewServer()}
+	srv, err := NewServer("127.0.0.1:0", []ServiceRegistration{func(r grpc.ServiceRegistrar) {
+		healthpb.RegisterHealthServer(r, probe)
+	}}, zap.NewNop())
+	require.NoError(t, err)
+	srv.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	r := NewRouter(4, fixedMembership(srv.Address()))
+	t.Cleanup(func() { _ = r.Close() })
+	conn, err := r.ConnForShard(1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	_, err = healthpb.NewHealthClient(conn).Check(admission.WithPatience(ctx), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	require.True(t, probe.patient.Load(), "a patient call arrives patient")
+
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	require.False(t, probe.patient.Load(), "any other call arrives as it was")
+}
