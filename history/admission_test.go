@@ -65,6 +65,13 @@ func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
 	return admissionBundle{a: NewAdmission(cfg, ts, tally.NoopScope, zaptest.NewLogger(t)), ts: ts}
 }
 
+// within moves the host's clock to left before ctx's deadline: a deadline that short on the
+// wall clock could run out on a busy machine before the call even reached admission.
+func (b admissionBundle) within(ctx context.Context, left time.Duration) {
+	deadline, _ := ctx.Deadline()
+	b.ts.Update(deadline.Add(-left))
+}
+
 func longCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	t.Cleanup(cancel)
@@ -180,9 +187,12 @@ func TestAdmission(t *testing.T) {
 		}
 		waitQueued(t, b.a, 10)
 
-		// Eleven calls of about 5ms each are ahead; 20ms is not enough.
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		// Eleven calls of about 5ms each are ahead; 20ms is not enough. (The deadline is a
+		// second away on the wall clock, which a busy machine cannot overrun before the call
+		// arrives; the host's clock is 20ms before it.)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
+		b.within(ctx, 20*time.Millisecond)
 		_, err = b.a.Admit(ctx, 0, ClassHeartbeat, 100)
 		var exhausted *serviceerror.ResourceExhausted
 		require.ErrorAs(t, err, &exhausted)
@@ -236,8 +246,9 @@ func TestAdmission(t *testing.T) {
 		waitQueued(t, b.a, 6)
 
 		// Not past its own deadline, though: refused at once, as any call.
-		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		short, cancelShort := context.WithTimeout(context.Background(), time.Second)
 		defer cancelShort()
+		b.within(short, 20*time.Millisecond)
 		_, err = b.a.Admit(admission.WithPatience(short), 0, ClassHeartbeat, 100)
 		require.ErrorAs(t, err, &exhausted, "a patient call that cannot be served before its deadline")
 
