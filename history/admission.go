@@ -254,7 +254,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	}
 	wait := time.Duration(float64(ahead+1)/float64(slots)*float64(g.service)) + g.service
 	maxDelay := a.cfg.MaxQueueDelay()
-	if maxDelay > 0 && hasDeadline && admission.Patient(ctx) {
+	if maxDelay > 0 && wait > maxDelay && hasDeadline && admission.Patient(ctx) {
 		// Its caller would send it again after a refusal, to be read and judged again: it
 		// waits for its turn instead, as long as its deadline allows (admission.WithPatience).
 		maxDelay = max(maxDelay, admission.RetryHorizon)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# prof.sh BIN TAG interval duration: 20k workers pinned, 2x overload, CPU + alloc profiles in the measured phase
+# prof.sh BIN TAG interval duration (session 23's, with GFLAGS, OUT and KIND): 20k workers pinned, 2x overload, CPU + alloc profiles in the measured phase
 set -u
 bin=$1; tag=$2; iv=$3; dur=$4
 out=${OUT:-/tmp/s24/prof}; mkdir -p $out
@@ -13,7 +13,9 @@ env GOMAXPROCS=1 taskset -c 1 "$bin" bench --api liveness --address 127.0.0.1:21
   --metrics-url http://127.0.0.1:21243/metrics --workers ${WORKERS:-20000} --interval "$iv" --lease "$lease" \
   --duration "$dur" --warmup 40s ${GFLAGS:-} --json "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.progress" &
 gpid=$!
-( sleep 60; taskset -c 1 curl -s -o $out/$tag.cpu.pprof "http://127.0.0.1:21243/debug/pprof/profile?seconds=30"
+# KIND=trace takes a 4 s runtime trace instead of the 30 s CPU profile.
+if [ "${KIND:-cpu}" = trace ]; then what="$tag.trace trace?seconds=4"; else what="$tag.cpu.pprof profile?seconds=30"; fi
+( sleep 60; taskset -c 1 curl -s -o $out/${what% *} "http://127.0.0.1:21243/debug/pprof/${what#* }"
   taskset -c 1 curl -s -o $out/$tag.allocs.pprof "http://127.0.0.1:21243/debug/pprof/allocs" ) &
 wait $gpid
 kill $spid; wait $spid; rm -rf "$dir"
