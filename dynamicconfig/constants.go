@@ -316,13 +316,14 @@ At a refused share r, a worker beating three times per lease loses all three wit
 		1e-6,
 		`While the host is behind (and for a lease after), a held lease expiry still runs once the
 odds that the host refused every heartbeat of a live worker since its last one fall below this.
-Each whole lease of silence counts as one heartbeat sent (a live worker sends at least one per
-lease), and each half lease for a worker whose last two heartbeats were at most 0.4 of a lease
-apart, at the share of heartbeats the host refused over that span and
-history.expiryBrakeCooldown after it (by then a heartbeat sent in it was answered or refused);
-the odds multiply. At half refused, a death is found about 10 leases after the last heartbeat
-(20 when weighed by whole leases); without this, only once the host catches up. 0: hold every
-expiry while the host is behind.`,
+Each span of a whole lease and 10 s of silence counts as one heartbeat sent (a live worker
+sends at least one per lease, and its next only once the last is answered, which a host that
+is behind may take 10 s to do), and of half a lease and 10 s for a worker whose last two
+heartbeats were at most 0.4 of a lease apart, at the share of heartbeats the host refused
+over that span and history.expiryBrakeCooldown (at least 10 s) after it (by then a heartbeat
+sent in it was answered or refused); the odds multiply. At half refused, a death is found
+after 20 such spans; without this, only once the host catches up. 0: hold every expiry while
+the host is behind.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",

@@ -510,12 +510,27 @@ func (b *Brake) Stop() {
 // silence notes the lease whose expiry the candidate is, and the span its silence is weighed
 // by: a new one (the worker beat since) starts its weighing over, from the heartbeat that set
 // the lease.
+//
+// The span is the gap between two heartbeats of a live worker answered at once (a lease, or
+// half of one), plus heldGap: a worker sends its next heartbeat only once its last one is
+// answered (the SDK's heartbeat loop waits for its call, and so does vigil bench), and a host
+// that is behind may hold a heartbeat that long before it answers it, served or dropped. A
+// span without it counted, as a silence the host's refusals did not explain, the time a live
+// worker's heartbeat sat in the host's own queue: with patient heartbeats held up to 10 s on
+// a 7.5 s lease, 1 to 3 live workers were declared INACTIVE in 4 of 15 runs at twice
+// capacity (BENCHMARKS.md, session 25).
 func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration) {
 	if lease <= 0 || span <= 0 || c.deadline.Equal(deadline) {
 		return
 	}
+	span += heldGap
 	c.deadline, c.span, c.odds, c.weighed = deadline, span, 1, deadline.Add(-lease).Add(span)
 }
+
+// heldGap is the longest a host holds a heartbeat before answering it: a patient one
+// (admission.WithPatience) waits for its turn until its deadline, at most
+// admission.RetryHorizon, and a refused one that its caller retries is sent again until then.
+const heldGap = admission.RetryHorizon
 
 // weighLocked says whether the candidate's silence is no longer the host's doing: whether
 // the odds that the host refused every heartbeat a live worker sent since its last one are

@@ -314,14 +314,15 @@ func TestExpiryBrake(t *testing.T) {
 	t.Run("ReleasesAnExpiryHeldWhileBehindOnceRefusalsNoLongerExplainTheSilence", func(t *testing.T) {
 		t.Parallel()
 		// The host stays behind, refusing half of all heartbeats. A live worker sends at least
-		// one per lease; that all of them were refused has odds of 1/2 per lease of silence,
-		// below the default 1e-6 after 20 leases (each weighed once its cooldown, 5s, passed).
+		// one per lease and the 10s the host may hold its last one (heldGap): 20s here. That
+		// all of them were refused has odds of 1/2 per such span of silence, below the default
+		// 1e-6 after 20 spans (each weighed once admission.RetryHorizon, 10s, passed).
 		b, keys := setupBehindBrake(t, 4, 0.5)
-		b.run(150*time.Second, keys[1:])
-		require.Zero(t, b.inactive(keys), "14 leases of silence: 1 in 16,000 that a live worker's heartbeats were all refused")
+		b.run(370*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "18 spans of silence: 1 in 262,000 that a live worker's heartbeats were all refused")
 		require.True(t, b.brake.Status(testNamespaceID).Engaged)
 		b.run(60*time.Second, keys[1:])
-		require.Equal(t, 1, b.inactive(keys[:1]), "20 leases: below 1e-6")
+		require.Equal(t, 1, b.inactive(keys[:1]), "20 spans: below 1e-6")
 		require.Zero(t, b.inactive(keys[1:]))
 		require.True(t, b.brake.Status(testNamespaceID).Engaged, "the host is still behind")
 	})
@@ -329,20 +330,42 @@ func TestExpiryBrake(t *testing.T) {
 	t.Run("WeighsByHalfLeasesTheSilenceOfAWorkerSeenBeatingOften", func(t *testing.T) {
 		t.Parallel()
 		// As above, but the host saw the workers beat every 2s on their 10s lease before it
-		// fell behind: a live one sends a heartbeat in every half lease, so each half weighs
-		// 1/2, and 20 halves (100s of silence, where whole leases took 200s) bring the odds
-		// below 1e-6.
+		// fell behind: a live one sends a heartbeat in every half lease and the 10s the host
+		// may hold its last one, so each 15s span weighs 1/2, and 20 of them (300s of silence,
+		// where whole leases took 400s) bring the odds below 1e-6.
 		b := setupBrake(t)
 		keys := workerKeys("w", 4)
 		b.run(4*time.Second, keys) // beats at 0s and 2s
 		b.load.delay.Store(int64(5 * time.Second))
 		b.load.refusing(0.5)
-		b.run(90*time.Second, keys[1:])
-		require.Zero(t, b.inactive(keys), "17 halves weighed: 1 in 130,000")
-		b.run(30*time.Second, keys[1:])
-		require.Equal(t, 1, b.inactive(keys[:1]), "20 halves: below 1e-6")
+		b.run(260*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "16 spans weighed: 1 in 65,000")
+		b.run(60*time.Second, keys[1:])
+		require.Equal(t, 1, b.inactive(keys[:1]), "20 spans: below 1e-6")
 		require.Zero(t, b.inactive(keys[1:]))
 		require.True(t, b.brake.Status(testNamespaceID).Engaged, "the host is still behind")
+	})
+
+	t.Run("DoesNotCountTheTimeTheHostHeldAHeartbeatAsSilence", func(t *testing.T) {
+		t.Parallel()
+		// The host is behind and loses 1 heartbeat in 20. A worker seen beating every 2s on
+		// its 10s lease sends its next heartbeat only once its last is answered, and the host
+		// may hold one for up to 10s (a patient one waits for its turn until its deadline):
+		// four held in a row, each dropped at its deadline, leave a live worker silent for
+		// 44s. Weighed by half leases alone (5s), that silence was six spans at 1/20 each,
+		// odds of 1 in 64 million, and the worker was declared INACTIVE. Each span now also
+		// holds the 10s the host may have held the heartbeat sent in it.
+		b := setupBrake(t)
+		keys := workerKeys("w", 4)
+		b.run(4*time.Second, keys) // beats at 0s and 2s
+		b.load.delay.Store(int64(5 * time.Second))
+		b.load.refusing(0.05)
+		b.run(42*time.Second, keys[1:])
+		require.Zero(t, b.inactive(keys), "two 15s spans weighed: 1 in 400")
+		// Silent for good, it is found while the host is still behind: five spans weighed.
+		b.run(50*time.Second, keys[1:])
+		require.Equal(t, 1, b.inactive(keys[:1]), "five spans: 1 in 3.2 million")
+		require.Zero(t, b.inactive(keys[1:]))
 	})
 
 	t.Run("HoldsWhileEveryHeartbeatIsRefused", func(t *testing.T) {
@@ -382,14 +405,14 @@ func TestExpiryBrake(t *testing.T) {
 		// they kept the share rule on for the whole overload, and the weighing's releases ran
 		// at the secondary rate. The rule now counts only the silences the weighing doubts:
 		// 4 silent workers of 30 (with 14 flaky: 60 % expiring) are found once their silence
-		// is weighed (20 leases); 18 of 30 are a mass silence, held before the first is
-		// released.
+		// is weighed (20 spans of a lease and heldGap); 18 of 30 are a mass silence, held
+		// before the first is released.
 		for _, c := range []struct {
 			silent, flaky, found int
 		}{{4, 14, 4}, {18, 6, 0}} {
 			b, keys := setupBehindBrake(t, 30, 0.5)
 			silent, flaky, steady := keys[:c.silent], keys[c.silent:c.silent+c.flaky], keys[c.silent+c.flaky:]
-			b.runFlaky(220*time.Second, steady, flaky)
+			b.runFlaky(430*time.Second, steady, flaky)
 			require.Equal(t, c.found, b.inactive(silent), "%d of 30 silent", c.silent)
 			require.Zero(t, b.inactive(flaky), "held while the host is behind, never weighed to a release")
 			require.Zero(t, b.inactive(steady))
