@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/common/admission"
+	"github.com/vigilhq/vigil/frontend"
 )
 
 // What the simulated workers say about themselves, close to what the Go SDK reports.
@@ -288,6 +290,12 @@ func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err 
 		if !w.bound {
 			req.BoundActivities = activityBindings(w.key, c.r.cfg.Activities)
 			binding = len(req.BoundActivities) > 0
+		}
+		if c.r.cfg.RetryResourceExhausted && c.r.cfg.RPCTimeout <= admission.RetryHorizon {
+			// It keeps the promise the header makes (frontend.RetriesRefusalsHeader): retries
+			// at most a tenth of a deadline of at most 10 s apart. Its heartbeats may then wait
+			// for their turn, and a refusal of one is a heartbeat delayed, not lost.
+			ctx = metadata.AppendToOutgoingContext(ctx, frontend.RetriesRefusalsHeader, "true")
 		}
 		var resp *livenesspb.RecordHeartbeatResponse
 		resp, err = c.lv.RecordHeartbeat(ctx, req)

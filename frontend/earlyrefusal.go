@@ -362,7 +362,9 @@ const retryRoom = 2 * time.Second
 
 // retriesRefusals says whether the caller of a heartbeat sends it again when it is refused
 // with ResourceExhausted, while its deadline allows: a Temporal SDK heartbeat
-// (WorkflowService.RecordWorkerHeartbeat) of a client that retries refusals. Such a heartbeat
+// (WorkflowService.RecordWorkerHeartbeat) of a client that retries refusals, or a liveness API
+// heartbeat (WorkerLivenessService.RecordHeartbeat) whose caller says it does, with the
+// RetriesRefusalsHeader set to "true". Such a heartbeat
 // is patient (admission.WithPatience): the tap and history's admission let it wait for its
 // turn up to its deadline rather than refuse it at the first sign of a queue, since each
 // refusal only brings it back to be read, decoded and judged again. Refused as early as a
@@ -379,12 +381,30 @@ const retryRoom = 2 * time.Second
 // to be retried, or one that history refuses or drops, counts as lost, as every refusal of
 // another client does.
 func retriesRefusals(info *tap.Info) bool {
-	if info.FullMethodName != workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName {
+	var header string
+	switch info.FullMethodName {
+	case workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName:
+		name := info.Header.Get(clientNameHeader)
+		return len(name) == 1 && retryingClients[name[0]]
+	case livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName:
+		header = RetriesRefusalsHeader
+	default:
 		return false
 	}
-	name := info.Header.Get(clientNameHeader)
-	return len(name) == 1 && retryingClients[name[0]]
+	v := info.Header.Get(header)
+	return len(v) == 1 && v[0] == "true"
 }
+
+// RetriesRefusalsHeader is the request header in which a caller of the liveness API's
+// RecordHeartbeat promises, with the value "true", to retry the call when it is refused with
+// ResourceExhausted, as the Go SDK does its own heartbeat: again after at most 1 s (20 %
+// jitter aside), for as long as at least that much of its deadline is left, with a deadline of
+// at most admission.RetryHorizon (10 s). Its heartbeats are then patient (retriesRefusals).
+//
+// The promise matters beyond the caller's own calls: a refusal of such a heartbeat with room
+// left is counted as a heartbeat delayed, not lost, so the expiry brake does not hold the
+// namespace's expiries for it. A caller that gives up after a refusal must not send it.
+const RetriesRefusalsHeader = "vigil-retries-refusals"
 
 // clientNameHeader is the header in which Temporal SDKs name themselves.
 const clientNameHeader = "client-name"

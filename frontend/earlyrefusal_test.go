@@ -333,8 +333,19 @@ func TestEarlyRefusalLetsHeartbeatsThatWouldComeBackWait(t *testing.T) {
 	refused, patient = tapped(sdkBeat, nil, 10*time.Second, 100)
 	require.Equal(t, 100, refused, "a caller that does not say it retries is refused at the target")
 	require.Zero(t, patient)
-	refused, _ = tapped(livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName, sdk, 10*time.Second, 100)
-	require.Equal(t, 100, refused, "vigil's liveness API does not promise retries")
+	liveBeat := livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName
+	refused, _ = tapped(liveBeat, sdk, 10*time.Second, 100)
+	require.Equal(t, 100, refused, "on the liveness API, the SDK's name promises nothing")
+	refused, _ = tapped(liveBeat, nil, 10*time.Second, 100)
+	require.Equal(t, 100, refused, "a liveness API caller that does not say it retries is refused at the target")
+	retrying := metadata.Pairs(RetriesRefusalsHeader, "true")
+	refused, patient = tapped(liveBeat, retrying, 10*time.Second, 100)
+	require.Zero(t, refused, "one that says it retries can wait, as the SDK's heartbeat does")
+	require.Equal(t, 100, patient)
+	refused, _ = tapped(liveBeat, metadata.Pairs(RetriesRefusalsHeader, "false"), 10*time.Second, 100)
+	require.Equal(t, 100, refused, "only \"true\" is a promise")
+	refused, _ = tapped(sdkBeat, retrying, 10*time.Second, 100)
+	require.Equal(t, 100, refused, "the header is the liveness API's; the SDK's call names its client")
 
 	// Past half of its deadline, a share of patient heartbeats is refused, growing to all
 	// of them at the deadline: 7.5s of the 10s is half-way.
