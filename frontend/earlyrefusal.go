@@ -370,8 +370,9 @@ const retryRoom = 2 * time.Second
 // refusal only brings it back to be read, decoded and judged again. Refused as early as a
 // heartbeat whose caller gives up, each heartbeat of an SDK fleet twice past capacity was sent
 // about three times. Held, it is read once; the host answered 9 % more of them on the mean of
-// four runs, refused 60 % fewer, and declared no live worker INACTIVE in the retry storm
-// (BENCHMARKS.md, session 24).
+// four runs and refused 60 % fewer (BENCHMARKS.md, session 24). A heartbeat held that long
+// delays its worker's next one, which the expiry brake's weighing must allow for (heldGap in
+// chasm/worker/brake.go; session 25).
 //
 // A refusal of such a heartbeat with room for another attempt (at least retryRoom of its
 // deadline left) is retried, not lost: the expiry brake must not read a burst of them as a
