@@ -43,7 +43,14 @@ type WorkerLivenessServiceClient interface {
 	//
 	// Errors: InvalidArgument for malformed input or a lease outside the namespace's bounds;
 	// FailedPrecondition with a ConflictTokenMismatch detail when conflict_token is stale;
-	// ResourceExhausted when the namespace's rate limit is exceeded.
+	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
+	// behind and would not answer in time.
+	//
+	// A caller that retries a ResourceExhausted as the Go SDK does (again after at most 1 s,
+	// while at least that much of a deadline of at most 10 s is left) says so with the request
+	// header "vigil-retries-refusals: true": its heartbeat then waits for its turn when the
+	// server is behind, instead of being refused at once. A caller that gives up must not send
+	// it: a refusal of such a heartbeat is counted as delayed, not lost.
 	RecordHeartbeat(ctx context.Context, in *RecordHeartbeatRequest, opts ...grpc.CallOption) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).
@@ -175,7 +182,14 @@ type WorkerLivenessServiceServer interface {
 	//
 	// Errors: InvalidArgument for malformed input or a lease outside the namespace's bounds;
 	// FailedPrecondition with a ConflictTokenMismatch detail when conflict_token is stale;
-	// ResourceExhausted when the namespace's rate limit is exceeded.
+	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
+	// behind and would not answer in time.
+	//
+	// A caller that retries a ResourceExhausted as the Go SDK does (again after at most 1 s,
+	// while at least that much of a deadline of at most 10 s is left) says so with the request
+	// header "vigil-retries-refusals: true": its heartbeat then waits for its turn when the
+	// server is behind, instead of being refused at once. A caller that gives up must not send
+	// it: a refusal of such a heartbeat is counted as delayed, not lost.
 	RecordHeartbeat(context.Context, *RecordHeartbeatRequest) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).
