@@ -382,18 +382,15 @@ const retryRoom = 2 * time.Second
 // to be retried, or one that history refuses or drops, counts as lost, as every refusal of
 // another client does.
 func retriesRefusals(info *tap.Info) bool {
-	var header string
 	switch info.FullMethodName {
 	case workflowservice.WorkflowService_RecordWorkerHeartbeat_FullMethodName:
 		name := info.Header.Get(clientNameHeader)
 		return len(name) == 1 && retryingClients[name[0]]
 	case livenesspb.WorkerLivenessService_RecordHeartbeat_FullMethodName:
-		header = RetriesRefusalsHeader
-	default:
-		return false
+		v := info.Header.Get(RetriesRefusalsHeader)
+		return len(v) == 1 && v[0] == "true"
 	}
-	v := info.Header.Get(header)
-	return len(v) == 1 && v[0] == "true"
+	return false
 }
 
 // RetriesRefusalsHeader is the request header in which a caller of the liveness API's
