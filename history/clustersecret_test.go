@@ -18,11 +18,13 @@ type fixedMembership string
 
 func (m fixedMembership) HostForShard(int32) (string, error) { return string(m), nil }
 
-func TestClusterSecret(t *testing.T) {
-	const secret = "cluster-secret-0123456789"
+// startHealthHost starts a history gRPC server on a free port with hs as its only service,
+// stopped when the test ends.
+func startHealthHost(t *testing.T, hs healthpb.HealthServer, opts ...ServerOption) *Server {
+	t.Helper()
 	srv, err := NewServer("127.0.0.1:0", []ServiceRegistration{func(r grpc.ServiceRegistrar) {
-		healthpb.RegisterHealthServer(r, health.NewServer())
-	}}, zap.NewNop(), WithClusterSecret(secret))
+		healthpb.RegisterHealthServer(r, hs)
+	}}, zap.NewNop(), opts...)
 	require.NoError(t, err)
 	srv.Start()
 	t.Cleanup(func() {
@@ -30,6 +32,12 @@ func TestClusterSecret(t *testing.T) {
 		defer cancel()
 		srv.Stop(ctx)
 	})
+	return srv
+}
+
+func TestClusterSecret(t *testing.T) {
+	const secret = "cluster-secret-0123456789"
+	srv := startHealthHost(t, health.NewServer(), WithClusterSecret(secret))
 	check := func(t *testing.T, opts ...RouterOption) error {
 		r := NewRouter(4, fixedMembership(srv.Address()), opts...)
 		t.Cleanup(func() { _ = r.Close() })

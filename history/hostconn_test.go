@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -18,16 +16,7 @@ import (
 // opens) carries the cluster secret; without it the host refuses the stream.
 func TestConnForHostSendsTheClusterSecret(t *testing.T) {
 	const secret = "cluster-secret-0123456789"
-	srv, err := NewServer("127.0.0.1:0", []ServiceRegistration{func(r grpc.ServiceRegistrar) {
-		healthpb.RegisterHealthServer(r, health.NewServer())
-	}}, zap.NewNop(), WithClusterSecret(secret))
-	require.NoError(t, err)
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
+	srv := startHealthHost(t, health.NewServer(), WithClusterSecret(secret))
 	watch := func(t *testing.T, opts ...RouterOption) error {
 		r := NewRouter(4, fixedMembership(srv.Address()), opts...)
 		t.Cleanup(func() { _ = r.Close() })

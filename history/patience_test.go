@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -31,16 +29,7 @@ func (p *patienceProbe) Check(ctx context.Context, req *healthpb.HealthCheckRequ
 // other call arrives as it was.
 func TestPatienceCrossesToTheShardOwner(t *testing.T) {
 	probe := &patienceProbe{Server: health.NewServer()}
-	srv, err := NewServer("127.0.0.1:0", []ServiceRegistration{func(r grpc.ServiceRegistrar) {
-		healthpb.RegisterHealthServer(r, probe)
-	}}, zap.NewNop())
-	require.NoError(t, err)
-	srv.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
+	srv := startHealthHost(t, probe)
 	r := NewRouter(4, fixedMembership(srv.Address()))
 	t.Cleanup(func() { _ = r.Close() })
 	conn, err := r.ConnForShard(1)

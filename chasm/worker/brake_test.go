@@ -98,6 +98,18 @@ func setupBehindBrake(t *testing.T, n int, refused float64) (*brakeBundle, []str
 	return b, keys
 }
 
+// setupOftenBehindBrake is setupBehindBrake's, but the host saw the workers beat at 0s and 2s
+// on their 10s lease (often: weighed by half leases) before it fell behind.
+func setupOftenBehindBrake(t *testing.T, n int, refused float64) (*brakeBundle, []string) {
+	t.Helper()
+	b := setupBrake(t)
+	keys := workerKeys("w", n)
+	b.run(4*time.Second, keys)
+	b.load.delay.Store(int64(5 * time.Second))
+	b.load.refusing(refused)
+	return b, keys
+}
+
 func workerKeys(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
@@ -333,11 +345,7 @@ func TestExpiryBrake(t *testing.T) {
 		// fell behind: a live one sends a heartbeat in every half lease and the 10s the host
 		// may hold its last one, so each 15s span weighs 1/2, and 20 of them (300s of silence,
 		// where whole leases took 400s) bring the odds below 1e-6.
-		b := setupBrake(t)
-		keys := workerKeys("w", 4)
-		b.run(4*time.Second, keys) // beats at 0s and 2s
-		b.load.delay.Store(int64(5 * time.Second))
-		b.load.refusing(0.5)
+		b, keys := setupOftenBehindBrake(t, 4, 0.5)
 		b.run(260*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "16 spans weighed: 1 in 65,000")
 		b.run(60*time.Second, keys[1:])
@@ -355,11 +363,7 @@ func TestExpiryBrake(t *testing.T) {
 		// 44s. Weighed by half leases alone (5s), that silence was six spans at 1/20 each,
 		// odds of 1 in 64 million, and the worker was declared INACTIVE. Each span now also
 		// holds the 10s the host may have held the heartbeat sent in it.
-		b := setupBrake(t)
-		keys := workerKeys("w", 4)
-		b.run(4*time.Second, keys) // beats at 0s and 2s
-		b.load.delay.Store(int64(5 * time.Second))
-		b.load.refusing(0.05)
+		b, keys := setupOftenBehindBrake(t, 4, 0.05)
 		b.run(42*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "two 15s spans weighed: 1 in 400")
 		// Silent for good, it is found while the host is still behind: five spans weighed.

@@ -2,7 +2,9 @@
 # cap.sh BIN TAG name:interval:duration ...: session 22's cap.sh (20,000 workers pinned, lease
 # three intervals, 40 s warm-up, the server sampled every second into $tag-$name.sec: seconds,
 # server CPU ticks, then the metrics below in the order of the sampler's awk), with GFLAGS
-# passed to the generator (session 23: --retry-resource-exhausted, the SDK's retries).
+# passed to the generator (session 23: --retry-resource-exhausted, the SDK's retries). API
+# (default liveness) and LEASEFLAG (default --lease of three intervals; empty for the public
+# API, whose lease is the server's choice) were added in session 25, for session 24's capx.sh.
 set -u
 bin=$1; tag=$2; shift 2
 out=${OUT:-/tmp/s23/cap}; gen=${GEN:-$bin}; mkdir -p "$out"
@@ -14,8 +16,8 @@ for spec in "$@"; do
     --log-level warn ${SFLAGS:-} > "$out/$tag-$name.server.log" 2>&1 &
   spid=$!; sleep 2
   lease=$(python3 -c "print(f'{3*float(\"$iv\".rstrip(\"s\")):.3f}s')")
-  env GOMAXPROCS=1 taskset -c 1 "$gen" bench --api liveness --address 127.0.0.1:21233 --server-pid $spid \
-    --metrics-url http://127.0.0.1:21243/metrics --workers ${WORKERS:-20000} --interval "$iv" --lease "$lease" \
+  env GOMAXPROCS=1 taskset -c 1 "$gen" bench --api ${API:-liveness} --address 127.0.0.1:21233 --server-pid $spid \
+    --metrics-url http://127.0.0.1:21243/metrics --workers ${WORKERS:-20000} --interval "$iv" ${LEASEFLAG---lease $lease} \
     --duration "$dur" --warmup 40s ${GFLAGS:-} --json "$out/$tag-$name.json" > "$out/$tag-$name.txt" 2> "$out/$tag-$name.progress" &
   gpid=$!
   ( t0=$(date +%s.%N); while kill -0 $gpid 2>/dev/null; do
