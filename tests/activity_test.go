@@ -24,6 +24,7 @@ import (
 	activitylib "github.com/vigilhq/vigil/chasm/activity"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/server"
+	"github.com/vigilhq/vigil/tests/freeport"
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
 
@@ -248,12 +249,12 @@ func TestServerSIGKILLLosesNothing(t *testing.T) {
 	require.Equal(t, "done by A", result(t, handle))
 }
 
+// freeAddress is an address for a server process the test starts (freeport.Address).
 func freeAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Address()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // With a 10-minute lease, only the shutdown itself can move the activity to B in time.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
+	"github.com/vigilhq/vigil/tests/freeport"
 )
 
 // Input is the chaos activity's input.
@@ -54,13 +55,17 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 	return b, nil
 }
 
+// freePort is a port for the server process, which is restarted on it (freeport.Address).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Address()
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // serverProc is the vigil server subprocess, restarted on the same database and ports.

@@ -1,0 +1,54 @@
+// Package freeport picks loopback addresses for the server processes that tests start.
+package freeport
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Address returns a loopback address, 127.0.0.1:port, free when it returns, for a server
+// process that a test starts (and may SIGKILL and restart on the same address).
+//
+// The port comes from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
+// neither a listener on port 0 nor the local end of an outgoing connection lands: a port taken
+// from that range by listening on 0 and closing was free only until the next test of the run
+// opened a connection, and a server process started on it then found it in use (CI, session
+// 26: TestChaosShort, "cannot listen on 127.0.0.1:46187: the address is in use").
+func Address() (string, error) {
+	low, high := fixedPortRange()
+	for range 200 {
+		port := low + rand.IntN(high-low)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken, by another test or another process
+		}
+		addr := l.Addr().String()
+		if err := l.Close(); err != nil {
+			return "", err
+		}
+		return addr, nil
+	}
+	return "", fmt.Errorf("freeport: no free port in [%d, %d) after 200 tries", low, high)
+}
+
+// fixedPortRange is the range Address picks from: the ports from 10,000 up to the start
+// of the ephemeral range (32,768 by default on Linux).
+func fixedPortRange() (low, high int) {
+	low, high = 10000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return low, high
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return low, high
+	}
+	if start, err := strconv.Atoi(fields[0]); err == nil && start > low+1000 {
+		high = start
+	}
+	return low, high
+}
