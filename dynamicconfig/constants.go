@@ -375,7 +375,7 @@ of workers silent for worker.expiryBrakeWindow beyond their deadline.
 	)
 	GCTargetInterval = NewGlobalDurationSetting(
 		"system.gcTargetInterval",
-		2*time.Second,
+		5*time.Second,
 		`While the host allocates fast, GOGC is raised so that the Go collector's cycles come about
 this far apart: room for this much of the allocation rate above the live heap, at most
 system.gcMaxExtraBytes. Idle, GOGC returns to the GOGC the process started with, or lower on a
