@@ -211,6 +211,26 @@ func TestRun(t *testing.T) {
 		requireJSONFields(t, s, "burst", "burst_all_registered_ms")
 	})
 
+	t.Run("SaysWhatTheFirstFailureOfEachCodeWas", func(t *testing.T) {
+		t.Parallel()
+		// A lease past worker.maxLeaseDuration: every heartbeat fails InvalidArgument, and the
+		// summary says why.
+		cluster := testcluster.New(t, testcluster.Options{DynamicConfig: map[dynamicconfig.Key]any{
+			dynamicconfig.MaxLeaseDuration.Key(): "1m",
+		}})
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address: cluster.Address(), API: bench.APILiveness, Workers: 2, Interval: 50 * time.Millisecond,
+			Duration: 500 * time.Millisecond, Lease: 2 * time.Minute, Seed: 5,
+		}, nil)
+		require.NoError(t, err)
+		require.Positive(t, s.ErrorsByCode["InvalidArgument"])
+		require.Contains(t, s.FirstErrors["InvalidArgument"], "lease")
+		var text strings.Builder
+		require.NoError(t, s.WriteText(&text))
+		require.Contains(t, text.String(), "first error")
+		require.Contains(t, text.String(), "InvalidArgument: "+s.FirstErrors["InvalidArgument"])
+	})
+
 	t.Run("RefusesAddressesOffThisMachine", func(t *testing.T) {
 		t.Parallel()
 		_, err := bench.Run(context.Background(), bench.Config{Address: "10.1.2.3:7233"}, nil)

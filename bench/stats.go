@@ -81,6 +81,9 @@ type counters struct {
 
 	mu     sync.Mutex
 	byCode map[string]int64 // failed heartbeat RPCs by gRPC code
+	// firstByCode is the message of the first failure of each code: what a run's 5,000
+	// Unavailable at once (a connection closed) says about who closed it and why.
+	firstByCode map[string]string
 }
 
 func (c *counters) countError(err error) {
@@ -88,9 +91,19 @@ func (c *counters) countError(err error) {
 	c.mu.Lock()
 	if c.byCode == nil {
 		c.byCode = make(map[string]int64)
+		c.firstByCode = make(map[string]string)
 	}
 	c.byCode[code]++
+	if _, ok := c.firstByCode[code]; !ok {
+		c.firstByCode[code] = status.Convert(err).Message()
+	}
 	c.mu.Unlock()
+}
+
+func (c *counters) firstErrors() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.firstByCode)
 }
 
 func (c *counters) errorsByCode() map[string]int64 {

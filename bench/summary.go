@@ -69,6 +69,8 @@ type Summary struct {
 	// Errors counts failed heartbeat RPCs; ErrorsByCode splits them by gRPC code.
 	Errors       int64            `json:"errors"`
 	ErrorsByCode map[string]int64 `json:"errors_by_code"`
+	// FirstErrors is the message of the first failed heartbeat RPC of each code.
+	FirstErrors map[string]string `json:"first_errors,omitempty"`
 	// RPCsRetried were answered after RetriesUnavailable retried Unavailable answers
 	// (--retry-unavailable) and RetriesResourceExhausted retried refusals
 	// (--retry-resource-exhausted); their latency includes the retries.
@@ -159,6 +161,7 @@ func (r *runner) summary(start, end time.Time, k *killWatch) Summary {
 		MeanMs:                   lat.mean,
 		Errors:                   r.cnt.rpcErrors.Load(),
 		ErrorsByCode:             r.cnt.errorsByCode(),
+		FirstErrors:              r.cnt.firstErrors(),
 		RPCsRetried:              r.cnt.retried.Load(),
 		RetriesUnavailable:       r.cnt.retries.Load(),
 		RetriesResourceExhausted: r.cnt.retriesRefused.Load(),
@@ -294,6 +297,9 @@ func (s Summary) WriteText(w io.Writer) error {
 			s.BindCount, s.Activities, *s.BindP50Ms, *s.BindP99Ms, *s.BindMaxMs)
 	}
 	row("errors", "%d RPCs%s", s.Errors, codesText(s.ErrorsByCode))
+	for _, code := range slices.Sorted(maps.Keys(s.FirstErrors)) {
+		row("first error", "%s: %s", code, s.FirstErrors[code])
+	}
 	if s.RPCsRetried > 0 {
 		row("retried", "%d RPCs answered after %d retried Unavailable and %d retried ResourceExhausted",
 			s.RPCsRetried, s.RetriesUnavailable, s.RetriesResourceExhausted)
