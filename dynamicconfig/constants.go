@@ -143,7 +143,8 @@ var (
 	NamespaceRPS = NewNamespaceFloatSetting(
 		"frontend.namespaceRPS",
 		10000,
-		`Requests per second the frontend accepts for one namespace.`,
+		`Requests per second the frontend accepts for one namespace. Worker heartbeats,
+ShutdownWorker and long polls are not counted: heartbeats meet admission control instead.`,
 	)
 	BlobSizeLimitWarn = NewNamespaceIntSetting(
 		"limit.blobSize.warn",

@@ -43,7 +43,7 @@ const logKeyMethod = "rpc-method"
 //     request's namespace; Unauthenticated / PermissionDenied before anything else runs;
 //  6. abuse limits: per principal and namespace, frontend.principalRPS (long polls exempt);
 //     open long polls per namespace, frontend.maxConcurrentLongPolls;
-//  7. rate limit: per namespace, frontend.namespaceRPS; long polls are exempt;
+//  7. rate limit: per namespace, frontend.namespaceRPS; long polls and heartbeats are exempt;
 //  8. validation: well-formed values (durations, timestamps, enums, sizes) everywhere in the
 //     request, then limits and required fields, before any handler runs.
 func Interceptors(deps Deps) []grpc.UnaryServerInterceptor {
@@ -232,7 +232,7 @@ func (l *namespaceRateLimiter) allow(name string) (bool, float64) {
 }
 
 func (l *namespaceRateLimiter) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if isLongPoll(info.FullMethod) {
+	if isLongPoll(info.FullMethod) || heartbeatMethods[operation(info.FullMethod)] {
 		return handler(ctx, req)
 	}
 	withNamespace, ok := req.(interface{ GetNamespace() string })

@@ -371,6 +371,26 @@ func TestRateLimit(t *testing.T) {
 	_, err = env.workflow.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
 	require.NoError(t, err)
 
+	// Heartbeats are exempt: refused by a rate limit while the host has room, a live worker
+	// would lose its lease. Both APIs' heartbeats and the shutdown reach history.
+	env.history.EXPECT().RecordHeartbeats(gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
+			return okResults(req), nil
+		}).Times(4)
+	for range 2 {
+		_, err = env.workflow.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{
+			Namespace: testNamespace, WorkerHeartbeat: []*workerapipb.WorkerHeartbeat{heartbeatOf("w-1")},
+		})
+		require.NoError(t, err)
+		_, err = env.liveness.RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{
+			Namespace: testNamespace, WorkerHeartbeat: heartbeatOf("w-2"),
+		})
+		require.NoError(t, err)
+	}
+	env.history.EXPECT().ShutdownWorker(gomock.Any(), gomock.Any()).Return(&workerpb.ShutdownWorkerResponse{}, nil)
+	_, err = env.workflow.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: testNamespace, WorkerInstanceKey: "w-1"})
+	require.NoError(t, err)
+
 	// Long polls are exempt.
 	pollCtx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()

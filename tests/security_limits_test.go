@@ -93,6 +93,43 @@ func TestSecurity_RegistrationStorm(t *testing.T) {
 	t.Logf("storm: %d accepted, %d refused in %v (bound %d)", accepted.Load(), refused.Load(), elapsed, bound)
 }
 
+// TestSecurity_NamespaceRPSSparesHeartbeats: a namespace over frontend.namespaceRPS has its
+// other calls refused, but its workers' heartbeats, on both APIs, are still recorded: refused
+// by a rate limit while the host has room, a live worker would lose its lease.
+func TestSecurity_NamespaceRPSSparesHeartbeats(t *testing.T) {
+	_, dial := limitsCluster(t, map[dynamicconfig.Key]any{dynamicconfig.NamespaceRPS.Key(): 1})
+	conn := dial(testAdminKey)
+	wf := workflowservice.NewWorkflowServiceClient(conn)
+	live := livenesspb.NewWorkerLivenessServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// One request a second: the bucket is empty after the first of these.
+	var err error
+	for range 100 {
+		if _, err = live.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{Namespace: "default"}); err != nil {
+			break
+		}
+	}
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "frontend.namespaceRPS")
+
+	for round := range 3 {
+		for i := range 20 {
+			key := fmt.Sprintf("sdk-%d", i)
+			_, err := wf.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{Namespace: "default",
+				WorkerHeartbeat: []*workerv1.WorkerHeartbeat{{WorkerInstanceKey: key, TaskQueue: "q"}}})
+			require.NoError(t, err, "round %d, %s", round, key)
+			key = fmt.Sprintf("live-%d", i)
+			_, err = live.RecordHeartbeat(ctx, &livenesspb.RecordHeartbeatRequest{Namespace: "default",
+				WorkerHeartbeat: &workerv1.WorkerHeartbeat{WorkerInstanceKey: key, TaskQueue: "q"}})
+			require.NoError(t, err, "round %d, %s", round, key)
+		}
+	}
+	_, err = wf.ShutdownWorker(ctx, &workflowservice.ShutdownWorkerRequest{Namespace: "default", WorkerInstanceKey: "sdk-0"})
+	require.NoError(t, err, "a shutdown is spared too")
+}
+
 func TestSecurity_PrincipalRPSAndLongPolls(t *testing.T) {
 	cluster, dial := limitsCluster(t, map[dynamicconfig.Key]any{dynamicconfig.MaxConcurrentLongPolls.Key(): 1})
 	admin := dial(testAdminKey)
