@@ -41,7 +41,8 @@ const logKeyMethod = "rpc-method"
 //  4. panic guard: a panic becomes Internal and is logged with its stack;
 //  5. auth (when Deps.Auth is set): the caller's claims and the method's role in the
 //     request's namespace; Unauthenticated / PermissionDenied before anything else runs;
-//  6. abuse limits: per principal and namespace, frontend.principalRPS (long polls exempt);
+//  6. abuse limits: per principal and namespace, frontend.principalRPS (long polls and
+//     heartbeats exempt);
 //     open long polls per namespace, frontend.maxConcurrentLongPolls;
 //  7. rate limit: per namespace, frontend.namespaceRPS; long polls and heartbeats are exempt;
 //  8. validation: well-formed values (durations, timestamps, enums, sizes) everywhere in the
