@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,19 +54,6 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 	return b, nil
 }
 
-// freePort is a port for the server process, which is restarted on it (freeport.Address).
-func freePort() (int, error) {
-	addr, err := freeport.Address()
-	if err != nil {
-		return 0, err
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(port)
-}
-
 // serverProc is the vigil server subprocess, restarted on the same database and ports.
 type serverProc struct {
 	bin, dir       string
@@ -82,11 +68,11 @@ type serverProc struct {
 }
 
 func newServerProc(bin, dir string, storeArgs []string, dynamicConfig []string) (*serverProc, error) {
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}
-	httpPort, err := freePort()
+	httpPort, err := freeport.Port()
 	if err != nil {
 		return nil, err
 	}

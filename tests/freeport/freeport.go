@@ -11,14 +11,23 @@ import (
 )
 
 // Address returns a loopback address, 127.0.0.1:port, free when it returns, for a server
-// process that a test starts (and may SIGKILL and restart on the same address).
+// process that a test starts (and may SIGKILL and restart on the same address); port is Port's.
+func Address() (string, error) {
+	port, err := Port()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
+// Port returns a loopback port, free when it returns.
 //
 // The port comes from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
 // neither a listener on port 0 nor the local end of an outgoing connection lands: a port taken
 // from that range by listening on 0 and closing was free only until the next test of the run
 // opened a connection, and a server process started on it then found it in use (make test,
 // session 26: TestChaosShort, "cannot listen on 127.0.0.1:46187: the address is in use").
-func Address() (string, error) {
+func Port() (int, error) {
 	low, high := fixedPortRange()
 	for range 200 {
 		port := low + rand.IntN(high-low)
@@ -26,13 +35,12 @@ func Address() (string, error) {
 		if err != nil {
 			continue // taken, by another test or another process
 		}
-		addr := l.Addr().String()
 		if err := l.Close(); err != nil {
-			return "", err
+			return 0, err
 		}
-		return addr, nil
+		return port, nil
 	}
-	return "", fmt.Errorf("freeport: no free port in [%d, %d) after 200 tries", low, high)
+	return 0, fmt.Errorf("freeport: no free port in [%d, %d) after 200 tries", low, high)
 }
 
 // fixedPortRange is the range Address picks from: the ports from 10,000 up to the start
