@@ -268,11 +268,22 @@ heartbeats or registrations wait for admission, so that the host serves its call
 	AdmissionMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionMaxQueueDelay",
 		2*time.Second,
-		`Longest a call may be expected to wait for a slot; one that would wait longer (or past
-its own deadline) is refused at once with ResourceExhausted, so that an overloaded host never
-keeps a queue its callers time out in. A heartbeat whose caller retries a refusal until its
-deadline anyway (the Go SDK's, marked by the frontend) may wait up to its deadline, at most
-10 s. 0: only the caller's deadline bounds the wait.`,
+		`Longest a registration or a read may be expected to wait for a slot; one that would wait
+longer (or past its own deadline) is refused at once with ResourceExhausted, so that an
+overloaded host never keeps a queue its callers time out in. Heartbeats have their own bound,
+history.admissionHeartbeatMaxQueueDelay. 0: only the caller's deadline bounds the wait.`,
+	)
+	AdmissionHeartbeatMaxQueueDelay = NewGlobalDurationSetting(
+		"history.admissionHeartbeatMaxQueueDelay",
+		10*time.Second,
+		`Longest a heartbeat may be expected to wait for a slot, within its own deadline; one
+that would wait longer is refused at once with ResourceExhausted. Longer than the bound of
+other calls (history.admissionMaxQueueDelay): a heartbeat that reaches admission has been read,
+decoded and authorized already, and refused there it is lost (or, if its caller retries, read
+again), while the frontend's early refusal in front keeps the queue short by refusing
+heartbeats before they are read. A heartbeat whose caller retries refusals until its deadline
+anyway (the Go SDK's) may wait up to its deadline, at most 10 s, if this is shorter. 0: only
+the caller's deadline bounds the wait.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",

@@ -45,6 +45,7 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{AdmissionMinInFlightPerShard, "history.admissionMinInFlightPerShard", 2},
 		{AdmissionTargetLatency, "history.admissionTargetLatency", 200 * time.Millisecond},
 		{AdmissionMaxQueueDelay, "history.admissionMaxQueueDelay", 2 * time.Second},
+		{AdmissionHeartbeatMaxQueueDelay, "history.admissionHeartbeatMaxQueueDelay", 10 * time.Second},
 		{ExpiryBrakeRefusedShare, "history.expiryBrakeRefusedShare", 0.01},
 		{AdmissionMaxQueued, "history.admissionMaxQueued", 20000},
 		{AdmissionMaxQueuedBytes, "history.admissionMaxQueuedBytes", 64 << 20},

@@ -44,13 +44,15 @@ var (
 
 // AdmissionConfig is what the admission controller reads at use time.
 type AdmissionConfig struct {
-	MaxInFlightPerShard  func() int
-	MinInFlightPerShard  func() int
-	TargetLatency        func() time.Duration
-	MaxQueueDelay        func() time.Duration
-	MaxQueued            func() int
-	MaxQueuedBytes       func() int
-	RegistrationAdmitRPS func() float64
+	MaxInFlightPerShard func() int
+	MinInFlightPerShard func() int
+	TargetLatency       func() time.Duration
+	MaxQueueDelay       func() time.Duration
+	// HeartbeatMaxQueueDelay bounds a heartbeat's expected wait instead of MaxQueueDelay.
+	HeartbeatMaxQueueDelay func() time.Duration
+	MaxQueued              func() int
+	MaxQueuedBytes         func() int
+	RegistrationAdmitRPS   func() float64
 	// RefusedShareBehind is the share of heartbeats refused (or dropped) above which the host
 	// counts as behind for HeartbeatQueueDelay. <= 0 disables.
 	RefusedShareBehind func() float64
@@ -59,14 +61,15 @@ type AdmissionConfig struct {
 // NewAdmissionConfig reads the settings from dynamic config.
 func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 	return AdmissionConfig{
-		MaxInFlightPerShard:  dynamicconfig.AdmissionMaxInFlightPerShard.Get(dc),
-		MinInFlightPerShard:  dynamicconfig.AdmissionMinInFlightPerShard.Get(dc),
-		TargetLatency:        dynamicconfig.AdmissionTargetLatency.Get(dc),
-		MaxQueueDelay:        dynamicconfig.AdmissionMaxQueueDelay.Get(dc),
-		MaxQueued:            dynamicconfig.AdmissionMaxQueued.Get(dc),
-		MaxQueuedBytes:       dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
-		RegistrationAdmitRPS: dynamicconfig.RegistrationAdmitRPS.Get(dc),
-		RefusedShareBehind:   dynamicconfig.ExpiryBrakeRefusedShare.Get(dc),
+		MaxInFlightPerShard:    dynamicconfig.AdmissionMaxInFlightPerShard.Get(dc),
+		MinInFlightPerShard:    dynamicconfig.AdmissionMinInFlightPerShard.Get(dc),
+		TargetLatency:          dynamicconfig.AdmissionTargetLatency.Get(dc),
+		MaxQueueDelay:          dynamicconfig.AdmissionMaxQueueDelay.Get(dc),
+		HeartbeatMaxQueueDelay: dynamicconfig.AdmissionHeartbeatMaxQueueDelay.Get(dc),
+		MaxQueued:              dynamicconfig.AdmissionMaxQueued.Get(dc),
+		MaxQueuedBytes:         dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
+		RegistrationAdmitRPS:   dynamicconfig.RegistrationAdmitRPS.Get(dc),
+		RefusedShareBehind:     dynamicconfig.ExpiryBrakeRefusedShare.Get(dc),
 	}
 }
 
@@ -80,9 +83,10 @@ func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 //   - a call that would wait longer than its caller's deadline allows, or longer than
 //     MaxQueueDelay (queue ahead of it ÷ slots × the shard's measured service time), is refused
 //     at once with ResourceExhausted, which clients retry with backoff, instead of being
-//     served after its caller gave up. A call whose caller retries refusals until its deadline
-//     anyway (admission.WithPatience: the Go SDK's heartbeats) may wait up to its deadline,
-//     at most admission.RetryHorizon: a refusal would only bring it back to be read again;
+//     served after its caller gave up. A heartbeat's bound is HeartbeatMaxQueueDelay instead
+//     (longer: maxQueueDelay), and one whose caller retries refusals until its deadline anyway
+//     (admission.WithPatience: the Go SDK's heartbeats) may wait up to its deadline, at most
+//     admission.RetryHorizon: a refusal would only bring it back to be read again;
 //   - a call whose deadline has passed, on arrival or while it waited, is dropped unserved;
 //   - waiting calls and their payload bytes are counted host-wide and capped, so memory stays
 //     bounded however much is offered;
@@ -253,12 +257,7 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 		slots = registrationSlots(limit)
 	}
 	wait := time.Duration(float64(ahead+1)/float64(slots)*float64(g.service)) + g.service
-	maxDelay := a.cfg.MaxQueueDelay()
-	if maxDelay > 0 && wait > maxDelay && hasDeadline && admission.Patient(ctx) {
-		// Its caller would send it again after a refusal, to be read and judged again: it
-		// waits for its turn instead, as long as its deadline allows (admission.WithPatience).
-		maxDelay = max(maxDelay, admission.RetryHorizon)
-	}
+	maxDelay := a.maxQueueDelay(ctx, class, hasDeadline)
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		// A heartbeat refused here is as lost as one that waited out its deadline: count it
 		// so for the host's delay measure, which the expiry brake reads.
@@ -305,6 +304,30 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	return release, nil
 }
 
+// maxQueueDelay is the longest a call of class may be expected to wait for a slot; 0: no
+// bound but its deadline.
+//
+// A heartbeat may wait longer than other calls (HeartbeatMaxQueueDelay): by the time it
+// reaches admission it has been read, decoded, authorized and routed, which is most of what
+// serving it costs besides its write, and refused here that work is thrown away and the
+// heartbeat is lost, or read again if its caller retries. Refused at admission's 2 s like
+// other calls, a sixth of what an overloaded host served was heartbeats it then refused, and
+// it served 17-26 % fewer at four times its capacity (BENCHMARKS.md, session 28). The
+// frontend's early refusal in front, which refuses heartbeats before they are read while the
+// wait is long, is what keeps this queue short.
+func (a *Admission) maxQueueDelay(ctx context.Context, class AdmissionClass, hasDeadline bool) time.Duration {
+	if class != ClassHeartbeat {
+		return a.cfg.MaxQueueDelay()
+	}
+	maxDelay := a.cfg.HeartbeatMaxQueueDelay()
+	if maxDelay > 0 && maxDelay < admission.RetryHorizon && hasDeadline && admission.Patient(ctx) {
+		// Its caller would send it again after a refusal, to be read and judged again: it
+		// waits for its turn instead, as long as its deadline allows (admission.WithPatience).
+		maxDelay = admission.RetryHorizon
+	}
+	return maxDelay
+}
+
 // HeartbeatQueueDelay is how long heartbeats have recently spent in history, waiting for a
 // slot and then for their write (smoothed, or the oldest still waiting, and decaying to zero
 // once nothing arrives): the measure of how far behind the host is. A slow write path shows
@@ -336,13 +359,13 @@ func (a *Admission) HeartbeatQueueDelay() time.Duration {
 	return max(d, a.oldestHeartbeatWaitLocked())
 }
 
-// lostWait is what a refused call counts for: its estimated wait, and at least what was left
-// of its deadline (or the queue delay cap if it has none).
+// lostWait is what a refused heartbeat counts for: its estimated wait, and at least what was
+// left of its deadline (or the heartbeats' queue delay cap if it has none).
 func (a *Admission) lostWait(now, deadline time.Time, hasDeadline bool, wait time.Duration) time.Duration {
 	if hasDeadline {
 		return max(wait, deadline.Sub(now))
 	}
-	return max(wait, a.cfg.MaxQueueDelay())
+	return max(wait, a.cfg.HeartbeatMaxQueueDelay())
 }
 
 // Queued returns the calls waiting for a slot and their payload bytes, host-wide.

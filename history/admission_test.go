@@ -56,6 +56,10 @@ func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
 	cfg.MaxQueuedBytes = intOr(cfg.MaxQueuedBytes, 1<<20)
 	cfg.TargetLatency = durOr(cfg.TargetLatency)
 	cfg.MaxQueueDelay = durOr(cfg.MaxQueueDelay)
+	if cfg.HeartbeatMaxQueueDelay == nil {
+		// The tests of refusals past the cap use heartbeats: the same cap, unless a test says.
+		cfg.HeartbeatMaxQueueDelay = cfg.MaxQueueDelay
+	}
 	if cfg.RegistrationAdmitRPS == nil {
 		cfg.RegistrationAdmitRPS = func() float64 { return 0 }
 	}
@@ -254,6 +258,41 @@ func TestAdmission(t *testing.T) {
 
 		release()
 		require.NoError(t, <-patient, "the patient call is served in its turn")
+	})
+
+	// A heartbeat that reached admission has been read and decoded already: it waits longer
+	// than other calls before it is refused (history.admissionHeartbeatMaxQueueDelay).
+	t.Run("LetsAHeartbeatWaitLongerThanOtherCalls", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{
+			MaxQueueDelay:          func() time.Duration { return 30 * time.Millisecond },
+			HeartbeatMaxQueueDelay: func() time.Duration { return 102 * time.Millisecond },
+		})
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		for range 5 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		waitQueued(t, b.a, 5)
+
+		// Six calls of 5ms each are ahead, over the 30ms cap: a registration is refused, and a
+		// heartbeat waits.
+		_, err = b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
+		var exhausted *serviceerror.ResourceExhausted
+		require.ErrorAs(t, err, &exhausted, "a registration")
+		heartbeat := admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		waitQueued(t, b.a, 6)
+
+		// Heartbeats wait up to their own cap: 19 ahead are 105ms.
+		for range 13 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		waitQueued(t, b.a, 19)
+		_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.ErrorAs(t, err, &exhausted, "a heartbeat past its own cap")
+
+		release()
+		require.NoError(t, <-heartbeat, "the heartbeat is served in its turn")
 	})
 
 	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
