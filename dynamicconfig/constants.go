@@ -276,14 +276,14 @@ history.admissionHeartbeatMaxQueueDelay. 0: only the caller's deadline bounds th
 	AdmissionHeartbeatMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionHeartbeatMaxQueueDelay",
 		10*time.Second,
-		`Longest a heartbeat may be expected to wait for a slot, within its own deadline; one
+		`Longest a heartbeat may be expected to wait for a slot, within its own deadline and at
+most 10 s (the longest the expiry brake allows a host to hold a heartbeat; 0 is 10 s too); one
 that would wait longer is refused at once with ResourceExhausted. Longer than the bound of
 other calls (history.admissionMaxQueueDelay): a heartbeat that reaches admission has been read,
 decoded and authorized already, and refused there it is lost (or, if its caller retries, read
 again), while the frontend's early refusal in front keeps the queue short by refusing
 heartbeats before they are read. A heartbeat whose caller retries refusals until its deadline
-anyway (the Go SDK's) may wait up to its deadline, at most 10 s, if this is shorter. 0: only
-the caller's deadline bounds the wait.`,
+anyway (the Go SDK's) may wait up to its deadline, at most 10 s, if this is shorter.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",

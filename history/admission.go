@@ -319,10 +319,13 @@ func (a *Admission) maxQueueDelay(ctx context.Context, class AdmissionClass, has
 	if class != ClassHeartbeat {
 		return a.cfg.MaxQueueDelay()
 	}
+	// At most admission.RetryHorizon: the expiry brake allows a host to hold a heartbeat that
+	// long before it answers (heldGap in chasm/worker/brake.go), and no longer.
 	maxDelay := a.cfg.HeartbeatMaxQueueDelay()
-	if maxDelay > 0 && maxDelay < admission.RetryHorizon && hasDeadline && admission.Patient(ctx) {
-		// Its caller would send it again after a refusal, to be read and judged again: it
-		// waits for its turn instead, as long as its deadline allows (admission.WithPatience).
+	if maxDelay <= 0 || maxDelay > admission.RetryHorizon || (hasDeadline && admission.Patient(ctx)) {
+		// A patient heartbeat's caller would send it again after a refusal, to be read and
+		// judged again: it waits for its turn instead, as long as its deadline allows
+		// (admission.WithPatience).
 		maxDelay = admission.RetryHorizon
 	}
 	return maxDelay

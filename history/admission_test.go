@@ -295,6 +295,35 @@ func TestAdmission(t *testing.T) {
 		require.NoError(t, <-heartbeat, "the heartbeat is served in its turn")
 	})
 
+	// The expiry brake allows a host to hold a heartbeat 10s (admission.RetryHorizon) before it
+	// answers, and no longer: a longer setting is cut to that.
+	t.Run("NeverHoldsAHeartbeatLongerThanTheBrakeAllows", func(t *testing.T) {
+		t.Parallel()
+		b := newAdmissionBundleWith(t, AdmissionConfig{HeartbeatMaxQueueDelay: func() time.Duration { return time.Hour }})
+		// A write that held its slot 30s makes the shard's service time about 3s.
+		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		b.ts.Advance(30 * time.Second)
+		release()
+		release, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+		require.NoError(t, err)
+		defer release()
+		for range 2 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		waitQueued(t, b.a, 2)
+
+		// Two ahead, the slot's holder and its own service: about 12s, with an hour of its
+		// deadline left.
+		select {
+		case err := <-admitAsync(longCtx(t), b.a, 0, ClassHeartbeat):
+			var exhausted *serviceerror.ResourceExhausted
+			require.ErrorAs(t, err, &exhausted)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a heartbeat was queued to wait longer than the brake allows")
+		}
+	})
+
 	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
 		t.Parallel()
 		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
