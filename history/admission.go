@@ -83,10 +83,10 @@ func NewAdmissionConfig(dc *dynamicconfig.Collection) AdmissionConfig {
 //   - a call that would wait longer than its caller's deadline allows, or longer than
 //     MaxQueueDelay (queue ahead of it ÷ slots × the shard's measured service time), is refused
 //     at once with ResourceExhausted, which clients retry with backoff, instead of being
-//     served after its caller gave up. A heartbeat's bound is HeartbeatMaxQueueDelay instead
-//     (longer: maxQueueDelay), and one whose caller retries refusals until its deadline anyway
-//     (admission.WithPatience: the Go SDK's heartbeats) may wait up to its deadline, at most
-//     admission.RetryHorizon: a refusal would only bring it back to be read again;
+//     served after its caller gave up. A heartbeat's bound is HeartbeatMaxQueueDelay instead,
+//     longer (maxQueueDelay says why) and at most admission.RetryHorizon, and one whose caller
+//     retries refusals until its deadline anyway (admission.WithPatience: the Go SDK's
+//     heartbeats) may wait that long: a refusal would only bring it back to be read again;
 //   - a call whose deadline has passed, on arrival or while it waited, is dropped unserved;
 //   - waiting calls and their payload bytes are counted host-wide and capped, so memory stays
 //     bounded however much is offered;
@@ -304,17 +304,18 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 	return release, nil
 }
 
-// maxQueueDelay is the longest a call of class may be expected to wait for a slot; 0: no
-// bound but its deadline.
+// maxQueueDelay is the longest a call of class may be expected to wait for a slot; 0 (a
+// registration or a read, with MaxQueueDelay 0): no bound but its deadline.
 //
 // A heartbeat may wait longer than other calls (HeartbeatMaxQueueDelay): by the time it
 // reaches admission it has been read, decoded, authorized and routed, which is most of what
 // serving it costs besides its write, and refused here that work is thrown away and the
-// heartbeat is lost, or read again if its caller retries. Refused at admission's 2 s like
-// other calls, a sixth of what an overloaded host served was heartbeats it then refused, and
-// it served 17-26 % fewer at four times its capacity (BENCHMARKS.md, session 28). The
-// frontend's early refusal in front, which refuses heartbeats before they are read while the
-// wait is long, is what keeps this queue short.
+// heartbeat is lost, or read again if its caller retries. Refused past admission's 2 s like
+// other calls, an overloaded host (20,400/s offered, three to four times its capacity) shed a
+// heartbeat after reading it for every three to five it served, and served a fifth fewer
+// than when they waited (BENCHMARKS.md, session 28). The frontend's early refusal in front,
+// which refuses heartbeats before they are read while the wait is long, is what keeps this
+// queue short.
 func (a *Admission) maxQueueDelay(ctx context.Context, class AdmissionClass, hasDeadline bool) time.Duration {
 	if class != ClassHeartbeat {
 		return a.cfg.MaxQueueDelay()
@@ -368,7 +369,7 @@ func (a *Admission) lostWait(now, deadline time.Time, hasDeadline bool, wait tim
 	if hasDeadline {
 		return max(wait, deadline.Sub(now))
 	}
-	return max(wait, a.cfg.HeartbeatMaxQueueDelay())
+	return max(wait, a.maxQueueDelay(context.Background(), ClassHeartbeat, false))
 }
 
 // Queued returns the calls waiting for a slot and their payload bytes, host-wide.
