@@ -218,8 +218,8 @@ own deadline is refused whatever the share. A heartbeat whose caller retries a r
 (the Go SDK's) is judged against half of what is left of its deadline when that is more than
 this, since a refusal only brings it back. A refusal there costs about 14 µs, one made
 by history's admission about 35 µs, and a call that waits holds a goroutine and its memory.
-Twice this stays below history.admissionMaxQueueDelay, so that an overloaded host's queue,
-latency and memory stay small. 0 disables early refusal; history's admission still refuses
+Twice this stays well below history.admissionHeartbeatMaxQueueDelay, so that an overloaded
+host's queue, latency and memory stay small. 0 disables early refusal; history's admission still refuses
 what it cannot serve.`,
 	)
 	EarlyRefusalMaxOutstanding = NewGlobalIntSetting(

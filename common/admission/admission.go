@@ -99,7 +99,7 @@ type Pressure interface {
 // the first sign of a queue, each heartbeat of an SDK fleet past capacity was sent about
 // three times (BENCHMARKS.md, sessions 23 and 24). The transport in front of the host marks
 // the calls it knows to be patient; admission lets them wait up to their deadline (at most
-// RetryHorizon) instead of history.admissionMaxQueueDelay.
+// RetryHorizon) even if history.admissionHeartbeatMaxQueueDelay is shorter.
 func WithPatience(ctx context.Context) context.Context {
 	return context.WithValue(ctx, patientKey{}, true)
 }

@@ -43,7 +43,7 @@ func Port() (int, error) {
 	return 0, fmt.Errorf("freeport: no free port in [%d, %d) after 200 tries", low, high)
 }
 
-// fixedPortRange is the range Address picks from: the ports from 10,000 up to the start
+// fixedPortRange is the range Port picks from: the ports from 10,000 up to the start
 // of the ephemeral range (32,768 by default on Linux).
 func fixedPortRange() (low, high int) {
 	low, high = 10000, 32768
