@@ -41,6 +41,8 @@ type runner struct {
 	// own delay. When it grows, the figures measure the generator as much as the server.
 	lag *latencyRecorder
 	cnt counters
+	// phases counts the settled parts of an alternating run's phases (Config.Alternate).
+	phases phaseCounters
 	// measureFrom is the end of the warm-up: only heartbeats sent from then on are counted.
 	measureFrom time.Time
 	clients     []*simClient

@@ -87,6 +87,40 @@ func TestRun(t *testing.T) {
 		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p99_ms", "errors", "detection_p99_ms")
 	})
 
+	t.Run("AlternatingLoadIsMeasuredPhaseByPhase", func(t *testing.T) {
+		t.Parallel()
+		cluster := testcluster.New(t, testcluster.Options{})
+		var progress strings.Builder
+		s, err := bench.Run(context.Background(), bench.Config{
+			Address:         cluster.Address(),
+			API:             bench.APILiveness,
+			Workers:         20,
+			Interval:        200 * time.Millisecond,
+			Lease:           2 * time.Second,
+			Duration:        3500 * time.Millisecond,
+			Warmup:          500 * time.Millisecond,
+			Alternate:       2,
+			AlternatePeriod: time.Second,
+			AlternateSettle: 250 * time.Millisecond,
+			Seed:            3,
+		}, &progress)
+		require.NoError(t, err)
+		logSummary(t, s)
+
+		a := s.Alternate
+		require.NotNil(t, a)
+		// Three phases of 1 s in the 3 s measured: base, 2x, base; each settled for 0.75 s.
+		require.InDelta(t, 1.5, a.BaseS, 0.001)
+		require.InDelta(t, 0.75, a.HighS, 0.001)
+		require.Positive(t, a.BaseRate.ThroughputPerS)
+		require.Positive(t, a.HighRate.ThroughputPerS)
+		// The 2x phases were offered about twice the base phases' heartbeats a second (jitter
+		// and the phase edges blur it), and the unloaded server carried what it was offered.
+		require.InDelta(t, 2, a.HighRate.OfferedPerS/a.BaseRate.OfferedPerS, 0.6)
+		require.InDelta(t, 2, a.HighToBase, 0.6)
+		requireJSONFields(t, s, "alternate")
+	})
+
 	t.Run("WarmupIsLeftOutOfTheFigures", func(t *testing.T) {
 		t.Parallel()
 		cluster := testcluster.New(t, testcluster.Options{})

@@ -69,7 +69,8 @@ func (b *burstWatch) fire(ctx context.Context, stop <-chan struct{}, wg *sync.Wa
 				close(c.done)
 				return
 			}
-			c.run(ctx, time.Now().Add(c.jittered()), stop)
+			now := time.Now()
+			c.run(ctx, now.Add(c.jittered(now)), stop)
 		})
 	}
 }

@@ -106,10 +106,10 @@ func (c *simClient) newWorker(slot int) *simWorker {
 	}
 }
 
-// jittered is one wait between heartbeats: the interval ±jitter, uniformly.
-func (c *simClient) jittered() time.Duration {
+// jittered is one wait between heartbeats from at: the interval there ±jitter, uniformly.
+func (c *simClient) jittered(at time.Time) time.Duration {
 	j := c.r.cfg.Jitter
-	return time.Duration(float64(c.r.cfg.Interval) * (1 - j + 2*j*c.rng.Float64()))
+	return time.Duration(float64(c.r.intervalAt(at)) * (1 - j + 2*j*c.rng.Float64()))
 }
 
 // run heartbeats on the client's own schedule until stop is closed (the load ends) or the
@@ -135,7 +135,8 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 			return
 		case <-c.churn:
 			c.restart(ctx)
-			due = time.Now().Add(c.jittered())
+			now := time.Now()
+			due = now.Add(c.jittered(now))
 			wake = due
 			timer.Reset(time.Until(wake))
 		case <-timer.C:
@@ -149,17 +150,19 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 			}
 			if fired := time.Now(); c.counted(fired) {
 				c.r.cnt.offered.Add(g)
+				c.r.countPhase(&c.r.phases.offered, fired, g)
 				c.r.lag.record(fired.Sub(wake))
 			}
 			c.heartbeat(ctx)
 			now := time.Now()
-			due = due.Add(c.jittered())
-			for !due.Add(c.r.cfg.Interval).After(now) {
+			due = due.Add(c.jittered(due))
+			for !due.Add(c.r.intervalAt(due)).After(now) {
 				if c.counted(due) {
 					c.r.cnt.offered.Add(g)
+					c.r.countPhase(&c.r.phases.offered, due, g)
 					c.r.cnt.missed.Add(g)
 				}
-				due = due.Add(c.jittered())
+				due = due.Add(c.jittered(due))
 			}
 			wake = later(due, now)
 			timer.Reset(wake.Sub(now))
@@ -175,8 +178,9 @@ func (c *simClient) restart(ctx context.Context) {
 		c.r.shutdownWorker(ctx, c, w)
 		c.workers[i] = c.newWorker(i)
 	}
-	if c.counted(time.Now()) {
+	if now := time.Now(); c.counted(now) {
 		c.r.cnt.offered.Add(int64(len(c.workers)))
+		c.r.countPhase(&c.r.phases.offered, now, int64(len(c.workers)))
 	}
 	c.heartbeat(ctx)
 }
@@ -254,9 +258,11 @@ func (c *simClient) heartbeat(ctx context.Context) {
 		c.r.cnt.failed.Add(g)
 		c.r.cnt.rpcErrors.Add(1)
 		c.r.cnt.countError(err)
+		c.r.countPhase(&c.r.phases.failed, now, g)
 		return
 	}
 	c.r.cnt.ok.Add(g)
+	c.r.countPhase(&c.r.phases.ok, now, g)
 }
 
 // send is one attempt of a heartbeat sent at now; binding says it carried activity bindings.

@@ -43,6 +43,8 @@ const (
 	PollIntervalDefault = 100 * time.Millisecond
 	// RPCTimeoutDefault bounds one RPC of the generator.
 	RPCTimeoutDefault = 10 * time.Second
+	// AlternatePeriodDefault is the length of one phase of an alternating run.
+	AlternatePeriodDefault = 40 * time.Second
 	// TaskQueuesDefault is how many task queue names the workers are spread over.
 	TaskQueuesDefault = 10
 	// maxPollersInFlight bounds the DescribeWorkerLiveness calls of the kill watcher, so that
@@ -123,6 +125,13 @@ type Config struct {
 	// RegisterBurstAt is when the burst fires, from the start; zero means halfway through the
 	// measured period (after Warmup).
 	RegisterBurstAt time.Duration
+	// Alternate, when above zero, alternates the offered load over the measured period: phases
+	// of AlternatePeriod at the base rate (Interval) and at Alternate times it, base first, each
+	// measured apart after its first AlternateSettle (alternate.go). The summary's Alternate
+	// gives each phase's figures and their ratio.
+	Alternate       float64
+	AlternatePeriod time.Duration
+	AlternateSettle time.Duration
 	// Seed of the random choices (jitter, churn and kill victims); zero picks one.
 	Seed int64
 }
@@ -171,6 +180,14 @@ func (c Config) withDefaults() Config {
 	if c.RegisterBurst > 0 && c.RegisterBurstAt == 0 {
 		c.RegisterBurstAt = c.Warmup + (c.Duration-c.Warmup)/2
 	}
+	if c.Alternate > 0 {
+		if c.AlternatePeriod == 0 {
+			c.AlternatePeriod = AlternatePeriodDefault
+		}
+		if c.AlternateSettle == 0 {
+			c.AlternateSettle = min(c.RPCTimeout, c.AlternatePeriod/2)
+		}
+	}
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()
 	}
@@ -195,6 +212,12 @@ func (c Config) Validate() error {
 		return errors.New("warmup must be at least 0 and shorter than the duration")
 	case c.Activities < 0:
 		return errors.New("activities must not be negative")
+	case c.Alternate < 0:
+		return errors.New("alternate must not be negative")
+	case c.Alternate > 0 && c.AlternatePeriod <= c.AlternateSettle:
+		return errors.New("alternate-period must be longer than alternate-settle")
+	case c.Alternate > 0 && c.Duration-c.Warmup < 2*c.AlternatePeriod:
+		return errors.New("with alternate, the measured period (duration - warmup) must hold at least two phases")
 	case c.Activities > frontend.MaxBindingsPerHeartbeat:
 		return fmt.Errorf("activities %d: one heartbeat binds at most %d", c.Activities, frontend.MaxBindingsPerHeartbeat)
 	case c.Activities > 0 && c.API != APILiveness:

@@ -82,6 +82,8 @@ type Summary struct {
 	ShutdownErrors           int64 `json:"shutdown_errors"`
 
 	Kill *KillSummary `json:"kill,omitempty"`
+	// Alternate gives the phases of an alternating run (--alternate) apart.
+	Alternate *AlternateSummary `json:"alternate,omitempty"`
 	// Burst describes the registration burst (--register-burst); BurstAllRegisteredMs is its
 	// time until the last of its workers was registered, absent when not all were.
 	Burst                *BurstSummary `json:"burst,omitempty"`
@@ -183,6 +185,7 @@ func (r *runner) summary(start, end time.Time, k *killWatch) Summary {
 		s.ThroughputPerS = float64(s.HeartbeatsOK) / elapsed
 		s.RPCsPerS = float64(s.RPCs) / elapsed
 	}
+	s.Alternate = r.alternateSummary(r.measureFrom.Add(cfg.Duration - cfg.Warmup))
 	if k != nil {
 		ks := k.summary()
 		s.Kill = &ks
@@ -303,6 +306,17 @@ func (s Summary) WriteText(w io.Writer) error {
 	if s.RPCsRetried > 0 {
 		row("retried", "%d RPCs answered after %d retried Unavailable and %d retried ResourceExhausted",
 			s.RPCsRetried, s.RetriesUnavailable, s.RetriesResourceExhausted)
+	}
+	if a := s.Alternate; a != nil {
+		for _, ph := range []struct {
+			name string
+			secs float64
+			r    PhaseRates
+		}{{"base phases", a.BaseS, a.BaseRate}, {fmt.Sprintf("%gx phases", a.Factor), a.HighS, a.HighRate}} {
+			row(ph.name, "%.1f heartbeats/s ok of %.1f offered, %.1f failed (%g s settled)", ph.r.ThroughputPerS, ph.r.OfferedPerS, ph.r.FailedPerS, ph.secs)
+		}
+		row("alternate", "%gx phases carried %.1f %% of the base phases' goodput (phases of %g s, the first %g s of each left out)",
+			a.Factor, 100*a.HighToBase, a.PeriodS, a.SettleS)
 	}
 	if s.Shutdowns > 0 {
 		row("churn", "%d client restarts, %d ShutdownWorker calls (%d failed)", s.Churned, s.Shutdowns, s.ShutdownErrors)
