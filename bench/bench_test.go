@@ -115,9 +115,16 @@ func TestRun(t *testing.T) {
 		require.Positive(t, a.BaseRate.ThroughputPerS)
 		require.Positive(t, a.HighRate.ThroughputPerS)
 		// The 2x phases were offered about twice the base phases' heartbeats a second (jitter
-		// and the phase edges blur it), and the unloaded server carried what it was offered.
+		// and the phase edges blur it): slots come due on the schedule whether or not the
+		// server keeps up (a slot missed while the last RPC was out is offered all the same).
+		// What was carried depends on the machine's speed, so only its bookkeeping is checked.
 		require.InDelta(t, 2, a.HighRate.OfferedPerS/a.BaseRate.OfferedPerS, 0.6)
-		require.InDelta(t, 2, a.HighToBase, 0.6)
+		for _, r := range []bench.PhaseRates{a.BaseRate, a.HighRate} {
+			// A slot is offered as its timer fires and sent a moment later, which may fall on
+			// the other side of a settle mark: a few heartbeats' slack.
+			require.LessOrEqual(t, r.ThroughputPerS+r.FailedPerS, 1.1*r.OfferedPerS)
+		}
+		require.InDelta(t, a.HighRate.ThroughputPerS/a.BaseRate.ThroughputPerS, a.HighToBase, 1e-9)
 		requireJSONFields(t, s, "alternate")
 	})
 
@@ -292,6 +299,25 @@ func TestRun(t *testing.T) {
 
 		behind := text(bench.Summary{ScheduleLagP50Ms: 900, ScheduleLagP99Ms: 41000, ScheduleLagMaxMs: 42000})
 		require.Contains(t, behind, "the generator fell behind its own schedule (p99 41000 ms late)")
+	})
+
+	t.Run("AlternatingPhasesMustFitTheRun", func(t *testing.T) {
+		t.Parallel()
+		ok := bench.Config{Duration: 100 * time.Second, Warmup: 20 * time.Second, Alternate: 2, AlternatePeriod: 40 * time.Second}
+		require.NoError(t, ok.Validate())
+		for _, c := range []struct {
+			change func(*bench.Config)
+			want   string
+		}{
+			{func(c *bench.Config) { c.Alternate = -1 }, "alternate must not be negative"},
+			{func(c *bench.Config) { c.AlternateSettle = -time.Second }, "alternate-settle must not be negative"},
+			{func(c *bench.Config) { c.AlternateSettle = 40 * time.Second }, "longer than alternate-settle"},
+			{func(c *bench.Config) { c.Warmup = 30 * time.Second }, "at least two phases"},
+		} {
+			cfg := ok
+			c.change(&cfg)
+			require.ErrorContains(t, cfg.Validate(), c.want)
+		}
 	})
 
 	t.Run("WarmupMustBeShorterThanTheRun", func(t *testing.T) {

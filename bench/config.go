@@ -214,6 +214,8 @@ func (c Config) Validate() error {
 		return errors.New("activities must not be negative")
 	case c.Alternate < 0:
 		return errors.New("alternate must not be negative")
+	case c.Alternate > 0 && c.AlternateSettle < 0:
+		return errors.New("alternate-settle must not be negative")
 	case c.Alternate > 0 && c.AlternatePeriod <= c.AlternateSettle:
 		return errors.New("alternate-period must be longer than alternate-settle")
 	case c.Alternate > 0 && c.Duration-c.Warmup < 2*c.AlternatePeriod:

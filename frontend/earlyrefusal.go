@@ -28,7 +28,10 @@ import (
 // authenticated, limited and validated it, it was routed to its shard, and it held a goroutine
 // (and its stack) while it waited. At twice capacity the refusals alone take a fifth of a core.
 // Refused here, in grpc's tap (which runs as the stream's headers arrive, before any goroutine,
-// buffer or message exists for it), a call costs a few microseconds.
+// buffer or message exists for it), a call costs a tenth of what a served one does: about 19 µs
+// against 160–200 µs on session 29's slow sitting (BENCHMARKS.md). Part of it is grpc-go's:
+// it does not cancel a refused stream's context, so the timer of its deadline and about 371
+// bytes live on until that deadline.
 //
 // The rule is admission's own, made earlier, and proportional. The wait a heartbeat arriving
 // now would meet is the larger of two estimates:
