@@ -63,6 +63,13 @@ func (r *runner) countPhase(c *[numPhases]atomic.Int64, t time.Time, n int64) {
 	}
 }
 
+// countOffered counts n heartbeat slots that came due at t: in the run's figures, and in its
+// phase's if settled.
+func (r *runner) countOffered(t time.Time, n int64) {
+	r.cnt.offered.Add(n)
+	r.countPhase(&r.phases.offered, t, n)
+}
+
 // settledTime is how long each phase was settled between the measured period's start and end.
 func (r *runner) settledTime(end time.Time) (d [numPhases]time.Duration) {
 	if r.cfg.Alternate <= 0 || !end.After(r.measureFrom) {

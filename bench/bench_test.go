@@ -90,7 +90,6 @@ func TestRun(t *testing.T) {
 	t.Run("AlternatingLoadIsMeasuredPhaseByPhase", func(t *testing.T) {
 		t.Parallel()
 		cluster := testcluster.New(t, testcluster.Options{})
-		var progress strings.Builder
 		s, err := bench.Run(context.Background(), bench.Config{
 			Address:         cluster.Address(),
 			API:             bench.APILiveness,
@@ -103,7 +102,7 @@ func TestRun(t *testing.T) {
 			AlternatePeriod: time.Second,
 			AlternateSettle: 250 * time.Millisecond,
 			Seed:            3,
-		}, &progress)
+		}, nil)
 		require.NoError(t, err)
 		logSummary(t, s)
 

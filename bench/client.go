@@ -149,8 +149,7 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 			default:
 			}
 			if fired := time.Now(); c.counted(fired) {
-				c.r.cnt.offered.Add(g)
-				c.r.countPhase(&c.r.phases.offered, fired, g)
+				c.r.countOffered(fired, g)
 				c.r.lag.record(fired.Sub(wake))
 			}
 			c.heartbeat(ctx)
@@ -158,8 +157,7 @@ func (c *simClient) run(ctx context.Context, first time.Time, stop <-chan struct
 			due = due.Add(c.jittered(due))
 			for !due.Add(c.r.intervalAt(due)).After(now) {
 				if c.counted(due) {
-					c.r.cnt.offered.Add(g)
-					c.r.countPhase(&c.r.phases.offered, due, g)
+					c.r.countOffered(due, g)
 					c.r.cnt.missed.Add(g)
 				}
 				due = due.Add(c.jittered(due))
@@ -179,8 +177,7 @@ func (c *simClient) restart(ctx context.Context) {
 		c.workers[i] = c.newWorker(i)
 	}
 	if now := time.Now(); c.counted(now) {
-		c.r.cnt.offered.Add(int64(len(c.workers)))
-		c.r.countPhase(&c.r.phases.offered, now, int64(len(c.workers)))
+		c.r.countOffered(now, int64(len(c.workers)))
 	}
 	c.heartbeat(ctx)
 }
