@@ -3,6 +3,7 @@ package frontend_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,20 @@ func TestSDKStandaloneActivityEndToEnd(t *testing.T) {
 		var greeting string
 		require.NoError(t, handle.Get(ctx, &greeting))
 		require.Equal(t, "hello vigil", greeting)
+	})
+
+	// Payloads many times an HTTP/2 stream's default window (64 KiB) travel both ways: the
+	// frontend fixes its connection window (connWindow), and a larger message must still widen
+	// its stream's window as it is read.
+	t.Run("LargeInputAndResult", func(t *testing.T) {
+		name := strings.Repeat("v", 1<<20)
+		handle, err := c.ExecuteActivity(ctx, client.StartActivityOptions{
+			ID: "greet-large", TaskQueue: "e2e-activities", StartToCloseTimeout: 10 * time.Second,
+		}, "greet", name)
+		require.NoError(t, err)
+		var greeting string
+		require.NoError(t, handle.Get(ctx, &greeting))
+		require.Equal(t, "hello "+name, greeting)
 	})
 
 	t.Run("CancelledThroughAWorkerCommand", func(t *testing.T) {

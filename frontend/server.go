@@ -140,6 +140,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.InitialConnWindowSize(connWindow),
 	}
 	if deps.Auth != nil {
 		opts = append(opts, grpc.ChainStreamInterceptor(deps.Auth.Stream))
@@ -171,6 +172,22 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 // kept one has grown it already. Heartbeats wait for their commit, so enough are kept for the
 // calls in flight at 10,000 heartbeats/s.
 const streamWorkers = 256
+
+// connWindow is the HTTP/2 receive window of a client connection: how many bytes of request
+// bodies a client may have sent that the server has not acknowledged. grpc-go starts it at 64
+// KiB and widens it as its bandwidth-delay estimate grows; both the acknowledgements
+// (WINDOW_UPDATE frames) and the estimate's pings go out through the connection's writer
+// goroutine. Under load that goroutine waits its turn for the core behind thousands of runnable
+// calls, the acknowledgements lag, and the clients' request bodies wait for them, while their
+// headers, which are not flow controlled, keep arriving: the early refusal then lets through
+// calls whose bodies come hundreds of milliseconds later. At twice capacity two thirds of the
+// blocked calls were streams waiting for their body, and 11,500 heartbeats were outstanding
+// instead of about 3,500 with this window (BENCHMARKS.md, session 30). A fixed window of
+// grpc-go's own ceiling for the estimate, 16 MiB, takes the acknowledgements off the path. It
+// allows no more unread bytes than the estimate could have granted, and what it lets in is
+// bounded, as before, by the early refusal and admission. A stream's own window keeps its
+// default (a larger message widens it to its size as the message is read).
+const connWindow = 16 << 20
 
 // errNotReady answers calls that arrive while the server starts (or stops).
 var errNotReady = serviceerror.NewUnavailable("vigil is starting or stopping: retry")

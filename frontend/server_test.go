@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/mock/gomock"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -98,6 +100,37 @@ func TestServerOverGRPC(t *testing.T) {
 		info, err := env.workflow.GetSystemInfo(context.Background(), &workflowservice.GetSystemInfoRequest{})
 		require.NoError(t, err)
 		require.True(t, info.GetCapabilities().GetInternalErrorDifferentiation())
+	})
+
+	// What a client may send ahead of the server's acknowledgements: the whole connection
+	// window from the start (connWindow), not grpc-go's 64 KiB, which grows only as fast as
+	// acknowledgements that lag under load.
+	t.Run("ClientsMaySendTheConnectionWindowAhead", func(t *testing.T) {
+		t.Parallel()
+		env := startServer(t, nil)
+		raw, err := net.Dial("tcp", env.server.Address())
+		require.NoError(t, err)
+		defer raw.Close()
+		// Only a guard against a hung server: the frames below come at once.
+		require.NoError(t, raw.SetDeadline(time.Now().Add(time.Minute)))
+		_, err = io.WriteString(raw, http2.ClientPreface)
+		require.NoError(t, err)
+		framer := http2.NewFramer(raw, raw)
+		require.NoError(t, framer.WriteSettings())
+		// The server's own SETTINGS and connection WINDOW_UPDATE precede its
+		// acknowledgement of ours.
+		window := int64(65535) // RFC 9113's initial window
+		for {
+			frame, err := framer.ReadFrame()
+			require.NoError(t, err)
+			if f, ok := frame.(*http2.WindowUpdateFrame); ok && f.StreamID == 0 {
+				window += int64(f.Increment)
+			}
+			if f, ok := frame.(*http2.SettingsFrame); ok && f.IsAck() {
+				break
+			}
+		}
+		require.Equal(t, int64(connWindow), window)
 	})
 
 	t.Run("ServiceErrorsKeepTheirCode", func(t *testing.T) {
