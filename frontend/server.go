@@ -181,12 +181,14 @@ const streamWorkers = 256
 // calls, the acknowledgements lag, and the clients' request bodies wait for them, while their
 // headers, which are not flow controlled, keep arriving: the early refusal then lets through
 // calls whose bodies come hundreds of milliseconds later. At twice capacity two thirds of the
-// blocked calls were streams waiting for their body, and 11,500 heartbeats were outstanding
-// instead of about 3,500 with this window (BENCHMARKS.md, session 30). A fixed window of
-// grpc-go's own ceiling for the estimate, 16 MiB, takes the acknowledgements off the path. It
-// allows no more unread bytes than the estimate could have granted, and what it lets in is
-// bounded, as before, by the early refusal and admission. A stream's own window keeps its
-// default (a larger message widens it to its size as the message is read).
+// blocked calls were streams waiting for their body, and 8,300-11,300 heartbeats were
+// outstanding. With a fixed window of grpc-go's own ceiling for the estimate, 16 MiB, the
+// acknowledgements are off the path: about 4,000 were outstanding, the rest of the wait moved
+// into admission's queue (where it is ordered and judged), and p99 fell by a quarter
+// (BENCHMARKS.md, session 30). The window allows no more unread bytes than the estimate could
+// have granted, and what it lets in is bounded, as before, by the early refusal and admission.
+// A stream's own window keeps its default (a larger message widens it to its size as the
+// message is read).
 const connWindow = 16 << 20
 
 // errNotReady answers calls that arrive while the server starts (or stops).
