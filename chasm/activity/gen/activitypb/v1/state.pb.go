@@ -201,8 +201,15 @@ type ActivityState struct {
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
 	TotalHeartbeatCount int64                  `protobuf:"varint,62,opt,name=total_heartbeat_count,json=totalHeartbeatCount,proto3" json:"total_heartbeat_count,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// When the last attempt ended (completed, failed, timed out or was cancelled).
+	LastAttemptCompleteTime *timestamppb.Timestamp `protobuf:"bytes,90,opt,name=last_attempt_complete_time,json=lastAttemptCompleteTime,proto3" json:"last_attempt_complete_time,omitempty"`
+	// The backoff before the attempt that waits after a failure; cleared when it starts.
+	CurrentRetryInterval *durationpb.Duration `protobuf:"bytes,91,opt,name=current_retry_interval,json=currentRetryInterval,proto3" json:"current_retry_interval,omitempty"`
+	// The start delay the activity was started with; the first attempt was due at
+	// schedule_time + start_delay.
+	StartDelay    *durationpb.Duration `protobuf:"bytes,92,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActivityState) Reset() {
@@ -611,6 +618,27 @@ func (x *ActivityState) GetTotalHeartbeatCount() int64 {
 		return x.TotalHeartbeatCount
 	}
 	return 0
+}
+
+func (x *ActivityState) GetLastAttemptCompleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAttemptCompleteTime
+	}
+	return nil
+}
+
+func (x *ActivityState) GetCurrentRetryInterval() *durationpb.Duration {
+	if x != nil {
+		return x.CurrentRetryInterval
+	}
+	return nil
+}
+
+func (x *ActivityState) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
 }
 
 // ActivityPauseInfo says who paused an activity, when and why.
@@ -1459,7 +1487,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x85\x18\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xeb\x19\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1521,7 +1549,11 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
-	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\"\xa1\x01\n" +
+	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\x12W\n" +
+	"\x1alast_attempt_complete_time\x18Z \x01(\v2\x1a.google.protobuf.TimestampR\x17lastAttemptCompleteTime\x12O\n" +
+	"\x16current_retry_interval\x18[ \x01(\v2\x19.google.protobuf.DurationR\x14currentRetryInterval\x12:\n" +
+	"\vstart_delay\x18\\ \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\"\xa1\x01\n" +
 	"\x11ActivityPauseInfo\x129\n" +
 	"\n" +
 	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
@@ -1656,14 +1688,17 @@ var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	22, // 24: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
 	3,  // 25: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
 	22, // 26: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	22, // 27: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	18, // 28: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	24, // 29: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	22, // 27: vigil.activity.v1.ActivityState.last_attempt_complete_time:type_name -> google.protobuf.Timestamp
+	20, // 28: vigil.activity.v1.ActivityState.current_retry_interval:type_name -> google.protobuf.Duration
+	20, // 29: vigil.activity.v1.ActivityState.start_delay:type_name -> google.protobuf.Duration
+	22, // 30: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	18, // 31: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	24, // 32: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
