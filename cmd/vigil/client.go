@@ -230,16 +230,20 @@ func (c *clientFlags) temporalProfile() (envconfig.ClientConfigProfile, error) {
 	return prof, nil
 }
 
-// envLookup adapts a lookup function to envconfig.EnvLookup.
+// envLookup adapts a lookup function to envconfig.EnvLookup. A variable set to "" counts as
+// unset, as envconfig documents (and as VIGIL_* are read).
 type envLookup struct{ lookup func(string) (string, bool) }
 
-func (e envLookup) LookupEnv(k string) (string, bool) { return e.lookup(k) }
+func (e envLookup) LookupEnv(k string) (string, bool) {
+	v, ok := e.lookup(k)
+	return v, ok && v != ""
+}
 
 func (e envLookup) Environ() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if v, ok := e.lookup(k); ok {
+		if v, ok := e.LookupEnv(k); ok {
 			out = append(out, k+"="+v)
 		}
 	}

@@ -33,7 +33,7 @@ func completeFromServer(cf *clientFlags, list func(ctx context.Context, c *clien
 		defer cancel()
 		items, err := list(ctx, c)
 		if err != nil {
-			cobra.CompDebugln("vigil: "+message(err), true)
+			cobra.CompDebugln("vigil: "+message(err), false)
 			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 		}
 		var out []cobra.Completion

@@ -15,11 +15,12 @@ import (
 )
 
 // TestMain keeps the tests from the environment they run in: no VIGIL_* or TEMPORAL_*
-// variable, and a Temporal configuration file that does not exist.
+// variable (but the VIGIL_TEST_* a test hands its subprocess), and a Temporal configuration
+// file that does not exist.
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "VIGIL_") || strings.HasPrefix(k, "TEMPORAL_") {
+		if (strings.HasPrefix(k, "VIGIL_") && !strings.HasPrefix(k, "VIGIL_TEST_")) || strings.HasPrefix(k, "TEMPORAL_") {
 			_ = os.Unsetenv(k)
 		}
 	}
