@@ -134,3 +134,22 @@ func TestWorkerDescribeIsOneDocument(t *testing.T) {
 	resp.MovedActivities = nil
 	require.Contains(t, print(formatTable), "moved: 0")
 }
+
+// TestWatchEventFormats: worker watch prints a line of text per event, one JSON object per
+// line with json and jsonl, and one YAML document per event with yaml.
+func TestWatchEventFormats(t *testing.T) {
+	ev := &livenesspb.WorkerEvent{Type: livenesspb.WorkerEventType_WORKER_EVENT_TYPE_SNAPSHOT_END, Cursor: "c-1",
+		Time: timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	print := func(format string) string {
+		var out bytes.Buffer
+		require.NoError(t, printEvent(&printer{format: format, w: &out}, ev))
+		require.NoError(t, printEvent(&printer{format: format, w: &out}, ev))
+		return out.String()
+	}
+	require.Regexp(t, `^\d\d:\d\d:\d\d\.000  SNAPSHOT_END\s+\(live from here\)\n\d`, print(formatTable))
+	line := `{"type":"WORKER_EVENT_TYPE_SNAPSHOT_END","cursor":"c-1","time":"2026-01-01T00:00:00Z"}` + "\n"
+	require.Equal(t, line+line, print(formatJSON))
+	require.Equal(t, line+line, print(formatJSONL))
+	doc := "---\ntype: WORKER_EVENT_TYPE_SNAPSHOT_END\ncursor: c-1\ntime: \"2026-01-01T00:00:00Z\"\n"
+	require.Equal(t, doc+doc, print(formatYAML))
+}
