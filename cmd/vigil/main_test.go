@@ -18,6 +18,10 @@ import (
 // variable (but the VIGIL_TEST_* a test hands its subprocess), and a Temporal configuration
 // file that does not exist.
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "vigil" {
+		// Run as the vigil binary, through a link named vigil (TestBashCompletion).
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if (strings.HasPrefix(k, "VIGIL_") && !strings.HasPrefix(k, "VIGIL_TEST_")) || strings.HasPrefix(k, "TEMPORAL_") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,4 +230,43 @@ namespace = "default"
 	t.Setenv("TEMPORAL_PROFILE", "vigil")
 	require.Equal(t, 2, countWorkers(), "TEMPORAL_PROFILE")
 	require.Equal(t, 2, countWorkers("--profile", "default", "--address", addr), "a flag wins over the profile")
+}
+
+// TestBashCompletion: in bash, with the script vigil completion bash prints, a worker
+// instance key completes from the server.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	addr := workerFixture(t)
+	dir := t.TempDir()
+	// The test binary, linked as vigil, runs as the CLI (TestMain).
+	self, err := os.Executable()
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(self, filepath.Join(dir, "vigil")))
+	code, script, stderr := vigilRun("completion", "bash")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "vigil.bash"), []byte(script), 0o600))
+
+	complete := func(words ...string) []string {
+		t.Helper()
+		// _get_comp_words_by_ref stands in for the bash-completion package's.
+		cmd := exec.Command(bash, append([]string{"--norc", "-c", `
+_get_comp_words_by_ref() { cur="${COMP_WORDS[COMP_CWORD]}"; prev="${COMP_WORDS[COMP_CWORD-1]}"; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+source "$DIR/vigil.bash"
+COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+__start_vigil vigil "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}" 2>/dev/null
+printf '%s\n' "${COMPREPLY[@]}"`, "bash"}, words...)...)
+		cmd.Env = append(os.Environ(), "DIR="+dir, "PATH="+dir+":"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return nonEmptyLines(string(out))
+	}
+	require.Equal(t, []string{"list"}, complete("vigil", "worker", "l"))
+	got := complete("vigil", "worker", "describe", "--address", addr, "cli-w-")
+	require.Len(t, got, 2, "%q", got)
+	require.True(t, strings.HasPrefix(got[0], "cli-w-1"), "%q", got)
+	require.True(t, strings.HasPrefix(got[1], "cli-w-2"), "%q", got)
+	require.Equal(t, []string{"cli-w-2"}, complete("vigil", "worker", "describe", "--address", addr, "cli-w-2"))
 }
