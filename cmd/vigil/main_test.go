@@ -78,6 +78,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"worker"}, exitUsage, "which one? (describe, list, watch)"},
 		{[]string{"worker", "nope"}, exitUsage, `unknown command "nope" for "vigil worker"`},
 		{[]string{"worker", "list", "--nope"}, exitUsage, "unknown flag: --nope"},
+		{[]string{"worker", "list", "-address", "x"}, exitUsage, "long flags take two dashes"},
 		{[]string{"worker", "list", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"worker", "list", "--state", "sleepy"}, exitUsage, `unknown state "sleepy"`},
 		{[]string{"worker", "list", "-o", "xml"}, exitUsage, `unknown output format "xml"`},

@@ -32,7 +32,13 @@ TEMPORAL_API_KEY, the TLS variables and the profiles of temporal.toml).`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if strings.HasPrefix(err.Error(), "unknown shorthand flag") && strings.Contains(err.Error(), " in -") {
+			// -address: the standard flag package took one dash for long flags; pflag does not.
+			err = fmt.Errorf("%w; long flags take two dashes (--address, not -address)", err)
+		}
+		return usageError{err}
+	})
 	root.CompletionOptions.HiddenDefaultCmd = false
 
 	var out outputFlags
