@@ -64,6 +64,12 @@ TEMPORAL_API_KEY, the TLS variables and the profiles of temporal.toml).`,
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Short = "Print a shell completion script (bash, zsh, fish, powershell)"
+			c.Long = `Print the completion script of a shell. Commands, flags and fixed flag values complete
+offline; worker instance keys, activity IDs and API key IDs are read from the server the
+command line points at (its connection flags typed so far count).`
+			c.Example = `  source <(vigil completion bash)
+  vigil completion zsh > "${fpath[1]}/_vigil"
+  vigil completion fish > ~/.config/fish/completions/vigil.fish`
 		}
 	}
 	return root
