@@ -18,7 +18,7 @@ VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || ech
 COMMIT        ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 BUILDINFO     := github.com/vigilhq/vigil/common/buildinfo
-LDFLAGS       ?= -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
+GO_LDFLAGS    ?= -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
 
 .PHONY: all build run test test-short metrics-doc cli-doc proto proto-check mocks mocks-check lint fmt tidy clean
 
@@ -26,7 +26,7 @@ all: build
 
 build:
 	@echo "== building $(BIN_DIR)/vigil (go build ./cmd/vigil; the first build compiles every dependency, a minute or two)"
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/vigil ./cmd/vigil
+	$(GO) build -ldflags "$(GO_LDFLAGS)" -o $(BIN_DIR)/vigil ./cmd/vigil
 
 # Runs the server with its defaults (127.0.0.1:7233, data under ~/.local/share/vigil), logging
 # for a person to read; ARGS="--log-format json" for JSON lines.
