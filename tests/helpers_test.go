@@ -50,7 +50,7 @@ func TestSDKWorkerProcess(t *testing.T) {
 	identity := os.Getenv(envWorkerIdentity)
 	w := sdkworker.New(c, os.Getenv(envWorkerTaskQueue), sdkworker.Options{})
 	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
-	// work is the activity of tests/sdk/typescript/worker.js, with the same JSON lines: it
+	// work is the activity of tests/testdata/typescript/worker.js, with the same JSON lines: it
 	// blocks, heartbeating, when blockOn names this worker or is "*", and otherwise returns.
 	emit := func(v map[string]any) {
 		line, _ := json.Marshal(v)

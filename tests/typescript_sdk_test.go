@@ -22,10 +22,10 @@ import (
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
 
-// The TypeScript SDK test drives a stock TypeScript SDK worker and client (tests/sdk/typescript;
+// The TypeScript SDK test drives a stock TypeScript SDK worker and client (tests/testdata/typescript;
 // their native part is Temporal's Rust sdk-core, shared with the Python, .NET and Ruby SDKs)
 // against an in-process server. It needs Node.js and the packages of package-lock.json: `npm
-// ci` in tests/sdk/typescript, which .ci/run does and this test does when node_modules is
+// ci` in tests/testdata/typescript, which .ci/run does and this test does when node_modules is
 // missing. Without node the test is skipped, except under CI=true, where it fails.
 
 const tsSDKVersion = "1.24.0"
@@ -41,12 +41,12 @@ func typescriptSDK(t *testing.T) (node, dir string) {
 	if err != nil {
 		fail("no node on PATH: install Node.js to run the TypeScript SDK test")
 	}
-	dir, err = filepath.Abs(filepath.Join("sdk", "typescript"))
+	dir, err = filepath.Abs(filepath.Join("testdata", "typescript"))
 	require.NoError(t, err)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@temporalio", "worker", "package.json")); err != nil {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
-			fail("no npm on PATH to install the TypeScript SDK (npm ci in tests/sdk/typescript)")
+			fail("no npm on PATH to install the TypeScript SDK (npm ci in tests/testdata/typescript)")
 		}
 		out, err := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefix", dir).CombinedOutput()
 		require.NoError(t, err, "npm ci in %s: %s", dir, out)
