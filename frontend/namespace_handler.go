@@ -32,12 +32,12 @@ const ListNamespacesPageSizeDefault = 100
 func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowservice.DescribeNamespaceResponse {
 	return &workflowservice.DescribeNamespaceResponse{
 		NamespaceInfo: &namespacepb.NamespaceInfo{
-			Name:        ns.Name,
-			Id:          ns.ID,
-			State:       enumspb.NAMESPACE_STATE_REGISTERED,
-			Description: ns.Description,
-			OwnerEmail:  ns.OwnerEmail,
-			Data:        dataOrEmpty(ns.Data),
+			Name:         ns.Name,
+			Id:           ns.ID,
+			State:        enumspb.NAMESPACE_STATE_REGISTERED,
+			Description:  ns.Description,
+			OwnerEmail:   ns.OwnerEmail,
+			Data:         dataOrEmpty(ns.Data),
 			Capabilities: h.namespaceCapabilities(),
 			// Zero limits: vigil enforces no blob/memo size limits beyond gRPC's.
 			Limits: &namespacepb.NamespaceInfo_Limits{},
