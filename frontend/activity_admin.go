@@ -70,9 +70,18 @@ func activityListInfo(l *activitypb.ListedActivity, info *activityv1.ActivityExe
 		TaskQueue:         info.GetTaskQueue(),
 		ExecutionDuration: info.GetExecutionDuration(),
 		ExecutionTime:     info.GetScheduleTime(),
-		// Never nil: the SDK's ListActivities reads its fields without a nil check.
-		SearchAttributes: &commonpb.SearchAttributes{},
+		SearchAttributes:  searchAttributesOf(l.GetState()),
 	}
+}
+
+// searchAttributesOf is an activity's search attributes as Describe and List return them:
+// what the start request set, each value stamped with its type. Never nil: the SDK reads its
+// fields without a nil check.
+func searchAttributesOf(s *activitypb.ActivityState) *commonpb.SearchAttributes {
+	if sa := s.GetSearchAttributes(); sa != nil {
+		return sa
+	}
+	return &commonpb.SearchAttributes{}
 }
 
 // ListActivityExecutions lists the namespace's standalone activities (every run, open and

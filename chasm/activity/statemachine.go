@@ -150,6 +150,8 @@ var (
 			a.RequestId = req.GetRequestId()
 			a.StarterIdentity = req.GetIdentity()
 			a.Priority = req.GetPriority()
+			a.SearchAttributes = req.GetSearchAttributes()
+			a.UserMetadata = req.GetUserMetadata()
 			a.ScheduleTime = timestamppb.New(now)
 			first := now.Add(ev.StartDelay)
 			if s2c := a.ScheduleToCloseTimeout.AsDuration(); s2c > 0 {

@@ -10,6 +10,7 @@ import (
 	v12 "go.temporal.io/api/activity/v1"
 	v1 "go.temporal.io/api/common/v1"
 	v11 "go.temporal.io/api/failure/v1"
+	v13 "go.temporal.io/api/sdk/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -201,8 +202,13 @@ type ActivityState struct {
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
 	TotalHeartbeatCount int64                  `protobuf:"varint,62,opt,name=total_heartbeat_count,json=totalHeartbeatCount,proto3" json:"total_heartbeat_count,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Visibility: the search attributes and user metadata (summary, details) the start request
+	// carried. The frontend validated the search attributes against the namespace's registered
+	// ones and stamped each payload with its type.
+	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,90,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
+	UserMetadata     *v13.UserMetadata    `protobuf:"bytes,91,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActivityState) Reset() {
@@ -611,6 +617,20 @@ func (x *ActivityState) GetTotalHeartbeatCount() int64 {
 		return x.TotalHeartbeatCount
 	}
 	return 0
+}
+
+func (x *ActivityState) GetSearchAttributes() *v1.SearchAttributes {
+	if x != nil {
+		return x.SearchAttributes
+	}
+	return nil
+}
+
+func (x *ActivityState) GetUserMetadata() *v13.UserMetadata {
+	if x != nil {
+		return x.UserMetadata
+	}
+	return nil
 }
 
 // ActivityPauseInfo says who paused an activity, when and why.
@@ -1459,7 +1479,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\x85\x18\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\xa4\x19\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1521,7 +1541,9 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
-	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\"\xa1\x01\n" +
+	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\x12U\n" +
+	"\x11search_attributes\x18Z \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
+	"\ruser_metadata\x18[ \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"\xa1\x01\n" +
 	"\x11ActivityPauseInfo\x129\n" +
 	"\n" +
 	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
@@ -1627,6 +1649,8 @@ var file_chasm_activity_proto_v1_state_proto_goTypes = []any{
 	(*v1.Priority)(nil),                // 23: temporal.api.common.v1.Priority
 	(*v11.Failure)(nil),                // 24: temporal.api.failure.v1.Failure
 	(*v12.ActivityOptions)(nil),        // 25: temporal.api.activity.v1.ActivityOptions
+	(*v1.SearchAttributes)(nil),        // 26: temporal.api.common.v1.SearchAttributes
+	(*v13.UserMetadata)(nil),           // 27: temporal.api.sdk.v1.UserMetadata
 }
 var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.activity.v1.ActivityState.status:type_name -> vigil.activity.v1.ActivityStatus
@@ -1656,14 +1680,16 @@ var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	22, // 24: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
 	3,  // 25: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
 	22, // 26: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	22, // 27: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	18, // 28: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	24, // 29: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	26, // 27: vigil.activity.v1.ActivityState.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
+	27, // 28: vigil.activity.v1.ActivityState.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
+	22, // 29: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	18, // 30: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	24, // 31: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
