@@ -2,9 +2,14 @@ package frontend
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
 
 	activityv1 "go.temporal.io/api/activity/v1"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
@@ -12,6 +17,7 @@ import (
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/frontend/query"
+	"github.com/vigilhq/vigil/frontend/searchattr"
 )
 
 // Page sizes of the standalone-activity listing.
@@ -28,8 +34,10 @@ const (
 	countActivitiesHistoryPageSize = 1000
 )
 
-func parseActivityQuery(text string) (*query.Query, error) {
-	q, err := query.ParseActivities(text)
+// parseActivityQuery parses an activity query that may name the namespace's custom search
+// attributes.
+func parseActivityQuery(ns *namespace.Namespace, text string) (*query.Query, error) {
+	q, err := query.ParseActivitiesWith(text, ns.SearchAttributes)
 	if err != nil {
 		return nil, serviceerror.NewInvalidArgument(err.Error())
 	}
@@ -38,7 +46,7 @@ func parseActivityQuery(text string) (*query.Query, error) {
 
 // queryActivity is what an activity query sees of a listed activity: the public status, and
 // the worker of the running attempt.
-func queryActivity(l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *query.Activity {
+func queryActivity(ns *namespace.Namespace, l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *query.Activity {
 	s := l.GetState()
 	a := &query.Activity{
 		ActivityID:   l.GetActivityId(),
@@ -55,6 +63,18 @@ func queryActivity(l *activitypb.ListedActivity, info *activityv1.ActivityExecut
 	}
 	if t := s.GetCloseTime(); t != nil {
 		a.CloseTime = t.AsTime()
+	}
+	if fields := s.GetSearchAttributes().GetIndexedFields(); len(fields) > 0 && len(ns.SearchAttributes) > 0 {
+		a.SearchAttributes = make(map[string]any, len(fields))
+		for name, p := range fields {
+			// Read as the attribute is registered now: a value stored under a type since
+			// removed and registered again differently is NULL to queries.
+			if t, ok := ns.SearchAttributes[name]; ok {
+				if v, err := searchattr.Decode(p, t); err == nil && v != nil {
+					a.SearchAttributes[name] = v
+				}
+			}
+		}
 	}
 	return a
 }
@@ -93,9 +113,12 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseActivityQuery(req.GetQuery())
+	q, err := parseActivityQuery(ns, req.GetQuery())
 	if err != nil {
 		return nil, err
+	}
+	if q.GroupedByStatus() {
+		return nil, serviceerror.NewInvalidArgument("GROUP BY is only supported by CountActivityExecutions")
 	}
 	pageSize := int(req.GetPageSize())
 	if pageSize <= 0 {
@@ -106,6 +129,9 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	token, err := decodePageToken(req.GetNextPageToken(), fp)
 	if err != nil {
 		return nil, err
+	}
+	if q.Ordered() {
+		return h.listActivitiesOrdered(ctx, ns, q, pageSize, fp, token)
 	}
 	resp := &workflowservice.ListActivityExecutionsResponse{}
 	historyToken := token.History
@@ -120,7 +146,7 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 		}
 		for _, l := range page.GetActivities() {
 			info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
-			if q.MatchesActivity(queryActivity(l, info)) {
+			if q.MatchesActivity(queryActivity(ns, l, info)) {
 				resp.Executions = append(resp.Executions, activityListInfo(l, info))
 			}
 		}
@@ -135,28 +161,89 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	return resp, nil
 }
 
-// CountActivityExecutions counts what ListActivityExecutions would list for the same query.
-// GROUP BY is not supported (InvalidArgument from the parser).
+// CountActivityExecutions counts what ListActivityExecutions would list for the same query;
+// with GROUP BY ExecutionStatus, also how many of each status (groups in the order of the
+// status enum, empty ones left out), as Temporal answers it. ORDER BY changes nothing here.
 func (h *WorkflowHandler) CountActivityExecutions(ctx context.Context, req *workflowservice.CountActivityExecutionsRequest) (*workflowservice.CountActivityExecutionsResponse, error) {
 	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseActivityQuery(req.GetQuery())
+	q, err := parseActivityQuery(ns, req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
 	var count int64
+	byStatus := map[enumspb.ActivityExecutionStatus]int64{}
 	err = scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
 		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
-		if q.MatchesActivity(queryActivity(l, info)) {
+		if q.MatchesActivity(queryActivity(ns, l, info)) {
 			count++
+			byStatus[info.GetStatus()]++
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &workflowservice.CountActivityExecutionsResponse{Count: count}, nil
+	resp := &workflowservice.CountActivityExecutionsResponse{Count: count}
+	if q.GroupedByStatus() {
+		for _, st := range slices.Sorted(maps.Keys(byStatus)) {
+			resp.Groups = append(resp.Groups, &workflowservice.CountActivityExecutionsResponse_AggregationGroup{
+				GroupValues: []*commonpb.Payload{keywordPayload(query.ActivityStatusName(st))},
+				Count:       byStatus[st],
+			})
+		}
+	}
+	return resp, nil
+}
+
+// keywordPayload encodes a Keyword value as Temporal's visibility returns it.
+func keywordPayload(s string) *commonpb.Payload {
+	data, _ := json.Marshal(s) // a string always marshals
+	return &commonpb.Payload{
+		Metadata: map[string][]byte{"encoding": []byte("json/plain"), "type": []byte(enumspb.INDEXED_VALUE_TYPE_KEYWORD.String())},
+		Data:     data,
+	}
+}
+
+// listActivitiesOrdered answers a ListActivityExecutions with ORDER BY: every activity of the
+// namespace is read and the matches sorted, and the page is taken by its position in that
+// order (the token holds the position). Without ORDER BY a page costs what it returns; with
+// it, a page costs a scan of the namespace, as CountActivityExecutions does. Activities
+// started or closed between two pages' calls can shift the positions.
+func (h *WorkflowHandler) listActivitiesOrdered(ctx context.Context, ns *namespace.Namespace, q *query.Query, pageSize int, fp uint64, token pageToken) (*workflowservice.ListActivityExecutionsResponse, error) {
+	offset := 0
+	if token.After != "" {
+		n, err := strconv.Atoi(token.After)
+		if err != nil || n < 0 {
+			return nil, serviceerror.NewInvalidArgument("next_page_token is malformed")
+		}
+		offset = n
+	}
+	type match struct {
+		row  *query.Activity
+		info *activityv1.ActivityExecutionListInfo
+	}
+	var matches []match
+	err := scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
+		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
+		if row := queryActivity(ns, l, info); q.MatchesActivity(row) {
+			matches = append(matches, match{row: row, info: activityListInfo(l, info)})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(matches, func(a, b match) int { return q.CompareActivities(a.row, b.row) })
+	resp := &workflowservice.ListActivityExecutionsResponse{}
+	end := min(offset+pageSize, len(matches))
+	for i := offset; i < end; i++ {
+		resp.Executions = append(resp.Executions, matches[i].info)
+	}
+	if end < len(matches) {
+		resp.NextPageToken = encodePageToken(pageToken{Fingerprint: fp, After: strconv.Itoa(end)})
+	}
+	return resp, nil
 }
 
 func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Namespace, fn func(*activitypb.ListedActivity)) error {
