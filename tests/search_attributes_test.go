@@ -22,6 +22,11 @@ var (
 	dueKey      = temporal.NewSearchAttributeKeyTime("DueAt")
 )
 
+// amountAttribute is search attributes with Amount set (for tests where temporal is shadowed).
+func amountAttribute(v int64) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(amountKey.ValueSet(v))
+}
+
 func registerOrderAttributes(t *testing.T, ctx context.Context, c client.Client) {
 	t.Helper()
 	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
