@@ -136,11 +136,7 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	resp := &workflowservice.ListActivityExecutionsResponse{}
 	historyToken := token.History
 	for range ListActivitiesMaxHistoryPages {
-		page, err := h.deps.History.ListActivities(ctx, &activitypb.ListActivitiesRequest{
-			NamespaceId:   ns.ID,
-			PageSize:      int32(pageSize - len(resp.Executions)),
-			NextPageToken: historyToken,
-		})
+		page, err := h.deps.History.ListActivities(ctx, indexedListRequest(ns, q.IndexFilter(), pageSize-len(resp.Executions), historyToken))
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +171,7 @@ func (h *WorkflowHandler) CountActivityExecutions(ctx context.Context, req *work
 	}
 	var count int64
 	byStatus := map[enumspb.ActivityExecutionStatus]int64{}
-	err = scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
+	err = scanActivitiesIndexed(ctx, h.deps.History, ns, q.IndexFilter(), func(l *activitypb.ListedActivity) {
 		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
 		if q.MatchesActivity(queryActivity(ns, l, info)) {
 			count++
@@ -225,7 +221,7 @@ func (h *WorkflowHandler) listActivitiesOrdered(ctx context.Context, ns *namespa
 		info *activityv1.ActivityExecutionListInfo
 	}
 	var matches []match
-	err := scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
+	err := scanActivitiesIndexed(ctx, h.deps.History, ns, q.IndexFilter(), func(l *activitypb.ListedActivity) {
 		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
 		if row := queryActivity(ns, l, info); q.MatchesActivity(row) {
 			matches = append(matches, match{row: row, info: activityListInfo(l, info)})
@@ -247,11 +243,14 @@ func (h *WorkflowHandler) listActivitiesOrdered(ctx context.Context, ns *namespa
 }
 
 func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Namespace, fn func(*activitypb.ListedActivity)) error {
+	return scanActivitiesIndexed(ctx, history, ns, query.ActivityIndexFilter{}, fn)
+}
+
+// scanActivitiesIndexed reads every activity the index filter selects.
+func scanActivitiesIndexed(ctx context.Context, history HistoryClient, ns *namespace.Namespace, filter query.ActivityIndexFilter, fn func(*activitypb.ListedActivity)) error {
 	var token []byte
 	for {
-		page, err := history.ListActivities(ctx, &activitypb.ListActivitiesRequest{
-			NamespaceId: ns.ID, PageSize: countActivitiesHistoryPageSize, NextPageToken: token,
-		})
+		page, err := history.ListActivities(ctx, indexedListRequest(ns, filter, countActivitiesHistoryPageSize, token))
 		if err != nil {
 			return err
 		}
@@ -262,6 +261,28 @@ func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Na
 			return nil
 		}
 	}
+}
+
+// indexedListRequest asks history for a page of what the index filter selects: the task queue,
+// and a closed status (each is one stored status; Running is several, so it is left to the
+// query).
+func indexedListRequest(ns *namespace.Namespace, filter query.ActivityIndexFilter, pageSize int, token []byte) *activitypb.ListActivitiesRequest {
+	req := &activitypb.ListActivitiesRequest{
+		NamespaceId: ns.ID, TaskQueue: filter.TaskQueue, PageSize: int32(pageSize), NextPageToken: token,
+	}
+	switch filter.Status {
+	case enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_COMPLETED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_FAILED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_FAILED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_CANCELED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_TIMED_OUT
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_TERMINATED
+	}
+	return req
 }
 
 // TerminateActivityExecution closes a running standalone activity as TERMINATED at once: its

@@ -3,6 +3,8 @@ package query
 import (
 	"cmp"
 	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // ORDER BY and GROUP BY, for activity queries. ListActivityExecutions sorts by the ORDER BY
@@ -166,4 +168,38 @@ func compareColumn(col *column, a, b row) int {
 		return 1
 	}
 	return 0
+}
+
+// ActivityIndexFilter is what a store's indexes can select before a query is evaluated: the
+// equality conditions on TaskQueue and ExecutionStatus that every match must meet (terms of
+// the query's top-level AND). Empty fields select everything. The query is still evaluated on
+// what the index returns.
+type ActivityIndexFilter struct {
+	TaskQueue string
+	Status    enumspb.ActivityExecutionStatus
+}
+
+// IndexFilter returns the query's ActivityIndexFilter.
+func (q *Query) IndexFilter() ActivityIndexFilter {
+	var f ActivityIndexFilter
+	if q == nil || q.root == nil || !q.sch.activities {
+		return f
+	}
+	terms := []node{q.root}
+	if and, ok := q.root.(andNode); ok {
+		terms = and
+	}
+	for _, term := range terms {
+		switch n := term.(type) {
+		case *stringCompare:
+			if n.op == "=" && n.col.value == nil && n.col.name == "TaskQueue" {
+				f.TaskQueue = n.value
+			}
+		case *statusIn:
+			if !n.not && len(n.values) == 1 {
+				f.Status = enumspb.ActivityExecutionStatus(n.values[0])
+			}
+		}
+	}
+	return f
 }

@@ -147,3 +147,24 @@ func TestActivityQueryErrorsOnCustomSearchAttributes(t *testing.T) {
 	_, err := Parse(`ORDER BY StartTime`)
 	require.ErrorContains(t, err, "ORDER BY is not supported")
 }
+
+func TestActivityIndexFilter(t *testing.T) {
+	t.Parallel()
+	for query, want := range map[string]ActivityIndexFilter{
+		``:                {},
+		`TaskQueue = "q"`: {TaskQueue: "q"},
+		`TaskQueue = "q" AND Status = "Completed" AND Amount > 1`: {TaskQueue: "q", Status: enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED},
+		`ExecutionStatus IN ("Failed")`:                           {Status: enumspb.ACTIVITY_EXECUTION_STATUS_FAILED},
+		`TaskQueue = "q" OR Status = "Completed"`:                 {},
+		`TaskQueue != "q"`:                                        {},
+		`Status NOT IN ("Completed")`:                             {},
+		`Status IN ("Completed", "Failed")`:                       {},
+		`(TaskQueue = "q")`:                                       {TaskQueue: "q"},
+		`TaskQueue STARTS_WITH "q"`:                               {},
+		`TaskQueue = "q" ORDER BY StartTime`:                      {TaskQueue: "q"},
+	} {
+		q, err := ParseActivitiesWith(query, testCustom)
+		require.NoError(t, err, query)
+		require.Equal(t, want, q.IndexFilter(), query)
+	}
+}

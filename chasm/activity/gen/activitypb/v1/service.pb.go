@@ -1364,6 +1364,9 @@ type ListActivitiesRequest struct {
 	Status        ActivityStatus `protobuf:"varint,2,opt,name=status,proto3,enum=vigil.activity.v1.ActivityStatus" json:"status,omitempty"`
 	PageSize      int32          `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	NextPageToken []byte         `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Only activities of this task queue; empty: every task queue. Both filters use the
+	// store's indexes.
+	TaskQueue     string `protobuf:"bytes,10,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1424,6 +1427,13 @@ func (x *ListActivitiesRequest) GetNextPageToken() []byte {
 		return x.NextPageToken
 	}
 	return nil
+}
+
+func (x *ListActivitiesRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
 }
 
 type ListedActivity struct {
@@ -2429,12 +2439,15 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bidentity\x18\x06 \x01(\tR\bidentity\"\x1f\n" +
-	"\x1dRequestCancelActivityResponse\"\xba\x01\n" +
+	"\x1dRequestCancelActivityResponse\"\xd9\x01\n" +
 	"\x15ListActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x129\n" +
 	"\x06status\x18\x02 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x80\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\n" +
+	" \x01(\tR\ttaskQueue\"\x80\x01\n" +
 	"\x0eListedActivity\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\tR\n" +
 	"activityId\x12\x15\n" +
