@@ -53,7 +53,6 @@ var activitySystem = map[string]enumspb.IndexedValueType{
 	"ExecutionStatus":   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	"StartTime":         enumspb.INDEXED_VALUE_TYPE_DATETIME,
 	"CloseTime":         enumspb.INDEXED_VALUE_TYPE_DATETIME,
-	"ExecutionDuration": enumspb.INDEXED_VALUE_TYPE_INT,
 	"WorkerInstanceKey": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
@@ -63,7 +62,7 @@ var activitySystem = map[string]enumspb.IndexedValueType{
 var temporalSystem = []string{
 	"NamespaceId", "WorkflowId", "WorkflowType", "ExecutionTime", "HistoryLength", "HistorySizeBytes",
 	"StateTransitionCount", "ParentWorkflowId", "ParentRunId", "RootWorkflowId", "RootRunId",
-	"BinaryChecksums", "BuildIds", "BatcherNamespace", "BatcherUser", "Status",
+	"BinaryChecksums", "BuildIds", "BatcherNamespace", "BatcherUser", "ExecutionDuration", "Status",
 }
 
 // System returns the system search attributes vigil fills (a copy).
