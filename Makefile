@@ -12,19 +12,27 @@ RACE          ?= -race
 # test's.
 GOTESTSUM     ?= $(GO) run gotest.tools/gotestsum@v1.13.0
 TEST_FORMAT   ?= pkgname-and-test-fails
+# The build's identity, stamped into common/buildinfo (vigil --version, the log at start, the
+# vigil_build_info metric).
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT        ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO     := github.com/vigilhq/vigil/common/buildinfo
+GO_LDFLAGS    ?= -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
 
-.PHONY: all build run test test-short metrics-doc proto proto-check mocks mocks-check lint fmt tidy clean
+.PHONY: all build run test test-short metrics-doc cli-doc proto proto-check mocks mocks-check lint fmt tidy clean
 
 all: build
 
 build:
 	@echo "== building $(BIN_DIR)/vigil (go build ./cmd/vigil; the first build compiles every dependency, a minute or two)"
-	$(GO) build -o $(BIN_DIR)/vigil ./cmd/vigil
+	$(GO) build -ldflags "$(GO_LDFLAGS)" -o $(BIN_DIR)/vigil ./cmd/vigil
 
-# Runs the server with its defaults (127.0.0.1:7233, data under ~/.local/share/vigil).
+# Runs the server with its defaults (127.0.0.1:7233, data under ~/.local/share/vigil), logging
+# for a person to read; ARGS="--log-format json" for JSON lines.
 run: build
-	@echo "== starting $(BIN_DIR)/vigil server start $(ARGS) (Ctrl-C stops it)"
-	./$(BIN_DIR)/vigil server start $(ARGS)
+	@echo "== starting $(BIN_DIR)/vigil server start --log-format console $(ARGS) (Ctrl-C stops it)"
+	./$(BIN_DIR)/vigil server start --log-format console $(ARGS)
 
 test:
 	@echo "== go test $(RACE) -count=1 -timeout $(TEST_TIMEOUT) ./... through gotestsum: one line per package as it finishes, counts at the end"
@@ -37,6 +45,10 @@ test-short:
 # Rewrites README.md's metrics table from the declarations (a test fails when it is stale).
 metrics-doc:
 	$(GO) run ./cmd/metricsdoc README.md
+
+# Rewrites docs/cli.md's command reference from the command tree (a test fails when it is stale).
+cli-doc:
+	$(GO) run ./cmd/vigil docs docs/cli.md
 
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.
 proto:

@@ -38,11 +38,7 @@ func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowse
 			Description: ns.Description,
 			OwnerEmail:  ns.OwnerEmail,
 			Data:        dataOrEmpty(ns.Data),
-			Capabilities: &namespacepb.NamespaceInfo_Capabilities{
-				WorkerHeartbeats:             true,
-				WorkerCommands:               true,
-				WorkerPollCompleteOnShutdown: h.pollCompleteOnShutdown,
-			},
+			Capabilities: h.namespaceCapabilities(),
 			// Zero limits: vigil enforces no blob/memo size limits beyond gRPC's.
 			Limits: &namespacepb.NamespaceInfo_Limits{},
 		},
@@ -61,6 +57,21 @@ func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowse
 		},
 		IsGlobalNamespace: false,
 		FailoverHistory:   []*replicationpb.FailoverStatus{},
+	}
+}
+
+// namespaceCapabilities are what vigil implements of a namespace's capabilities: worker
+// heartbeats and commands, completing a worker's polls at its shutdown (unless turned off), and
+// standalone activities with a start delay and the operator commands (pause, unpause, reset,
+// update options). Batch operations on activities are not served.
+func (h *WorkflowHandler) namespaceCapabilities() *namespacepb.NamespaceInfo_Capabilities {
+	return &namespacepb.NamespaceInfo_Capabilities{
+		WorkerHeartbeats:                   true,
+		WorkerCommands:                     true,
+		WorkerPollCompleteOnShutdown:       h.pollCompleteOnShutdown,
+		StandaloneActivities:               true,
+		StandaloneActivityStartDelay:       true,
+		StandaloneActivityOperatorCommands: true,
 	}
 }
 

@@ -115,14 +115,28 @@ func (h *WorkflowHandler) Stop() {
 	h.stopOnce.Do(func() { close(h.stopping) })
 }
 
-// GetSystemInfo advertises only what vigil does: Internal errors are not retryable.
+// GetSystemInfo advertises every capability vigil implements and none that it does not (the
+// SDKs switch behaviour on them, and sdk-core warns about each one missing):
+//   - internal_error_differentiation: Internal errors are not retryable, Unavailable ones are;
+//   - activity_failure_include_heartbeat: the heartbeat details a worker sends with a failure
+//     are kept and handed to the next attempt;
+//   - encoded_failure_attributes: failures are stored and returned as sent, encoded attributes
+//     included.
+//
+// The rest are workflow, schedule, Nexus and deployment features that vigil does not serve.
 func (h *WorkflowHandler) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
 	return &workflowservice.GetSystemInfoResponse{
 		ServerVersion: ServerVersion,
-		Capabilities: &workflowservice.GetSystemInfoResponse_Capabilities{
-			InternalErrorDifferentiation: true,
-		},
+		Capabilities:  systemCapabilities(),
 	}, nil
+}
+
+func systemCapabilities() *workflowservice.GetSystemInfoResponse_Capabilities {
+	return &workflowservice.GetSystemInfoResponse_Capabilities{
+		InternalErrorDifferentiation:    true,
+		ActivityFailureIncludeHeartbeat: true,
+		EncodedFailureAttributes:        true,
+	}
 }
 
 // RecordWorkerHeartbeat records every heartbeat of the request; it succeeds only if all of them

@@ -25,7 +25,11 @@ func TestGetSystemInfo(t *testing.T) {
 	resp, err := env.workflow.GetSystemInfo(context.Background(), &workflowservice.GetSystemInfoRequest{})
 	require.NoError(t, err)
 	require.Equal(t, ServerVersion, resp.GetServerVersion())
-	require.Equal(t, &workflowservice.GetSystemInfoResponse_Capabilities{InternalErrorDifferentiation: true}, resp.GetCapabilities())
+	require.Equal(t, &workflowservice.GetSystemInfoResponse_Capabilities{
+		InternalErrorDifferentiation:    true,
+		ActivityFailureIncludeHeartbeat: true,
+		EncodedFailureAttributes:        true,
+	}, resp.GetCapabilities())
 }
 
 func TestDescribeNamespace(t *testing.T) {
@@ -44,6 +48,10 @@ func TestDescribeNamespace(t *testing.T) {
 		require.True(t, info.GetCapabilities().GetWorkerCommands())
 		require.True(t, info.GetCapabilities().GetWorkerPollCompleteOnShutdown(),
 			"ShutdownWorker completes workflow and activity polls, so it is advertised by default")
+		require.True(t, info.GetCapabilities().GetStandaloneActivities())
+		require.True(t, info.GetCapabilities().GetStandaloneActivityStartDelay())
+		require.True(t, info.GetCapabilities().GetStandaloneActivityOperatorCommands())
+		require.False(t, info.GetCapabilities().GetStandaloneActivityBatchOperations(), "not served")
 	})
 
 	t.Run("PollCompletionCanBeWithdrawn", func(t *testing.T) {

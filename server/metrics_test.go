@@ -78,4 +78,16 @@ func TestMetricsEndpointMatchesTheDeclarations(t *testing.T) {
 	require.NotContains(t, body, "vigil_worker_worker_")
 	require.NotContains(t, body, "vigil_persistence_group_commit")
 	require.False(t, strings.Contains(body, "vigil_matching_matching_"))
+
+	// The build's identity, as 1 once tally has reported it (every report interval).
+	buildInfo := regexp.MustCompile(`(?m)^vigil_build_info\{build_date="[^"]+",commit="[^"]+",go_version="go[^"]+",version="[^"]+"\} 1$`)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + srv.HTTPAddress() + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		return err == nil && buildInfo.Match(raw)
+	}, 30*time.Second, 50*time.Millisecond, "vigil_build_info is exported with the build's labels")
 }

@@ -20,6 +20,7 @@ import (
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/admission"
+	"github.com/vigilhq/vigil/common/buildinfo"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/gcpacer"
 	"github.com/vigilhq/vigil/common/log"
@@ -149,6 +150,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	bi := buildinfo.Get()
+	metrics.BuildInfo.With(scope, metrics.Tag{Key: metrics.TagVersion, Value: bi.Version}, metrics.Tag{Key: metrics.TagCommit, Value: bi.Commit},
+		metrics.Tag{Key: metrics.TagBuildDate, Value: bi.Date}, metrics.Tag{Key: metrics.TagGoVersion, Value: bi.GoVersion}).Update(1)
 
 	s.app = fx.New(
 		// fx reports a failed constructor or hook in the error New, Start and Stop return
@@ -345,8 +349,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.dcFile != nil {
 		s.dcFile.Start()
 	}
+	bi := buildinfo.Get()
 	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()),
-		zap.Bool("auth", s.authEnabled))
+		zap.Bool("auth", s.authEnabled), zap.String("version", bi.Version), zap.String("commit", bi.Commit),
+		zap.String("build_date", bi.Date), zap.String("go_version", bi.GoVersion))
 	warnIfOpen(s.logger, s.authEnabled, s.frontend.Address(), s.http.Address())
 	if s.historyUnauthenticated != "" {
 		s.logger.Warn("the history port listens on a non-loopback address without a cluster secret: anyone who reaches it can change any worker; set historyServer.clusterSecretFile on every host",

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,10 +47,33 @@ func TestSDKWorkerProcess(t *testing.T) {
 		Logger:                  quietLogger{},
 	})
 	require.NoError(t, err)
+	identity := os.Getenv(envWorkerIdentity)
 	w := sdkworker.New(c, os.Getenv(envWorkerTaskQueue), sdkworker.Options{})
 	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
+	// work is the activity of tests/testdata/typescript/worker.js, with the same JSON lines: it
+	// blocks, heartbeating, when blockOn names this worker or is "*", and otherwise returns.
+	emit := func(v map[string]any) {
+		line, _ := json.Marshal(v)
+		fmt.Println(string(line))
+	}
+	w.RegisterActivityWithOptions(func(ctx context.Context, blockOn string) (string, error) {
+		info := activity.GetInfo(ctx)
+		emit(map[string]any{"event": "started", "id": info.ActivityID, "attempt": info.Attempt, "worker": identity})
+		if blockOn != identity && blockOn != "*" {
+			return "done by " + identity, nil
+		}
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}, activity.RegisterOptions{Name: "work"})
 	require.NoError(t, w.Start())
 	fmt.Println("worker started")
+	emit(map[string]any{"event": "ready"})
 	select {} // until killed
 }
 

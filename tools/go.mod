@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/jhump/protoreflect v1.19.0
-	go.temporal.io/api v1.64.1
+	go.temporal.io/api v1.64.3
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -6,6 +6,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 )
@@ -28,9 +29,9 @@ func ToPollActivityTaskQueueResponse(r *activitypb.RecordActivityTaskStartedResp
 		CurrentAttemptScheduledTime: r.GetCurrentAttemptScheduledTime(),
 		StartedTime:                 r.GetStartedTime(),
 		Attempt:                     r.GetAttempt(),
-		ScheduleToCloseTimeout:      r.GetScheduleToCloseTimeout(),
-		StartToCloseTimeout:         r.GetStartToCloseTimeout(),
-		HeartbeatTimeout:            r.GetHeartbeatTimeout(),
+		ScheduleToCloseTimeout:      wireDuration(r.GetScheduleToCloseTimeout()),
+		StartToCloseTimeout:         wireDuration(r.GetStartToCloseTimeout()),
+		HeartbeatTimeout:            wireDuration(r.GetHeartbeatTimeout()),
 		RetryPolicy:                 r.GetRetryPolicy(),
 		Priority:                    r.GetPriority(),
 	}
@@ -53,27 +54,33 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		ActivityId: activityID,
 		RunId:      runID,
 		// Never nil: the SDK's ActivityHandle.Describe reads its fields without a nil check.
-		SearchAttributes:       &commonpb.SearchAttributes{},
-		ActivityType:           s.GetActivityType(),
-		TaskQueue:              s.GetTaskQueue(),
-		ScheduleToCloseTimeout: s.GetScheduleToCloseTimeout(),
-		ScheduleToStartTimeout: s.GetScheduleToStartTimeout(),
-		StartToCloseTimeout:    s.GetStartToCloseTimeout(),
-		HeartbeatTimeout:       s.GetHeartbeatTimeout(),
-		RetryPolicy:            s.GetRetryPolicy(),
-		HeartbeatDetails:       s.GetHeartbeatDetails(),
-		LastHeartbeatTime:      s.GetLastHeartbeatTime(),
-		LastStartedTime:        s.GetStartedTime(),
-		Attempt:                s.GetAttempt(),
-		ScheduleTime:           s.GetScheduleTime(),
-		ExpirationTime:         s.GetExpirationTime(),
-		CloseTime:              s.GetCloseTime(),
-		LastFailure:            s.GetLastFailure(),
-		LastWorkerIdentity:     s.GetWorkerIdentity(),
-		Header:                 s.GetHeader(),
-		Priority:               s.GetPriority(),
-		CanceledReason:         s.GetCancelReason(),
-		TotalHeartbeatCount:    s.GetTotalHeartbeatCount(),
+		SearchAttributes:        &commonpb.SearchAttributes{},
+		ActivityType:            s.GetActivityType(),
+		TaskQueue:               s.GetTaskQueue(),
+		ScheduleToCloseTimeout:  wireDuration(s.GetScheduleToCloseTimeout()),
+		ScheduleToStartTimeout:  wireDuration(s.GetScheduleToStartTimeout()),
+		StartToCloseTimeout:     wireDuration(s.GetStartToCloseTimeout()),
+		HeartbeatTimeout:        wireDuration(s.GetHeartbeatTimeout()),
+		RetryPolicy:             s.GetRetryPolicy(),
+		HeartbeatDetails:        s.GetHeartbeatDetails(),
+		LastHeartbeatTime:       s.GetLastHeartbeatTime(),
+		LastStartedTime:         s.GetStartedTime(),
+		Attempt:                 s.GetAttempt(),
+		ScheduleTime:            s.GetScheduleTime(),
+		ExpirationTime:          s.GetExpirationTime(),
+		CloseTime:               s.GetCloseTime(),
+		LastFailure:             s.GetLastFailure(),
+		LastWorkerIdentity:      s.GetWorkerIdentity(),
+		Header:                  s.GetHeader(),
+		Priority:                s.GetPriority(),
+		CanceledReason:          s.GetCancelReason(),
+		TotalHeartbeatCount:     s.GetTotalHeartbeatCount(),
+		LastAttemptCompleteTime: s.GetLastAttemptCompleteTime(),
+		StartDelay:              s.GetStartDelay(),
+	}
+	if s.GetScheduleTime() != nil {
+		// When the first attempt was due: the start delay after the start.
+		info.ExecutionTime = timestamppb.New(s.GetScheduleTime().AsTime().Add(s.GetStartDelay().AsDuration()))
 	}
 	if s.GetCloseTime() != nil && s.GetScheduleTime() != nil {
 		info.ExecutionDuration = durationpb.New(s.GetCloseTime().AsTime().Sub(s.GetScheduleTime().AsTime()))
@@ -95,6 +102,9 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		}
 		if s.GetStatus() == statusScheduled && s.GetDispatchedStamp() < s.GetStamp() && s.GetAttemptScheduledTime() != nil {
 			info.NextAttemptScheduleTime = s.GetAttemptScheduledTime()
+		}
+		if s.GetStatus() == statusScheduled {
+			info.CurrentRetryInterval = s.GetCurrentRetryInterval()
 		}
 	case statusCompleted:
 		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm"
@@ -155,10 +154,8 @@ func startOptions(req *activitypb.StartActivityRequest) chasm.StartOptions {
 	return opts
 }
 
-// normalizeStart validates a start and fills the defaults Temporal applies: start-to-close
-// defaults to (and is capped by) schedule-to-close, which the SDK needs to be > 0;
-// schedule-to-start and heartbeat are capped likewise; the retry policy gets Temporal's
-// defaults.
+// normalizeStart validates a start and fills the defaults Temporal applies to a standalone
+// activity: the timeouts of normalizeTimeouts and the retry policy's defaults.
 func normalizeStart(req *activitypb.StartActivityRequest) (*activitypb.StartActivityRequest, time.Duration, error) {
 	switch {
 	case req.GetNamespaceId() == "" || req.GetNamespace() == "":
@@ -170,52 +167,25 @@ func normalizeStart(req *activitypb.StartActivityRequest) (*activitypb.StartActi
 	case req.GetTaskQueue() == "":
 		return nil, 0, invalidArgument("task_queue is required")
 	}
-	durations := map[string]*durationpb.Duration{
-		"schedule_to_close_timeout": req.GetScheduleToCloseTimeout(),
-		"schedule_to_start_timeout": req.GetScheduleToStartTimeout(),
-		"start_to_close_timeout":    req.GetStartToCloseTimeout(),
-		"heartbeat_timeout":         req.GetHeartbeatTimeout(),
-		"start_delay":               req.GetStartDelay(),
+	if d := req.GetStartDelay(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+		return nil, 0, invalidArgument("start_delay must be a valid, non-negative duration")
 	}
-	for name, d := range durations {
-		if d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return nil, 0, invalidArgument("%s must be a valid, non-negative duration", name)
-		}
+	t, err := normalizeTimeouts(req.GetScheduleToCloseTimeout(), req.GetScheduleToStartTimeout(),
+		req.GetStartToCloseTimeout(), req.GetHeartbeatTimeout())
+	if err != nil {
+		return nil, 0, err
 	}
-	s2c := req.GetScheduleToCloseTimeout().AsDuration()
-	s2s := req.GetScheduleToStartTimeout().AsDuration()
-	st2c := req.GetStartToCloseTimeout().AsDuration()
-	hb := req.GetHeartbeatTimeout().AsDuration()
-	if s2c <= 0 && st2c <= 0 {
-		return nil, 0, invalidArgument("schedule_to_close_timeout or start_to_close_timeout must be set")
-	}
-	if s2c > 0 {
-		if st2c <= 0 || st2c > s2c {
-			st2c = s2c
-		}
-		if s2s <= 0 || s2s > s2c {
-			s2s = s2c
-		}
-	}
-	hb = min(hb, st2c)
 	policy, err := normalizeRetryPolicy(req.GetRetryPolicy())
 	if err != nil {
 		return nil, 0, err
 	}
 	out := proto.Clone(req).(*activitypb.StartActivityRequest)
-	out.ScheduleToCloseTimeout = durationOrNil(s2c)
-	out.ScheduleToStartTimeout = durationOrNil(s2s)
-	out.StartToCloseTimeout = durationpb.New(st2c)
-	out.HeartbeatTimeout = durationOrNil(hb)
+	out.ScheduleToCloseTimeout = t.scheduleToClose
+	out.ScheduleToStartTimeout = t.scheduleToStart
+	out.StartToCloseTimeout = t.startToClose
+	out.HeartbeatTimeout = t.heartbeat
 	out.RetryPolicy = policy
 	return out, req.GetStartDelay().AsDuration(), nil
-}
-
-func durationOrNil(d time.Duration) *durationpb.Duration {
-	if d <= 0 {
-		return nil
-	}
-	return durationpb.New(d)
 }
 
 // RecordActivityTaskStarted gives the attempt a matching task names to the poll that got it.

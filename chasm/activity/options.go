@@ -10,7 +10,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -40,10 +39,10 @@ func applyOptionsUpdated(a *Activity, ctx chasm.MutableContext, ev EventOptionsU
 	now := ctx.Now()
 	oldS2C := a.ScheduleToCloseTimeout.AsDuration()
 	a.TaskQueue = o.GetTaskQueue().GetName()
-	a.ScheduleToCloseTimeout = durationOrNil(o.GetScheduleToCloseTimeout().AsDuration())
-	a.ScheduleToStartTimeout = durationOrNil(o.GetScheduleToStartTimeout().AsDuration())
+	a.ScheduleToCloseTimeout = o.GetScheduleToCloseTimeout()
+	a.ScheduleToStartTimeout = o.GetScheduleToStartTimeout()
 	a.StartToCloseTimeout = o.GetStartToCloseTimeout()
-	a.HeartbeatTimeout = durationOrNil(o.GetHeartbeatTimeout().AsDuration())
+	a.HeartbeatTimeout = o.GetHeartbeatTimeout()
 	a.RetryPolicy = o.GetRetryPolicy()
 	a.Priority = o.GetPriority()
 
@@ -103,10 +102,10 @@ func updateOptions(a *Activity, ctx chasm.MutableContext, o *activityv1.Activity
 func currentOptions(a *Activity) *activityv1.ActivityOptions {
 	return &activityv1.ActivityOptions{
 		TaskQueue:              &taskqueuepb.TaskQueue{Name: a.TaskQueue},
-		ScheduleToCloseTimeout: a.ScheduleToCloseTimeout,
-		ScheduleToStartTimeout: a.ScheduleToStartTimeout,
-		StartToCloseTimeout:    a.StartToCloseTimeout,
-		HeartbeatTimeout:       a.HeartbeatTimeout,
+		ScheduleToCloseTimeout: wireDuration(a.ScheduleToCloseTimeout),
+		ScheduleToStartTimeout: wireDuration(a.ScheduleToStartTimeout),
+		StartToCloseTimeout:    wireDuration(a.StartToCloseTimeout),
+		HeartbeatTimeout:       wireDuration(a.HeartbeatTimeout),
 		RetryPolicy:            a.RetryPolicy,
 		Priority:               a.Priority,
 	}
@@ -203,43 +202,21 @@ func normalizeOptions(o *activityv1.ActivityOptions) (*activityv1.ActivityOption
 	if o.GetTaskQueue().GetName() == "" {
 		return nil, invalidArgument("task_queue.name must not be empty")
 	}
-	durations := map[string]*durationpb.Duration{
-		"schedule_to_close_timeout": o.GetScheduleToCloseTimeout(),
-		"schedule_to_start_timeout": o.GetScheduleToStartTimeout(),
-		"start_to_close_timeout":    o.GetStartToCloseTimeout(),
-		"heartbeat_timeout":         o.GetHeartbeatTimeout(),
+	t, err := normalizeTimeouts(o.GetScheduleToCloseTimeout(), o.GetScheduleToStartTimeout(),
+		o.GetStartToCloseTimeout(), o.GetHeartbeatTimeout())
+	if err != nil {
+		return nil, err
 	}
-	for name, d := range durations {
-		if d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return nil, invalidArgument("%s must be a valid, non-negative duration", name)
-		}
-	}
-	s2c := o.GetScheduleToCloseTimeout().AsDuration()
-	s2s := o.GetScheduleToStartTimeout().AsDuration()
-	st2c := o.GetStartToCloseTimeout().AsDuration()
-	hb := o.GetHeartbeatTimeout().AsDuration()
-	if s2c <= 0 && st2c <= 0 {
-		return nil, invalidArgument("schedule_to_close_timeout or start_to_close_timeout must be set")
-	}
-	if s2c > 0 {
-		if st2c <= 0 || st2c > s2c {
-			st2c = s2c
-		}
-		if s2s <= 0 || s2s > s2c {
-			s2s = s2c
-		}
-	}
-	hb = min(hb, st2c)
 	policy, err := normalizeRetryPolicy(o.GetRetryPolicy())
 	if err != nil {
 		return nil, err
 	}
 	return &activityv1.ActivityOptions{
 		TaskQueue:              &taskqueuepb.TaskQueue{Name: o.GetTaskQueue().GetName()},
-		ScheduleToCloseTimeout: durationOrNil(s2c),
-		ScheduleToStartTimeout: durationOrNil(s2s),
-		StartToCloseTimeout:    durationpb.New(st2c),
-		HeartbeatTimeout:       durationOrNil(hb),
+		ScheduleToCloseTimeout: t.scheduleToClose,
+		ScheduleToStartTimeout: t.scheduleToStart,
+		StartToCloseTimeout:    t.startToClose,
+		HeartbeatTimeout:       t.heartbeat,
 		RetryPolicy:            policy,
 		Priority:               o.GetPriority(),
 	}, nil

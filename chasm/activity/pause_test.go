@@ -337,7 +337,8 @@ func TestUpdateOptionsOfWaitingActivity(t *testing.T) {
 		NamespaceId: testNamespaceID, ActivityId: "a1", RestoreOriginal: true})
 	require.NoError(t, err)
 	require.Equal(t, testTaskQueue, restored.Options.GetTaskQueue().GetName())
-	require.Nil(t, restored.Options.GetHeartbeatTimeout())
+	require.NotNil(t, restored.Options.GetHeartbeatTimeout(), "an unset timeout is a zero duration, as in Temporal")
+	require.Zero(t, restored.Options.GetHeartbeatTimeout().AsDuration())
 }
 
 func TestUpdateOptionsMovesRunningAttemptsTimers(t *testing.T) {

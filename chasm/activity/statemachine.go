@@ -153,6 +153,9 @@ var (
 			a.SearchAttributes = req.GetSearchAttributes()
 			a.UserMetadata = req.GetUserMetadata()
 			a.ScheduleTime = timestamppb.New(now)
+			if ev.StartDelay > 0 {
+				a.StartDelay = durationpb.New(ev.StartDelay)
+			}
 			first := now.Add(ev.StartDelay)
 			if s2c := a.ScheduleToCloseTimeout.AsDuration(); s2c > 0 {
 				expiration := first.Add(s2c)
@@ -181,6 +184,7 @@ var (
 			}
 			a.TaskToken = token
 			a.StartedTime = timestamppb.New(now)
+			a.CurrentRetryInterval = nil
 			a.WorkerIdentity = ev.Identity
 			a.WorkerInstanceKey = ev.WorkerInstanceKey
 			a.WorkerControlTaskQueue = ev.ControlQueue
@@ -232,6 +236,7 @@ var (
 		func(a *Activity, ctx chasm.MutableContext, ev EventAttemptFailed) error {
 			endAttempt(a, ctx)
 			a.LastFailure = ev.Failure
+			a.CurrentRetryInterval = durationpb.New(ev.Retry)
 			a.Attempt++
 			a.RescheduledTime = nil
 			scheduleAttempt(a, ctx, ctx.Now().Add(ev.Retry))
@@ -429,6 +434,7 @@ func detectedTime(detected, now time.Time) time.Time {
 // unbound, so that worker's later death does not name it (it would be refused as stale
 // anyway; this keeps the worker's record true).
 func endAttempt(a *Activity, ctx chasm.MutableContext) {
+	a.LastAttemptCompleteTime = timestamppb.New(ctx.Now())
 	if a.BoundStamp != a.Stamp || a.WorkerInstanceKey == "" {
 		return
 	}

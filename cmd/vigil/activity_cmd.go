@@ -2,88 +2,139 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	activitypb "go.temporal.io/api/activity/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/frontend/query"
 )
 
-const activityUsage = `usage: vigil activity list [--query Q]
-       vigil activity describe ACTIVITY_ID [--run-id ID] [--output table|json]
-       vigil activity cancel ACTIVITY_ID [--run-id ID] [--reason R]
-       vigil activity terminate ACTIVITY_ID [--run-id ID] [--reason R]`
-
-// activityCmd runs `vigil activity list|describe|cancel|terminate`.
-func activityCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return activityList(args[1:], stdout, stderr)
-		case "describe":
-			return activityDescribe(args[1:], stdout, stderr)
-		case "cancel":
-			return activityCancel(args[1:], stdout, stderr)
-		case "terminate":
-			return activityTerminate(args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintln(stderr, activityUsage)
-	return 2
+func newActivityCmd(out *outputFlags) *cobra.Command {
+	cf := newClientFlags()
+	g := newGroup("activity", "List, describe, cancel and terminate standalone activities",
+		newActivityListCmd(cf, out), newActivityDescribeCmd(cf, out),
+		newActivityRunCmd(cf, "cancel", "Request a standalone activity's cancellation",
+			"Request a standalone activity's cancellation: a waiting activity is canceled at once, a\nrunning one when its worker acknowledges.",
+			"why; the worker sees it",
+			func(ctx context.Context, c *clients, id, runID, reason string) (string, error) {
+				_, err := c.workflow.RequestCancelActivityExecution(ctx, &workflowservice.RequestCancelActivityExecutionRequest{
+					Namespace: c.ns, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
+					RequestId: uuid.NewString(),
+				})
+				return fmt.Sprintf("cancellation of activity %s requested", id), err
+			}),
+		newActivityRunCmd(cf, "terminate", "Terminate a standalone activity at once",
+			"Terminate a standalone activity at once; its worker's late result is refused.",
+			"why; recorded in the activity's outcome",
+			func(ctx context.Context, c *clients, id, runID, reason string) (string, error) {
+				_, err := c.workflow.TerminateActivityExecution(ctx, &workflowservice.TerminateActivityExecutionRequest{
+					Namespace: c.ns, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
+				})
+				return fmt.Sprintf("activity %s terminated", id), err
+			}),
+	)
+	cf.register(g)
+	return g
 }
 
-func activityDescribe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil activity describe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	runID := fs.String("run-id", "", "the run to describe (default: the latest)")
-	output := fs.String("output", "table", "table or json")
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
+func newActivityListCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var q string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List standalone activities",
+		Long: `List the namespace's standalone activities, optionally filtered by a query over the
+columns ` + fmt.Sprint(query.ActivityColumns()) + `.
+With -o json, jsonl or yaml: the ActivityExecutionListInfo records.`,
+		Example: `  vigil activity list
+  vigil activity list --query 'ExecutionStatus = "Running" AND TaskQueue = "payments"' -o jsonl`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var items []*activitypb.ActivityExecutionListInfo
+			var token []byte
+			for {
+				ctx, cancel := cf.callContext(cmd.Context())
+				resp, err := c.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
+					Namespace: c.ns, Query: q, PageSize: 500, NextPageToken: token,
+				})
+				cancel()
+				if err != nil {
+					return err
+				}
+				items = append(items, resp.GetExecutions()...)
+				if token = resp.GetNextPageToken(); len(token) == 0 {
+					break
+				}
+			}
+			return list(p, items, []string{"ACTIVITY ID", "RUN ID", "TYPE", "TASK QUEUE", "STATUS", "SCHEDULED", "CLOSED"},
+				func(a *activitypb.ActivityExecutionListInfo) []string {
+					return []string{a.GetActivityId(), a.GetRunId(), a.GetActivityType().GetName(), a.GetTaskQueue(),
+						query.ActivityStatusName(a.GetStatus()), timestamp(a.GetScheduleTime(), a.ScheduleTime != nil),
+						orDash(timestamp(a.GetCloseTime(), a.CloseTime != nil))}
+				})
+		}),
 	}
-	if fs.NArg() != 1 || (*output != "table" && *output != "json") {
-		fmt.Fprintln(stderr, "usage: vigil activity describe ACTIVITY_ID [--run-id ID] [--output table|json] [--namespace NS] [--address HOST:PORT]")
-		return 2
+	cmd.Flags().StringVar(&q, "query", "", "only activities matching this query")
+	return cmd
+}
+
+func newActivityDescribeCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var runID string
+	cmd := &cobra.Command{
+		Use:   "describe ACTIVITY_ID",
+		Short: "Show a standalone activity (state, attempt, worker, options)",
+		Long: `Show a standalone activity: status, run state, attempt, its last worker, times, timeouts,
+retry policy, last failure and outcome. With -o json, jsonl or yaml: the
+DescribeActivityExecutionResponse, heartbeat details, last failure and outcome included.`,
+		Example: `  vigil activity describe order-42
+  vigil activity describe order-42 -o json`,
+		Args:              exactArgs("ACTIVITY_ID"),
+		ValidArgsFunction: completeActivityIDs(cf, false),
+		RunE: runner(func(cmd *cobra.Command, args []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.workflow.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
+				Namespace: c.ns, ActivityId: args[0], RunId: runID,
+				IncludeHeartbeatDetails: true, IncludeLastFailure: true, IncludeOutcome: true,
+			})
+			if err != nil {
+				return err
+			}
+			return p.object(resp, func(io.Writer) error { return p.writeTable(activityTable(resp)) })
+		}),
 	}
-	conn, err := cf.conn()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := workflowservice.NewWorkflowServiceClient(conn).DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
-		Namespace: *cf.namespace, ActivityId: fs.Arg(0), RunId: *runID,
-		IncludeHeartbeatDetails: true, IncludeLastFailure: true, IncludeOutcome: true,
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	if *output == "json" {
-		b, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp)
-		if err != nil {
-			fmt.Fprintln(stderr, "vigil:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, string(b))
-		return 0
-	}
+	cmd.Flags().StringVar(&runID, "run-id", "", "the run to describe (default: the latest)")
+	return cmd
+}
+
+// activityTable is a described activity as NAME VALUE rows.
+func activityTable(resp *workflowservice.DescribeActivityExecutionResponse) *table {
 	info := resp.GetInfo()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	row := func(name, value string) {
-		if value != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", name, value)
-		}
-	}
+	t := &table{}
+	row := t.field
 	when := func(ts interface{ AsTime() time.Time }, set bool) string {
 		if !set {
 			return ""
@@ -137,107 +188,38 @@ func activityDescribe(args []string, stdout, stderr io.Writer) int {
 			row("Outcome", fmt.Sprintf("result (%d payloads)", len(o.GetResult().GetPayloads())))
 		}
 	}
-	_ = tw.Flush()
-	return 0
+	return t
 }
 
-func activityCancel(args []string, stdout, stderr io.Writer) int {
-	return activityRunCommand("cancel", "why; the worker sees it", args, stdout, stderr,
-		func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error) {
-			_, err := c.RequestCancelActivityExecution(ctx, &workflowservice.RequestCancelActivityExecutionRequest{
-				Namespace: namespace, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
-				RequestId: uuid.NewString(),
-			})
-			// A waiting activity is canceled at once; a running one when its worker acknowledges.
-			return fmt.Sprintf("cancellation of activity %s requested", id), err
-		})
-}
-
-// activityRunCommand runs a command on one run of an activity (ID, --run-id, --reason) and
-// prints what call answers.
-func activityRunCommand(verb, reasonHelp string, args []string, stdout, stderr io.Writer,
-	call func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error),
-) int {
-	fs := flag.NewFlagSet("vigil activity "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	runID := fs.String("run-id", "", "the run to "+verb+" (default: the latest)")
-	reason := fs.String("reason", "", reasonHelp)
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "usage: vigil activity %s ACTIVITY_ID [--run-id ID] [--reason R] [--namespace NS] [--address HOST:PORT]\n", verb)
-		return 2
-	}
-	conn, err := cf.conn()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done, err := call(ctx, workflowservice.NewWorkflowServiceClient(conn), *cf.namespace, fs.Arg(0), *runID, *reason)
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, done)
-	return 0
-}
-
-func activityList(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil activity list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	q := fs.String("query", "", "only activities matching this query; columns: "+fmt.Sprint(query.ActivityColumns()))
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	conn, err := cf.conn()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer func() { _ = conn.Close() }()
-	client := workflowservice.NewWorkflowServiceClient(conn)
-
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTIVITY ID\tRUN ID\tTYPE\tTASK QUEUE\tSTATUS\tSCHEDULED\tCLOSED")
-	var token []byte
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := client.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
-			Namespace: *cf.namespace, Query: *q, PageSize: 500, NextPageToken: token,
-		})
-		cancel()
-		if err != nil {
-			fmt.Fprintln(stderr, "vigil:", err)
-			return 1
-		}
-		for _, a := range resp.GetExecutions() {
-			closed := "-"
-			if a.GetCloseTime() != nil {
-				closed = a.GetCloseTime().AsTime().Format(time.RFC3339)
+// newActivityRunCmd makes a command that acts on one run of an activity (ID, --run-id,
+// --reason) and prints what call answers.
+func newActivityRunCmd(cf *clientFlags, verb, short, long, reasonHelp string,
+	call func(ctx context.Context, c *clients, id, runID, reason string) (string, error),
+) *cobra.Command {
+	var runID, reason string
+	cmd := &cobra.Command{
+		Use:               verb + " ACTIVITY_ID",
+		Short:             short,
+		Long:              long,
+		Args:              exactArgs("ACTIVITY_ID"),
+		ValidArgsFunction: completeActivityIDs(cf, true),
+		RunE: runner(func(cmd *cobra.Command, args []string) error {
+			c, err := cf.dial()
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetActivityId(), a.GetRunId(), a.GetActivityType().GetName(),
-				a.GetTaskQueue(), query.ActivityStatusName(a.GetStatus()), a.GetScheduleTime().AsTime().Format(time.RFC3339), closed)
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
-		}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			done, err := call(ctx, c, args[0], runID, reason)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), done)
+			return err
+		}),
 	}
-	_ = tw.Flush()
-	return 0
-}
-
-func activityTerminate(args []string, stdout, stderr io.Writer) int {
-	return activityRunCommand("terminate", "why; recorded in the activity's outcome", args, stdout, stderr,
-		func(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, id, runID, reason string) (string, error) {
-			_, err := c.TerminateActivityExecution(ctx, &workflowservice.TerminateActivityExecutionRequest{
-				Namespace: namespace, ActivityId: id, RunId: runID, Reason: reason, Identity: "vigil-cli",
-			})
-			return fmt.Sprintf("activity %s terminated", id), err
-		})
+	cmd.Flags().StringVar(&runID, "run-id", "", "the run to "+verb+" (default: the latest)")
+	cmd.Flags().StringVar(&reason, "reason", "", reasonHelp)
+	return cmd
 }

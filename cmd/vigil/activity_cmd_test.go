@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"gopkg.in/yaml.v3"
 
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
@@ -49,6 +50,33 @@ func TestActivityCommands(t *testing.T) {
 	require.Contains(t, stdout, "Terminated")
 	require.Contains(t, stdout, "Running")
 
+	// The same activities as JSON, JSON lines and YAML.
+	code, stdout, stderr = vigil("activity", "list", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var listed []struct {
+		ActivityID string `json:"activityId" yaml:"activityId"`
+		Status     string `json:"status" yaml:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &listed), stdout)
+	require.Len(t, listed, 2)
+	statuses := map[string]string{}
+	for _, a := range listed {
+		statuses[a.ActivityID] = a.Status
+	}
+	require.Equal(t, map[string]string{"pay-1": "ACTIVITY_EXECUTION_STATUS_TERMINATED", "pay-2": "ACTIVITY_EXECUTION_STATUS_RUNNING"}, statuses)
+	code, stdout, stderr = vigil("activity", "list", "-o", "jsonl", "--query", `ActivityId = "pay-1"`)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 1, strings.Count(stdout, "\n"), stdout)
+	require.Contains(t, stdout, `"activityId":"pay-1"`)
+	code, stdout, stderr = vigil("activity", "list", "-o", "yaml")
+	require.Equal(t, 0, code, stderr)
+	listed = nil
+	require.NoError(t, yaml.Unmarshal([]byte(stdout), &listed), stdout)
+	require.Len(t, listed, 2)
+	code, stdout, _ = vigil("activity", "list", "--no-header")
+	require.Equal(t, 0, code)
+	require.Len(t, strings.Split(strings.TrimSpace(stdout), "\n"), 2, stdout)
+
 	code, stdout, stderr = vigil("activity", "list", "--query", `ExecutionStatus = "Running"`)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "pay-2")
@@ -77,6 +105,14 @@ func TestActivityCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &described), stdout)
 	require.Equal(t, "pay-2", described.Info.ActivityID)
 	require.Equal(t, "PENDING_ACTIVITY_STATE_SCHEDULED", described.Info.RunState)
+	code, stdout, stderr = vigil("activity", "describe", "-o", "jsonl", "pay-2")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 1, strings.Count(stdout, "\n"), stdout)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &described), stdout)
+	require.Equal(t, "pay-2", described.Info.ActivityID)
+	code, stdout, stderr = vigil("activity", "describe", "pay-2", "-o", "yaml")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `(?m)^info:\n  activityId: pay-2\n`, stdout)
 
 	// Cancel: a waiting activity is canceled at once.
 	code, stdout, stderr = vigil("activity", "cancel", "pay-2", "--reason", "not needed")
@@ -92,4 +128,7 @@ func TestActivityCommands(t *testing.T) {
 	require.Contains(t, stderr, "not found")
 	code, _, _ = vigil("activity", "cancel")
 	require.Equal(t, 2, code)
+	code, _, stderr = vigil("activity", "terminate", "a", "b")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `unexpected argument "b"`)
 }

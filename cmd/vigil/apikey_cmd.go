@@ -1,159 +1,157 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
+
+	"github.com/spf13/cobra"
 
 	adminpb "github.com/vigilhq/vigil/api/gen/adminpb/v1"
 )
 
-// apikeyCmd runs `vigil apikey create|list|revoke`.
-func apikeyCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "vigil apikey: want create, list or revoke")
-		return 2
-	}
-	switch args[0] {
-	case "create":
-		return apikeyCreate(args[1:], stdout, stderr)
-	case "list":
-		return apikeyList(args[1:], stdout, stderr)
-	case "revoke":
-		return apikeyRevoke(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "vigil apikey: unknown command %q (want create, list or revoke)\n", args[0])
-	return 2
+func newAPIKeyCmd(out *outputFlags) *cobra.Command {
+	cf := newClientFlags()
+	g := newGroup("apikey", "Create, list and revoke API keys",
+		newAPIKeyCreateCmd(cf, out), newAPIKeyListCmd(cf, out), newAPIKeyRevokeCmd(cf))
+	cf.register(g)
+	return g
 }
 
-func apikeyCreate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil apikey create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	role := fs.String("role", "", "roles of the key, comma-separated: worker, reader, writer, admin (required)")
-	description := fs.String("description", "", "what the key is for")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func newAPIKeyCreateCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var role, description string
+	cmd := &cobra.Command{
+		Use:   "create --role ROLES",
+		Short: "Mint an API key (admin); prints the key alone",
+		Long: `Mint an API key for the namespace (needs an admin key). The key is printed alone on stdout,
+so that KEY=$(vigil apikey create ...) works, and is shown only this once; what it is goes to
+stderr. With -o json, jsonl or yaml: the CreateAPIKeyResponse (the key and its record).`,
+		Example: `  KEY=$(vigil apikey create --namespace orders --role worker,writer --description fleet)`,
+		Args:    noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.admin.CreateAPIKey(ctx, &adminpb.CreateAPIKeyRequest{Namespace: c.ns, Roles: role, Description: description})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "created API key %s (namespace %s, roles %s); it is shown only this once\n",
+				resp.GetInfo().GetId(), resp.GetInfo().GetNamespace(), resp.GetInfo().GetRoles())
+			return p.object(resp, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, resp.GetKey())
+				return err
+			})
+		}),
 	}
-	if *role == "" {
-		fmt.Fprintln(stderr, "vigil apikey create: --role is required")
-		return 2
-	}
-	client, closeConn, err := cf.dialAdmin()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.CreateAPIKey(ctx, &adminpb.CreateAPIKeyRequest{Namespace: *cf.namespace, Roles: *role, Description: *description})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	// The key alone on stdout, so that `KEY=$(vigil apikey create ...)` works; the rest on
-	// stderr.
-	fmt.Fprintln(stdout, resp.GetKey())
-	fmt.Fprintf(stderr, "created API key %s (namespace %s, roles %s); it is shown only this once\n",
-		resp.GetInfo().GetId(), resp.GetInfo().GetNamespace(), resp.GetInfo().GetRoles())
-	return 0
+	cmd.Flags().StringVar(&role, "role", "", "roles of the key, comma-separated: worker, reader, writer, admin")
+	cmd.Flags().StringVar(&description, "description", "", "what the key is for")
+	_ = cmd.MarkFlagRequired("role")
+	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions([]string{"worker", "reader", "writer", "admin"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
-func apikeyList(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil apikey list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	all := fs.Bool("all-namespaces", false, "list the keys of every namespace (needs a cluster admin key)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func newAPIKeyListCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never their secrets)",
+		Long: `List the namespace's API keys: ID, roles, creation and revocation. The secret is never
+listed. With -o json, jsonl or yaml: the APIKeyInfo records.`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ns := c.ns
+			if all {
+				ns = ""
+			}
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.admin.ListAPIKeys(ctx, &adminpb.ListAPIKeysRequest{Namespace: ns})
+			if err != nil {
+				return err
+			}
+			return list(p, resp.GetKeys(), []string{"ID", "NAMESPACE", "ROLES", "CREATED", "REVOKED", "DESCRIPTION"},
+				func(k *adminpb.APIKeyInfo) []string {
+					return []string{k.GetId(), k.GetNamespace(), k.GetRoles(), timestamp(k.GetCreateTime(), k.CreateTime != nil),
+						orDash(timestamp(k.GetRevokeTime(), k.RevokeTime != nil)), k.GetDescription()}
+				})
+		}),
 	}
-	client, closeConn, err := cf.dialAdmin()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-	ns := *cf.namespace
-	if *all {
-		ns = ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.ListAPIKeys(ctx, &adminpb.ListAPIKeysRequest{Namespace: ns})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAMESPACE\tROLES\tCREATED\tREVOKED\tDESCRIPTION")
-	for _, k := range resp.GetKeys() {
-		revoked := "-"
-		if k.GetRevokeTime() != nil {
-			revoked = k.GetRevokeTime().AsTime().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.GetId(), k.GetNamespace(), k.GetRoles(),
-			k.GetCreateTime().AsTime().Format(time.RFC3339), revoked, k.GetDescription())
-	}
-	_ = tw.Flush()
-	return 0
+	cmd.Flags().BoolVar(&all, "all-namespaces", false, "list the keys of every namespace (needs a cluster admin key)")
+	return cmd
 }
 
-func apikeyRevoke(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil apikey revoke", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
+func newAPIKeyRevokeCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:               "revoke ID",
+		Short:             "Revoke an API key at once on every host",
+		Args:              exactArgs("ID"),
+		ValidArgsFunction: completeAPIKeyIDs(cf),
+		RunE: runner(func(cmd *cobra.Command, args []string) error {
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			if _, err := c.admin.RevokeAPIKey(ctx, &adminpb.RevokeAPIKeyRequest{Id: args[0], Namespace: c.ns}); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "revoked API key %s\n", args[0])
+			return err
+		}),
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: vigil apikey revoke ID [flags]")
-		return 2
-	}
-	client, closeConn, err := cf.dialAdmin()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := client.RevokeAPIKey(ctx, &adminpb.RevokeAPIKeyRequest{Id: fs.Arg(0), Namespace: *cf.namespace}); err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "revoked API key %s\n", fs.Arg(0))
-	return 0
 }
 
-// tasktokenCmd runs `vigil tasktoken rotate`.
-func tasktokenCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "rotate" {
-		fmt.Fprintln(stderr, "usage: vigil tasktoken rotate [flags]")
-		return 2
+func newTaskTokenCmd(out *outputFlags) *cobra.Command {
+	cf := newClientFlags()
+	rotate := &cobra.Command{
+		Use:   "rotate",
+		Short: "Sign task tokens with a new cluster key (cluster admin)",
+		Long: `Add a task-token key version and sign new task tokens with it: this host at once, the
+others within a minute; tokens signed with older versions stay valid. With -o json, jsonl or
+yaml: the RotateTaskTokenKeyResponse.`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.admin.RotateTaskTokenKey(ctx, &adminpb.RotateTaskTokenKeyRequest{})
+			if err != nil {
+				return err
+			}
+			return p.object(resp, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "task tokens are signed with key version %d (other hosts follow within a minute; older tokens stay valid)\n", resp.GetVersion())
+				return err
+			})
+		}),
 	}
-	fs := flag.NewFlagSet("vigil tasktoken rotate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	client, closeConn, err := cf.dialAdmin()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.RotateTaskTokenKey(ctx, &adminpb.RotateTaskTokenKeyRequest{})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "task tokens are signed with key version %d (other hosts follow within a minute; older tokens stay valid)\n", resp.GetVersion())
-	return 0
+	g := newGroup("tasktoken", "Rotate the key that signs task tokens", rotate)
+	cf.register(g)
+	return g
 }

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/vigilhq/vigil/bench"
 )
@@ -19,10 +16,19 @@ import (
 // benchGCPercent is the generator's GOGC unless the environment sets one.
 const benchGCPercent = 400
 
-// benchCmd runs the load generator: progress on stderr, a table on stdout, JSON to --json.
-func benchCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// newBenchCmd runs the load generator: progress on stderr, the summary on stdout.
+func newBenchCmd(out *outputFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Drive a running server like an SDK fleet and measure it",
+		Long: `Drive a running vigil (or Temporal) server on a loopback address like a fleet of SDK workers
+heartbeating, and measure it: progress on stderr, the summary on stdout as a table, or with
+-o json, jsonl or yaml as one object; --json FILE also writes that object to a file.`,
+		Example: `  vigil bench --workers 1000 --interval 1s --duration 30s
+  vigil bench --api liveness --workers 200 --kill 10 -o json`,
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	var cfg bench.Config
 	var api, jsonPath, cpuProfile, memProfile string
 	fs.StringVar(&cfg.Address, "address", bench.AddressDefault, "vigil frontend address (loopback only); several comma-separated (a cluster's hosts) are used round robin, skipping a host that is down")
@@ -56,76 +62,74 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&jsonPath, "json", "", "write the summary as JSON to this file")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the generator's own CPU profile to this file (its cost shares the cores on a small machine)")
 	fs.StringVar(&memProfile, "memprofile", "", "write the generator's allocation profile to this file at the end")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	for _, f := range []string{"json", "cpuprofile", "memprofile"} {
+		_ = cmd.MarkFlagFilename(f)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vigil bench: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	cfg.API = bench.API(api)
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, "vigil bench:", err)
-		return 2
-	}
-
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
+	_ = cmd.RegisterFlagCompletionFunc("api", cobra.FixedCompletions([]string{string(bench.APIPublic), "liveness"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RunE = runner(func(cmd *cobra.Command, _ []string) (retErr error) {
+		stderr := cmd.ErrOrStderr()
+		p, err := out.printer(cmd)
 		if err != nil {
-			fmt.Fprintln(stderr, "vigil bench:", err)
-			return 1
+			return err
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
-	if memProfile != "" {
-		defer func() {
-			f, err := os.Create(memProfile)
+		cfg.API = bench.API(api)
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+
+		if cpuProfile != "" {
+			f, err := os.Create(cpuProfile)
 			if err == nil {
-				runtime.GC()
-				err = pprof.Lookup("allocs").WriteTo(f, 0)
-				f.Close()
+				err = pprof.StartCPUProfile(f)
 			}
 			if err != nil {
-				fmt.Fprintln(stderr, "vigil bench:", err)
+				return err
 			}
-		}()
-	}
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+		if memProfile != "" {
+			defer func() {
+				f, err := os.Create(memProfile)
+				if err == nil {
+					runtime.GC()
+					err = pprof.Lookup("allocs").WriteTo(f, 0)
+					f.Close()
+				}
+				if err != nil && retErr == nil {
+					retErr = err
+				}
+			}()
+		}
 
-	if os.Getenv("GOGC") == "" {
-		// The generator shares the machine with the server it measures; with thousands of
-		// client goroutines, collecting at Go's default pace took a tenth of its CPU. Memory is
-		// not what it measures of itself, so it collects less often.
-		debug.SetGCPercent(benchGCPercent)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	summary, err := bench.Run(ctx, cfg, stderr)
-	if err != nil && summary.RPCs == 0 {
-		fmt.Fprintln(stderr, "vigil bench:", err)
-		return 1
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil bench: stopped early:", err)
-	}
-	if werr := summary.WriteText(stdout); werr != nil {
-		fmt.Fprintln(stderr, "vigil bench:", werr)
-		return 1
-	}
-	if jsonPath != "" {
-		data, jerr := json.MarshalIndent(summary, "", "  ")
-		if jerr == nil {
-			jerr = os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+		if os.Getenv("GOGC") == "" {
+			// The generator shares the machine with the server it measures; with thousands of
+			// client goroutines, collecting at Go's default pace took a tenth of its CPU. Memory is
+			// not what it measures of itself, so it collects less often.
+			debug.SetGCPercent(benchGCPercent)
 		}
-		if jerr != nil {
-			fmt.Fprintln(stderr, "vigil bench:", jerr)
-			return 1
+		summary, err := bench.Run(cmd.Context(), cfg, stderr)
+		if err != nil && summary.RPCs == 0 {
+			return err
 		}
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
+		if err != nil {
+			fmt.Fprintln(stderr, "vigil: bench stopped early:", err)
+		}
+		if werr := p.object(summary, summary.WriteText); werr != nil {
+			return werr
+		}
+		if jsonPath != "" {
+			data, jerr := json.MarshalIndent(summary, "", "  ")
+			if jerr == nil {
+				jerr = os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+			}
+			if jerr != nil {
+				return jerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("bench stopped early: %w", err)
+		}
+		return nil
+	})
+	return cmd
 }

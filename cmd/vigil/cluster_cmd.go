@@ -1,68 +1,66 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"github.com/spf13/cobra"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
 
-// clusterDescribe prints every live host of the cluster the addressed server belongs to.
-func clusterDescribe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil cluster describe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs) // --address of any host of the cluster, --api-key, --tls-ca, ...
-	output := fs.String("output", "table", "table or json")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func newClusterCmd(out *outputFlags) *cobra.Command {
+	cf := newClientFlags()
+	describe := &cobra.Command{
+		Use:   "describe",
+		Short: "List the cluster's vigil hosts, their addresses and shards",
+		Long: `List the live vigil hosts of the cluster the addressed host belongs to (--address may name
+any of them): their frontend and history addresses, shards, last renewal and start, then the
+number of shards, the host that answered and any shard no live host owns. With -o json, jsonl
+or yaml: the DescribeClusterResponse.`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.liveness.DescribeCluster(ctx, &livenesspb.DescribeClusterRequest{})
+			if err != nil {
+				return err
+			}
+			return p.object(resp, func(w io.Writer) error { return clusterTable(p, resp, time.Now()) })
+		}),
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "vigil: unknown output %q (want table or json)\n", *output)
-		return 2
-	}
-	client, closeConn, err := cf.dial()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.DescribeCluster(ctx, &livenesspb.DescribeClusterRequest{})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	if *output == "json" {
-		out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp)
-		if err != nil {
-			fmt.Fprintln(stderr, "vigil:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, string(out))
-		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST ID\tFRONTEND\tHISTORY\tSHARDS\tLAST RENEWAL\tSTARTED")
+	g := newGroup("cluster", "Describe the cluster of vigil hosts", describe)
+	cf.register(g)
+	return g
+}
+
+func clusterTable(p *printer, resp *livenesspb.DescribeClusterResponse, now time.Time) error {
+	t := &table{header: []string{"HOST ID", "FRONTEND", "HISTORY", "SHARDS", "LAST RENEWAL", "STARTED"}}
 	for _, h := range resp.GetHosts() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d %s\t%s\t%s\n", h.GetHostId(), h.GetFrontendAddress(), h.GetHistoryAddress(),
-			len(h.GetShards()), shardList(h.GetShards()), ago(h.GetLastRenewalTime().AsTime(), h.LastRenewalTime != nil),
-			ago(h.GetStartTime().AsTime(), h.StartTime != nil))
+		t.row(h.GetHostId(), h.GetFrontendAddress(), h.GetHistoryAddress(),
+			fmt.Sprintf("%d %s", len(h.GetShards()), shardList(h.GetShards())),
+			ago(now, h.GetLastRenewalTime().AsTime(), h.LastRenewalTime != nil), ago(now, h.GetStartTime().AsTime(), h.StartTime != nil))
 	}
-	_ = tw.Flush()
-	fmt.Fprintf(stdout, "%d shards; answered by %s", resp.GetNumShards(), resp.GetAnsweredBy())
+	if err := p.writeTable(t); err != nil {
+		return err
+	}
+	fmt.Fprintf(p.w, "%d shards; answered by %s", resp.GetNumShards(), resp.GetAnsweredBy())
 	if u := resp.GetUnownedShards(); len(u) > 0 {
-		fmt.Fprintf(stdout, "; owned by no live host: %s", shardList(u))
+		fmt.Fprintf(p.w, "; owned by no live host: %s", shardList(u))
 	}
-	fmt.Fprintln(stdout)
-	return 0
+	_, err := fmt.Fprintln(p.w)
+	return err
 }
 
 func shardList(shards []int32) string {
@@ -73,9 +71,9 @@ func shardList(shards []int32) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func ago(t time.Time, set bool) string {
+func ago(now, t time.Time, set bool) string {
 	if !set {
 		return "-"
 	}
-	return time.Since(t).Round(time.Millisecond).String() + " ago"
+	return now.Sub(t).Round(time.Millisecond).String() + " ago"
 }

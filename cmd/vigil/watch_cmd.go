@@ -3,58 +3,63 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
 
-// signalContext ends on SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+func newWorkerWatchCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var (
+		query  string
+		every  time.Duration
+		cursor string
+	)
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print worker changes live",
+		Long: `Print the namespace's workers (a snapshot), then every change as it commits, until
+interrupted. A broken stream is reopened with the cursor of the last event printed, so
+nothing is missed while the server still holds it (else the server says RESYNC and sends a
+fresh snapshot). With -o json or jsonl: one WorkerEvent per line, with its cursor; with -o
+yaml: one YAML document per event.`,
+		Example: `  vigil worker watch
+  vigil worker watch --query 'TaskQueue = "orders"'
+  vigil worker watch -o jsonl --cursor 3-1842`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return watchWorkers(cmd.Context(), c, p, cmd.ErrOrStderr(), query, cursor, every)
+		}),
+	}
+	cmd.Flags().StringVar(&query, "query", "", `ListWorkers query, e.g. 'TaskQueue = "orders"'`)
+	cmd.Flags().DurationVar(&every, "heartbeat-every", 5*time.Second, "at most one HEARTBEAT event per worker per interval")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "resume after this cursor (printed with -o json)")
+	return cmd
 }
 
-// workerWatch prints WatchWorkers live until ctx ends. A broken stream is reopened with the
-// cursor of the last event printed, so nothing is missed while the server still holds it (the
-// server says RESYNC and sends a fresh snapshot when it does not).
-func workerWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil worker watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	query := fs.String("query", "", `ListWorkers query, e.g. 'TaskQueue = "orders"'`)
-	output := fs.String("output", "text", "text or json (one JSON event per line)")
-	every := fs.Duration("heartbeat-every", 5*time.Second, "at most one HEARTBEAT per worker per interval")
-	cursor := fs.String("cursor", "", "resume after this cursor (printed with -output json)")
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
-	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "vigil: unknown output %q (want text or json)\n", *output)
-		return 2
-	}
-	client, closeConn, err := cf.dial()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
-
-	last := *cursor
+// watchWorkers prints WatchWorkers until ctx ends.
+func watchWorkers(ctx context.Context, c *clients, p *printer, stderr io.Writer, query, cursor string, every time.Duration) error {
+	last := cursor
 	backoff := time.Second
 	for {
-		stream, err := client.WatchWorkers(ctx, &livenesspb.WatchWorkersRequest{
-			Namespace: *cf.namespace, Query: *query, Cursor: last, HeartbeatEvery: durationpb.New(*every),
+		stream, err := c.liveness.WatchWorkers(ctx, &livenesspb.WatchWorkersRequest{
+			Namespace: c.ns, Query: query, Cursor: last, HeartbeatEvery: durationpb.New(every),
 		})
 		for err == nil {
 			var resp *livenesspb.WatchWorkersResponse
@@ -62,36 +67,49 @@ func workerWatch(ctx context.Context, args []string, stdout, stderr io.Writer) i
 				ev := resp.GetEvent()
 				last = ev.GetCursor()
 				backoff = time.Second
-				printEvent(stdout, ev, *output == "json")
+				if perr := printEvent(p, ev); perr != nil {
+					return perr
+				}
 			}
 		}
 		if ctx.Err() != nil {
-			return 0
+			return nil
 		}
 		switch status.Code(err) {
 		case codes.InvalidArgument, codes.NotFound, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
-			fmt.Fprintln(stderr, "vigil:", status.Convert(err).Message())
-			return 1
+			return err
 		}
 		if errors.Is(err, io.EOF) {
 			err = errors.New("stream ended")
 		}
-		fmt.Fprintf(stderr, "vigil: %v; reconnecting in %s\n", err, backoff)
+		fmt.Fprintf(stderr, "vigil: %s; reconnecting in %s\n", message(err), backoff)
 		select {
 		case <-ctx.Done():
-			return 0
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 
-func printEvent(w io.Writer, ev *livenesspb.WorkerEvent, asJSON bool) {
-	if asJSON {
-		data, _ := protojson.Marshal(ev)
-		fmt.Fprintln(w, string(data))
-		return
+// printEvent prints one event: a line of text for table, else one document.
+func printEvent(p *printer, ev *livenesspb.WorkerEvent) error {
+	switch p.format {
+	case formatTable:
+		printEventText(p.w, ev)
+		return nil
+	case formatJSON:
+		// A stream of objects: one per line, as jsonl.
+		return (&printer{format: formatJSONL, w: p.w}).object(ev, nil)
+	case formatYAML:
+		if _, err := io.WriteString(p.w, "---\n"); err != nil {
+			return err
+		}
 	}
+	return p.object(ev, nil)
+}
+
+func printEventText(w io.Writer, ev *livenesspb.WorkerEvent) {
 	kind := strings.TrimPrefix(ev.GetType().String(), "WORKER_EVENT_TYPE_")
 	at := ev.GetTime().AsTime().Local().Format("15:04:05.000")
 	switch ev.GetType() {

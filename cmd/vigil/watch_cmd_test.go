@@ -102,7 +102,7 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 	jsonOut, stderr := newLines(), newLines()
 	jsonDone := make(chan int, 1)
 	go func() {
-		jsonDone <- workerWatch(ctx, []string{"--address", c.Address(), "--output", "json", "--heartbeat-every", "1ms"}, jsonOut, stderr)
+		jsonDone <- runContext(ctx, []string{"worker", "watch", "--address", c.Address(), "--output", "json", "--heartbeat-every", "1ms"}, jsonOut, stderr)
 	}()
 	jsonOut.waitFor(t, "WORKER_EVENT_TYPE_SNAPSHOT_END")
 
@@ -135,7 +135,7 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 	text := newLines()
 	textDone := make(chan int, 1)
 	go func() {
-		textDone <- workerWatch(ctx, []string{"--address", c.Address(), "--cursor", ev.Cursor, "--heartbeat-every", "1ms"}, text, stderr)
+		textDone <- runContext(ctx, []string{"worker", "watch", "--address", c.Address(), "--cursor", ev.Cursor, "--heartbeat-every", "1ms"}, text, stderr)
 	}()
 	text.waitFor(t, "HEARTBEAT", "state=ACTIVE", "task-queue=watch-queue", "identity=watched-worker")
 	text.waitFor(t, "INACTIVE", "state=INACTIVE", "reason=CONNECTION_LOST", "identity=watched-worker")
@@ -148,7 +148,7 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 	// A cursor the server cannot resume (another epoch): RESYNC, then a fresh snapshot.
 	resync := newLines()
 	go func() {
-		_ = workerWatch(ctx, []string{"--address", c.Address(), "--cursor", "1-1"}, resync, stderr)
+		_ = runContext(ctx, []string{"worker", "watch", "--address", c.Address(), "--cursor", "1-1"}, resync, stderr)
 	}()
 	resync.waitFor(t, "RESYNC")
 	resync.waitFor(t, "SNAPSHOT ", "state=INACTIVE", "identity=watched-worker")
@@ -156,7 +156,7 @@ func TestWorkerWatchFollowsAnSDKWorker(t *testing.T) {
 
 	// A bad query is refused at once.
 	bad := newLines()
-	require.Equal(t, 1, workerWatch(ctx, []string{"--address", c.Address(), "--query", "Nope = 1"}, newLines(), bad))
+	require.Equal(t, 1, runContext(ctx, []string{"worker", "watch", "--address", c.Address(), "--query", "Nope = 1"}, newLines(), bad))
 	require.Contains(t, bad.String(), "unknown column")
 
 	cancel()

@@ -1,128 +1,217 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"github.com/spf13/cobra"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 )
 
-func workerList(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil worker list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	state := fs.String("state", "", "only workers in this state: active, inactive or cleaned_up")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	filter := livenesspb.LivenessState_LIVENESS_STATE_UNSPECIFIED
-	if *state != "" {
-		v, ok := livenesspb.LivenessState_value["LIVENESS_STATE_"+strings.ToUpper(*state)]
-		if !ok {
-			fmt.Fprintf(stderr, "vigil: unknown state %q (want active, inactive or cleaned_up)\n", *state)
-			return 2
-		}
-		filter = livenesspb.LivenessState(v)
-	}
-	client, closeConn, err := cf.dial()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
-	}
-	defer closeConn()
+func newWorkerCmd(out *outputFlags) *cobra.Command {
+	cf := newClientFlags()
+	g := newGroup("worker", "List, describe and watch workers and their liveness",
+		newWorkerListCmd(cf, out), newWorkerDescribeCmd(cf, out), newWorkerWatchCmd(cf, out))
+	cf.register(g)
+	return g
+}
 
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER INSTANCE KEY\tSTATE\tTASK QUEUE\tHOST\tIDENTITY\tLEASE / SINCE\tBOUND\tRESURRECTIONS")
-	var token []byte
-	var brake *livenesspb.ExpiryBrake
-	now := time.Now()
+// stateValues are --state's values.
+var stateValues = []string{"active", "inactive", "cleaned_up"}
+
+func newWorkerListCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List workers with their liveness (ACTIVE, INACTIVE, CLEANED_UP)",
+		Long: `List the namespace's workers with their liveness state, lease, bound activities and
+resurrections. While the expiry brake holds lease expiries back, a line on stderr says so.
+With -o json, jsonl or yaml: the WorkerLiveness records.`,
+		Example: `  vigil worker list
+  vigil worker list --state inactive -o json`,
+		Args: noArgs,
+		RunE: runner(func(cmd *cobra.Command, _ []string) error {
+			filter := livenesspb.LivenessState_LIVENESS_STATE_UNSPECIFIED
+			if state != "" {
+				v, ok := livenesspb.LivenessState_value["LIVENESS_STATE_"+strings.ToUpper(state)]
+				if !ok {
+					return usagef("unknown state %q (want %s)", state, strings.Join(stateValues, ", "))
+				}
+				filter = livenesspb.LivenessState(v)
+			}
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			workers, brake, err := listWorkers(cmd, cf, c, filter)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			err = list(p, workers, []string{"WORKER INSTANCE KEY", "STATE", "TASK QUEUE", "HOST", "IDENTITY", "LEASE / SINCE", "BOUND", "RESURRECTIONS"},
+				func(w *livenesspb.WorkerLiveness) []string {
+					hb := w.GetLastHeartbeat()
+					return []string{w.GetWorkerInstanceKey(), stateName(w.GetState()), hb.GetTaskQueue(), hb.GetHostInfo().GetHostName(),
+						hb.GetWorkerIdentity(), leaseColumn(w, now), fmt.Sprint(w.GetBoundActivityCount()), fmt.Sprint(w.GetResurrectionCount())}
+				})
+			if err != nil {
+				return err
+			}
+			if brake.GetEngaged() {
+				// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
+				fmt.Fprintf(cmd.ErrOrStderr(), "expiry brake ON (%s) since %s: %d lease expiries held back\n",
+					strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only workers in this state: "+strings.Join(stateValues, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(stateValues, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// listWorkers reads every page of the namespace's workers.
+func listWorkers(cmd *cobra.Command, cf *clientFlags, c *clients, filter livenesspb.LivenessState) ([]*livenesspb.WorkerLiveness, *livenesspb.ExpiryBrake, error) {
+	var (
+		token   []byte
+		brake   *livenesspb.ExpiryBrake
+		workers []*livenesspb.WorkerLiveness
+	)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := client.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{
-			Namespace: *cf.namespace, State: filter, PageSize: 500, NextPageToken: token,
+		ctx, cancel := cf.callContext(cmd.Context())
+		resp, err := c.liveness.ListWorkerLiveness(ctx, &livenesspb.ListWorkerLivenessRequest{
+			Namespace: c.ns, State: filter, PageSize: 500, NextPageToken: token,
 		})
 		cancel()
 		if err != nil {
-			fmt.Fprintln(stderr, "vigil:", err)
-			return 1
+			return nil, nil, err
 		}
 		if brake == nil {
 			brake = resp.GetExpiryBrake()
 		}
-		for _, w := range resp.GetWorkers() {
-			hb := w.GetLastHeartbeat()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", w.GetWorkerInstanceKey(), stateName(w.GetState()),
-				hb.GetTaskQueue(), hb.GetHostInfo().GetHostName(), hb.GetWorkerIdentity(), leaseColumn(w, now),
-				w.GetBoundActivityCount(), w.GetResurrectionCount())
-		}
+		workers = append(workers, resp.GetWorkers()...)
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+			return workers, brake, nil
 		}
 	}
-	_ = tw.Flush()
-	if brake.GetEngaged() {
-		// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
-		fmt.Fprintf(stdout, "\nexpiry brake ON (%s) since %s: %d lease expiries held back\n",
-			strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
-	}
-	return 0
 }
 
-func workerDescribe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vigil worker describe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cf := addClientFlags(fs)
-	bound := fs.Bool("bound-activities", false, "include the bound activities")
-	moved := fs.Bool("moved-activities", false, "also list the activities this worker's loss moved, and where they are now (scans the namespace's activities)")
-	if err := fs.Parse(reorder(args)); err != nil {
-		return 2
+func newWorkerDescribeCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
+	var bound, moved bool
+	cmd := &cobra.Command{
+		Use:   "describe WORKER_INSTANCE_KEY",
+		Short: "Show one worker's liveness record",
+		Long: `Show one worker's liveness record: state, lease, suspicion, inactive reason, cleanup, the
+last heartbeat. --bound-activities adds the activities bound to it; --moved-activities adds
+the activities its loss moved and where each is now. With -o json, jsonl or yaml: one
+document, {"worker": ..., "expiryBrake": ..., "movedActivities": [...]}.`,
+		Example: `  vigil worker describe 0f6c...e1 --bound-activities
+  vigil worker describe 0f6c...e1 --moved-activities -o yaml`,
+		Args:              exactArgs("WORKER_INSTANCE_KEY"),
+		ValidArgsFunction: completeWorkerKeys(cf),
+		RunE: runner(func(cmd *cobra.Command, args []string) error {
+			p, err := out.printer(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.callContext(cmd.Context())
+			defer cancel()
+			resp, err := c.liveness.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
+				Namespace: c.ns, WorkerInstanceKey: args[0], IncludeBoundActivities: bound, IncludeMovedActivities: moved,
+			})
+			if err != nil {
+				return err
+			}
+			return p.object(resp, func(w io.Writer) error { return describeWorkerTable(p, resp, moved, time.Now()) })
+		}),
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: vigil worker describe WORKER_INSTANCE_KEY [--bound-activities] [--moved-activities] [--namespace NS] [--address HOST:PORT]")
-		return 2
+	cmd.Flags().BoolVar(&bound, "bound-activities", false, "include the activities bound to the worker")
+	cmd.Flags().BoolVar(&moved, "moved-activities", false, "include the activities this worker's loss moved, and where they are now (scans the namespace's activities)")
+	return cmd
+}
+
+// describeWorkerTable prints a worker's record as NAME VALUE rows, then its bound and moved
+// activities as tables.
+func describeWorkerTable(p *printer, resp *livenesspb.DescribeWorkerLivenessResponse, moved bool, now time.Time) error {
+	w := resp.GetWorker()
+	hb := w.GetLastHeartbeat()
+	t := &table{}
+	t.field("Worker instance key", w.GetWorkerInstanceKey())
+	t.field("State", stateName(w.GetState()))
+	t.field("Lease", leaseColumn(w, now))
+	t.field("Lease deadline", timestamp(w.GetLeaseDeadline(), w.LeaseDeadline != nil))
+	if w.LeaseDuration != nil {
+		t.field("Lease duration", w.GetLeaseDuration().AsDuration().String())
 	}
-	client, closeConn, err := cf.dial()
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
+	t.field("Suspect since", timestamp(w.GetSuspectSince(), w.SuspectSince != nil))
+	t.field("Suspect reason", w.GetSuspectReason())
+	t.field("Suspect deadline", timestamp(w.GetSuspectDeadline(), w.SuspectDeadline != nil))
+	if w.GetInactiveReason() != livenesspb.InactiveReason_INACTIVE_REASON_UNSPECIFIED {
+		t.field("Inactive reason", strings.TrimPrefix(w.GetInactiveReason().String(), "INACTIVE_REASON_"))
 	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
-		Namespace: *cf.namespace, WorkerInstanceKey: fs.Arg(0), IncludeBoundActivities: *bound, IncludeMovedActivities: *moved,
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
+	t.field("Inactive since", timestamp(w.GetInactiveTime(), w.InactiveTime != nil))
+	if w.GetState() == livenesspb.LivenessState_LIVENESS_STATE_CLEANED_UP {
+		t.field("Cleaned up", timestamp(w.GetCleanupTime(), w.CleanupTime != nil))
+	} else {
+		t.field("Cleanup at", timestamp(w.GetCleanupTime(), w.CleanupTime != nil))
 	}
-	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp.GetWorker())
-	if err != nil {
-		fmt.Fprintln(stderr, "vigil:", err)
-		return 1
+	t.field("Task queue", hb.GetTaskQueue())
+	t.field("Identity", hb.GetWorkerIdentity())
+	t.field("Host", hb.GetHostInfo().GetHostName())
+	t.field("SDK", strings.TrimSpace(hb.GetSdkName()+" "+hb.GetSdkVersion()))
+	t.field("First heartbeat", timestamp(w.GetFirstHeartbeatTime(), w.FirstHeartbeatTime != nil))
+	t.field("Last heartbeat", timestamp(w.GetLastHeartbeatTime(), w.LastHeartbeatTime != nil))
+	t.field("Bound activities", fmt.Sprint(w.GetBoundActivityCount()))
+	if n := w.GetPendingRescheduleActivities(); n > 0 {
+		t.field("Pending reschedule", fmt.Sprint(n))
 	}
-	fmt.Fprintln(stdout, string(out))
-	if *moved {
-		printMovedActivities(stdout, resp.GetMovedActivities())
+	t.field("Resurrections", fmt.Sprint(w.GetResurrectionCount()))
+	if w.GetDrainRequested() {
+		t.field("Drain requested", "yes")
 	}
-	return 0
+	if b := resp.GetExpiryBrake(); b.GetEngaged() {
+		t.field("Expiry brake", fmt.Sprintf("ON (%s) since %s, %d expiries held back",
+			strings.Join(b.GetReasons(), ", "), timestamp(b.GetSince(), b.Since != nil), b.GetHeldExpiries()))
+	}
+	if err := p.writeTable(t); err != nil {
+		return err
+	}
+	if bound := w.GetBoundActivities(); len(bound) > 0 {
+		fmt.Fprintf(p.w, "\nBound activities: %d\n", len(bound))
+		bt := &table{header: []string{"ACTIVITY ID", "RUN ID", "BOUND"}}
+		for _, b := range bound {
+			bt.row(b.GetActivityId(), b.GetRunId(), timestamp(b.GetBoundTime(), b.BoundTime != nil))
+		}
+		if err := p.writeTable(bt); err != nil {
+			return err
+		}
+	}
+	if moved {
+		return printMovedActivities(p, resp.GetMovedActivities())
+	}
+	return nil
 }
 
 // printMovedActivities prints, after the worker's record, the activities its loss moved.
-func printMovedActivities(w io.Writer, moved []*livenesspb.MovedActivity) {
-	fmt.Fprintf(w, "\nActivities this worker's loss moved: %d\n", len(moved))
+func printMovedActivities(p *printer, moved []*livenesspb.MovedActivity) error {
+	fmt.Fprintf(p.w, "\nActivities this worker's loss moved: %d\n", len(moved))
 	if len(moved) == 0 {
-		return
+		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTIVITY ID\tRUN ID\tMOVED\tWHY\tSTATUS\tATTEMPT\tNOW ON")
+	t := &table{header: []string{"ACTIVITY ID", "RUN ID", "MOVED", "WHY", "STATUS", "ATTEMPT", "NOW ON"}}
 	for _, m := range moved {
 		status := m.GetStatus()
 		if m.GetRunState() != "" {
@@ -132,28 +221,10 @@ func printMovedActivities(w io.Writer, moved []*livenesspb.MovedActivity) {
 		if m.GetWorkerInstanceKey() != "" {
 			now = m.GetWorkerInstanceKey() + " " + m.GetWorkerIdentity()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.GetActivityId(), m.GetRunId(),
-			m.GetMovedTime().AsTime().Format(time.RFC3339), m.GetReason(), status, m.GetAttempt(), now)
+		t.row(m.GetActivityId(), m.GetRunId(), timestamp(m.GetMovedTime(), m.MovedTime != nil), m.GetReason(), status,
+			fmt.Sprint(m.GetAttempt()), now)
 	}
-	_ = tw.Flush()
-}
-
-// reorder moves flags before the positional argument, so "describe KEY --namespace x" works.
-func reorder(args []string) []string {
-	var flags, positional []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") {
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && !boolFlags[strings.TrimLeft(a, "-")] && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		positional = append(positional, a)
-	}
-	return append(flags, positional...)
+	return p.writeTable(t)
 }
 
 func stateName(s livenesspb.LivenessState) string {
@@ -177,6 +248,3 @@ func leaseColumn(w *livenesspb.WorkerLiveness, now time.Time) string {
 	}
 	return "cleaned up " + now.Sub(w.GetCleanupTime().AsTime()).Round(time.Second).String() + " ago"
 }
-
-// boolFlags take no value, so reorder must not take the next argument as theirs.
-var boolFlags = map[string]bool{"bound-activities": true, "moved-activities": true, "tls": true, "all-namespaces": true}

@@ -35,7 +35,7 @@ const LevelDefault = "info"
 type Config struct {
 	// Level is one of debug, info, warn, error, dpanic, panic, fatal (case-insensitive).
 	Level string `yaml:"level"`
-	// Format is "json" or "pretty" ("console" is accepted for pretty).
+	// Format is "json" or "console" ("pretty" is another name of console).
 	Format string `yaml:"format"`
 }
 
@@ -65,7 +65,7 @@ func (c Config) resolve(terminal bool) (zapcore.Level, string, error) {
 	case FormatPretty, FormatConsole:
 		format = FormatPretty
 	default:
-		return 0, "", fmt.Errorf("log: invalid format %q: want %q or %q", c.Format, FormatJSON, FormatPretty)
+		return 0, "", fmt.Errorf("log: invalid format %q: want %q or %q", c.Format, FormatJSON, FormatConsole)
 	}
 	return level, format, nil
 }

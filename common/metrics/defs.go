@@ -7,6 +7,15 @@ import "github.com/uber-go/tally/v4"
 // fixed label values, declared with WithValues, are exported at zero from the start. The
 // README's metrics table is generated from these (go run ./cmd/metricsdoc).
 
+// The build.
+var (
+	// BuildInfo is 1, labelled with the running build (common/buildinfo), so that a dashboard
+	// shows which version each host runs.
+	BuildInfo = NewGaugeDef("build_info",
+		"Always 1, labelled with the running build: its version, commit, build date and Go version.",
+		TagVersion, TagCommit, TagBuildDate, TagGoVersion)
+)
+
 // Worker liveness.
 var (
 	// WorkerHeartbeats counts heartbeats applied to Worker executions.

@@ -65,10 +65,17 @@ const (
 	// TagOutcome is how something that was started ended, e.g. a worker suspicion raised,
 	// cleared or confirmed.
 	TagOutcome = "outcome"
+	// TagVersion, TagCommit, TagBuildDate and TagGoVersion name the running build
+	// (BuildInfo only: one series per process).
+	TagVersion   = "version"
+	TagCommit    = "commit"
+	TagBuildDate = "build_date"
+	TagGoVersion = "go_version"
 )
 
 // KnownTags lists every tag key a definition may use.
-var KnownTags = []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason, TagOutcome}
+var KnownTags = []string{TagNamespace, TagOperation, TagTaskType, TagState, TagKind, TagShard, TagCode, TagQueue, TagReason, TagOutcome,
+	TagVersion, TagCommit, TagBuildDate, TagGoVersion}
 
 // NoopScope discards everything recorded on it.
 var NoopScope = tally.NoopScope

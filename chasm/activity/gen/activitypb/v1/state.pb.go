@@ -202,11 +202,18 @@ type ActivityState struct {
 	Outcome             *ActivityOutcome       `protobuf:"bytes,60,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	CloseTime           *timestamppb.Timestamp `protobuf:"bytes,61,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
 	TotalHeartbeatCount int64                  `protobuf:"varint,62,opt,name=total_heartbeat_count,json=totalHeartbeatCount,proto3" json:"total_heartbeat_count,omitempty"`
+	// When the last attempt ended (completed, failed, timed out or was cancelled).
+	LastAttemptCompleteTime *timestamppb.Timestamp `protobuf:"bytes,90,opt,name=last_attempt_complete_time,json=lastAttemptCompleteTime,proto3" json:"last_attempt_complete_time,omitempty"`
+	// The backoff before the attempt that waits after a failure; cleared when it starts.
+	CurrentRetryInterval *durationpb.Duration `protobuf:"bytes,91,opt,name=current_retry_interval,json=currentRetryInterval,proto3" json:"current_retry_interval,omitempty"`
+	// The start delay the activity was started with; the first attempt was due at
+	// schedule_time + start_delay.
+	StartDelay *durationpb.Duration `protobuf:"bytes,92,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
 	// Visibility: the search attributes and user metadata (summary, details) the start request
 	// carried. The frontend validated the search attributes against the namespace's registered
 	// ones and stamped each payload with its type.
-	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,90,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
-	UserMetadata     *v13.UserMetadata    `protobuf:"bytes,91,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
+	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,100,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
+	UserMetadata     *v13.UserMetadata    `protobuf:"bytes,101,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -617,6 +624,27 @@ func (x *ActivityState) GetTotalHeartbeatCount() int64 {
 		return x.TotalHeartbeatCount
 	}
 	return 0
+}
+
+func (x *ActivityState) GetLastAttemptCompleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAttemptCompleteTime
+	}
+	return nil
+}
+
+func (x *ActivityState) GetCurrentRetryInterval() *durationpb.Duration {
+	if x != nil {
+		return x.CurrentRetryInterval
+	}
+	return nil
+}
+
+func (x *ActivityState) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
 }
 
 func (x *ActivityState) GetSearchAttributes() *v1.SearchAttributes {
@@ -1479,7 +1507,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\xa4\x19\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\x8a\x1b\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1541,9 +1569,13 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\aoutcome\x18< \x01(\v2\".vigil.activity.v1.ActivityOutcomeR\aoutcome\x129\n" +
 	"\n" +
 	"close_time\x18= \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x122\n" +
-	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\x12U\n" +
-	"\x11search_attributes\x18Z \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
-	"\ruser_metadata\x18[ \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"\xa1\x01\n" +
+	"\x15total_heartbeat_count\x18> \x01(\x03R\x13totalHeartbeatCount\x12W\n" +
+	"\x1alast_attempt_complete_time\x18Z \x01(\v2\x1a.google.protobuf.TimestampR\x17lastAttemptCompleteTime\x12O\n" +
+	"\x16current_retry_interval\x18[ \x01(\v2\x19.google.protobuf.DurationR\x14currentRetryInterval\x12:\n" +
+	"\vstart_delay\x18\\ \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\x12U\n" +
+	"\x11search_attributes\x18d \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
+	"\ruser_metadata\x18e \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"\xa1\x01\n" +
 	"\x11ActivityPauseInfo\x129\n" +
 	"\n" +
 	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
@@ -1680,16 +1712,19 @@ var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	22, // 24: vigil.activity.v1.ActivityState.lost_worker_time:type_name -> google.protobuf.Timestamp
 	3,  // 25: vigil.activity.v1.ActivityState.outcome:type_name -> vigil.activity.v1.ActivityOutcome
 	22, // 26: vigil.activity.v1.ActivityState.close_time:type_name -> google.protobuf.Timestamp
-	26, // 27: vigil.activity.v1.ActivityState.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
-	27, // 28: vigil.activity.v1.ActivityState.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
-	22, // 29: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	18, // 30: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	24, // 31: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	22, // 27: vigil.activity.v1.ActivityState.last_attempt_complete_time:type_name -> google.protobuf.Timestamp
+	20, // 28: vigil.activity.v1.ActivityState.current_retry_interval:type_name -> google.protobuf.Duration
+	20, // 29: vigil.activity.v1.ActivityState.start_delay:type_name -> google.protobuf.Duration
+	26, // 30: vigil.activity.v1.ActivityState.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
+	27, // 31: vigil.activity.v1.ActivityState.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
+	22, // 32: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	18, // 33: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	24, // 34: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
