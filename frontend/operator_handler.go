@@ -211,3 +211,23 @@ func (h *OperatorHandler) DeleteNexusEndpoint(context.Context, *operatorservice.
 func (h *OperatorHandler) ListNexusEndpoints(context.Context, *operatorservice.ListNexusEndpointsRequest) (*operatorservice.ListNexusEndpointsResponse, error) {
 	return nil, errNoNexus("ListNexusEndpoints")
 }
+
+func errNoSoftDelete(method string) error {
+	return serviceerror.NewUnimplemented(fmt.Sprintf(
+		"%s is not supported: vigil keeps no soft-deleted namespaces to restore", method))
+}
+
+// SoftDeleteNamespace is refused: vigil has no soft deletion of namespaces.
+func (h *OperatorHandler) SoftDeleteNamespace(context.Context, *operatorservice.SoftDeleteNamespaceRequest) (*operatorservice.SoftDeleteNamespaceResponse, error) {
+	return nil, errNoSoftDelete("SoftDeleteNamespace")
+}
+
+// RestoreNamespace is refused: vigil has no soft deletion of namespaces.
+func (h *OperatorHandler) RestoreNamespace(context.Context, *operatorservice.RestoreNamespaceRequest) (*operatorservice.RestoreNamespaceResponse, error) {
+	return nil, errNoSoftDelete("RestoreNamespace")
+}
+
+// DescribeNamespaceRestore is refused: vigil has no soft deletion of namespaces.
+func (h *OperatorHandler) DescribeNamespaceRestore(context.Context, *operatorservice.DescribeNamespaceRestoreRequest) (*operatorservice.DescribeNamespaceRestoreResponse, error) {
+	return nil, errNoSoftDelete("DescribeNamespaceRestore")
+}
