@@ -24,8 +24,14 @@ import (
 // attributes go with it. The cluster, remote-cluster and Nexus endpoint methods are refused
 // with the reason.
 type OperatorHandler struct {
-	operatorservice.UnimplementedOperatorServiceServer
+	unservedOperations
 	deps Deps
+}
+
+// unservedOperations are the OperatorService methods vigil refuses, each with its reason. They
+// are kept apart from OperatorHandler so that the methods it declares are those it serves.
+type unservedOperations struct {
+	operatorservice.UnimplementedOperatorServiceServer
 }
 
 // NewOperatorHandler returns the OperatorService handler.
@@ -157,7 +163,7 @@ func (h *OperatorHandler) ListSearchAttributes(ctx context.Context, req *operato
 }
 
 // DeleteNamespace is not served by this handler.
-func (h *OperatorHandler) DeleteNamespace(context.Context, *operatorservice.DeleteNamespaceRequest) (*operatorservice.DeleteNamespaceResponse, error) {
+func (unservedOperations) DeleteNamespace(context.Context, *operatorservice.DeleteNamespaceRequest) (*operatorservice.DeleteNamespaceResponse, error) {
 	return nil, serviceerror.NewUnimplemented("DeleteNamespace is not supported by vigil yet")
 }
 
@@ -167,18 +173,18 @@ func errSingleCluster(method string) error {
 }
 
 // AddOrUpdateRemoteCluster is refused: vigil has no multi-cluster replication.
-func (h *OperatorHandler) AddOrUpdateRemoteCluster(context.Context, *operatorservice.AddOrUpdateRemoteClusterRequest) (*operatorservice.AddOrUpdateRemoteClusterResponse, error) {
+func (unservedOperations) AddOrUpdateRemoteCluster(context.Context, *operatorservice.AddOrUpdateRemoteClusterRequest) (*operatorservice.AddOrUpdateRemoteClusterResponse, error) {
 	return nil, errSingleCluster("AddOrUpdateRemoteCluster")
 }
 
 // RemoveRemoteCluster is refused: vigil has no multi-cluster replication.
-func (h *OperatorHandler) RemoveRemoteCluster(context.Context, *operatorservice.RemoveRemoteClusterRequest) (*operatorservice.RemoveRemoteClusterResponse, error) {
+func (unservedOperations) RemoveRemoteCluster(context.Context, *operatorservice.RemoveRemoteClusterRequest) (*operatorservice.RemoveRemoteClusterResponse, error) {
 	return nil, errSingleCluster("RemoveRemoteCluster")
 }
 
 // ListClusters is refused: vigil has no remote clusters (WorkerLivenessService.ListHosts
 // lists the hosts of this one).
-func (h *OperatorHandler) ListClusters(context.Context, *operatorservice.ListClustersRequest) (*operatorservice.ListClustersResponse, error) {
+func (unservedOperations) ListClusters(context.Context, *operatorservice.ListClustersRequest) (*operatorservice.ListClustersResponse, error) {
 	return nil, errSingleCluster("ListClusters")
 }
 
@@ -188,27 +194,27 @@ func errNoNexus(method string) error {
 }
 
 // GetNexusEndpoint is refused: vigil serves no Nexus operations.
-func (h *OperatorHandler) GetNexusEndpoint(context.Context, *operatorservice.GetNexusEndpointRequest) (*operatorservice.GetNexusEndpointResponse, error) {
+func (unservedOperations) GetNexusEndpoint(context.Context, *operatorservice.GetNexusEndpointRequest) (*operatorservice.GetNexusEndpointResponse, error) {
 	return nil, errNoNexus("GetNexusEndpoint")
 }
 
 // CreateNexusEndpoint is refused: vigil serves no Nexus operations.
-func (h *OperatorHandler) CreateNexusEndpoint(context.Context, *operatorservice.CreateNexusEndpointRequest) (*operatorservice.CreateNexusEndpointResponse, error) {
+func (unservedOperations) CreateNexusEndpoint(context.Context, *operatorservice.CreateNexusEndpointRequest) (*operatorservice.CreateNexusEndpointResponse, error) {
 	return nil, errNoNexus("CreateNexusEndpoint")
 }
 
 // UpdateNexusEndpoint is refused: vigil serves no Nexus operations.
-func (h *OperatorHandler) UpdateNexusEndpoint(context.Context, *operatorservice.UpdateNexusEndpointRequest) (*operatorservice.UpdateNexusEndpointResponse, error) {
+func (unservedOperations) UpdateNexusEndpoint(context.Context, *operatorservice.UpdateNexusEndpointRequest) (*operatorservice.UpdateNexusEndpointResponse, error) {
 	return nil, errNoNexus("UpdateNexusEndpoint")
 }
 
 // DeleteNexusEndpoint is refused: vigil serves no Nexus operations.
-func (h *OperatorHandler) DeleteNexusEndpoint(context.Context, *operatorservice.DeleteNexusEndpointRequest) (*operatorservice.DeleteNexusEndpointResponse, error) {
+func (unservedOperations) DeleteNexusEndpoint(context.Context, *operatorservice.DeleteNexusEndpointRequest) (*operatorservice.DeleteNexusEndpointResponse, error) {
 	return nil, errNoNexus("DeleteNexusEndpoint")
 }
 
 // ListNexusEndpoints is refused: vigil serves no Nexus operations.
-func (h *OperatorHandler) ListNexusEndpoints(context.Context, *operatorservice.ListNexusEndpointsRequest) (*operatorservice.ListNexusEndpointsResponse, error) {
+func (unservedOperations) ListNexusEndpoints(context.Context, *operatorservice.ListNexusEndpointsRequest) (*operatorservice.ListNexusEndpointsResponse, error) {
 	return nil, errNoNexus("ListNexusEndpoints")
 }
 
@@ -218,16 +224,16 @@ func errNoSoftDelete(method string) error {
 }
 
 // SoftDeleteNamespace is refused: vigil has no soft deletion of namespaces.
-func (h *OperatorHandler) SoftDeleteNamespace(context.Context, *operatorservice.SoftDeleteNamespaceRequest) (*operatorservice.SoftDeleteNamespaceResponse, error) {
+func (unservedOperations) SoftDeleteNamespace(context.Context, *operatorservice.SoftDeleteNamespaceRequest) (*operatorservice.SoftDeleteNamespaceResponse, error) {
 	return nil, errNoSoftDelete("SoftDeleteNamespace")
 }
 
 // RestoreNamespace is refused: vigil has no soft deletion of namespaces.
-func (h *OperatorHandler) RestoreNamespace(context.Context, *operatorservice.RestoreNamespaceRequest) (*operatorservice.RestoreNamespaceResponse, error) {
+func (unservedOperations) RestoreNamespace(context.Context, *operatorservice.RestoreNamespaceRequest) (*operatorservice.RestoreNamespaceResponse, error) {
 	return nil, errNoSoftDelete("RestoreNamespace")
 }
 
 // DescribeNamespaceRestore is refused: vigil has no soft deletion of namespaces.
-func (h *OperatorHandler) DescribeNamespaceRestore(context.Context, *operatorservice.DescribeNamespaceRestoreRequest) (*operatorservice.DescribeNamespaceRestoreResponse, error) {
+func (unservedOperations) DescribeNamespaceRestore(context.Context, *operatorservice.DescribeNamespaceRestoreRequest) (*operatorservice.DescribeNamespaceRestoreResponse, error) {
 	return nil, errNoSoftDelete("DescribeNamespaceRestore")
 }
