@@ -149,10 +149,10 @@ func compareColumn(col *column, a, b row) int {
 			return -1
 		}
 		return ta.Compare(tb)
-	case intColumn, doubleColumn:
+	case intColumn, doubleColumn, durationColumn:
 		ia, fa, _ := number(col.value(a))
 		ib, fb, _ := number(col.value(b))
-		if col.typ == intColumn {
+		if col.typ != doubleColumn {
 			return cmp.Compare(ia, ib)
 		}
 		return cmp.Compare(fa, fb)

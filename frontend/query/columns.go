@@ -20,6 +20,8 @@ const (
 	boolColumn
 	keywordListColumn
 	textColumn
+	// durationColumn is an Int of nanoseconds whose values may be written as durations.
+	durationColumn
 )
 
 type column struct {
@@ -133,6 +135,17 @@ var activityColumns = []column{
 	{name: "Status", typ: statusColumn, alias: true},
 	{name: "StartTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
 	{name: "CloseTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
+	// Temporal's name for when an execution may first run: for an activity, its start.
+	{name: "ExecutionTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	// CloseTime - StartTime, NULL while running; values are durations ("90s", "1h30m") or
+	// nanoseconds.
+	{name: "ExecutionDuration", typ: durationColumn, value: func(r row) any {
+		a, ok := r.(*Activity)
+		if !ok || a.CloseTime.IsZero() || a.StartTime.IsZero() {
+			return nil
+		}
+		return int64(a.CloseTime.Sub(a.StartTime))
+	}},
 }
 
 // newActivitySchema is the activity columns followed by custom ones.

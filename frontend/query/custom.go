@@ -71,7 +71,7 @@ func customColumn(name string, t enumspb.IndexedValueType) column {
 	return c
 }
 
-func isNumeric(t columnType) bool { return t == intColumn || t == doubleColumn }
+func isNumeric(t columnType) bool { return t == intColumn || t == doubleColumn || t == durationColumn }
 
 // number reads a numeric value of a row as a float64 (Int values beyond 2^53 lose precision
 // only when compared with a Double literal, never with an Int one: see numCompare).
@@ -90,6 +90,16 @@ func (p *parser) numValue(col *column) (numLiteral, error) {
 	t := p.next()
 	if t.kind != tokNumber && t.kind != tokString {
 		return numLiteral{}, errorAt(t.pos, "expected a number for %s, found %s", col.name, t.describe())
+	}
+	if col.typ == durationColumn {
+		if i, err := strconv.ParseInt(t.text, 10, 64); err == nil {
+			return numLiteral{i: i, f: float64(i), isInt: true}, nil
+		}
+		d, err := time.ParseDuration(t.text)
+		if err != nil {
+			return numLiteral{}, errorAt(t.pos, "%s value %q is not a duration (e.g. \"90s\", \"1h30m\") or a number of nanoseconds", col.name, t.text)
+		}
+		return numLiteral{i: int64(d), f: float64(d), isInt: true}, nil
 	}
 	if col.typ == intColumn {
 		i, err := strconv.ParseInt(t.text, 10, 64)
@@ -146,7 +156,7 @@ func (p *parser) boolValue(col *column) (bool, error) {
 func (p *parser) parseCustomComparison(col *column, opTok token) (node, error) {
 	op := opTok.text
 	switch col.typ {
-	case intColumn, doubleColumn:
+	case intColumn, doubleColumn, durationColumn:
 		v, err := p.numValue(col)
 		if err != nil {
 			return nil, err

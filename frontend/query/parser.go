@@ -147,7 +147,7 @@ func (p *parser) parsePredicate() (node, error) {
 func (p *parser) parseComparison(col *column, opTok token) (node, error) {
 	op := opTok.text
 	switch col.typ {
-	case intColumn, doubleColumn, boolColumn, keywordListColumn, textColumn:
+	case intColumn, doubleColumn, durationColumn, boolColumn, keywordListColumn, textColumn:
 		return p.parseCustomComparison(col, opTok)
 	case stringColumn, statusColumn:
 		if op != "=" && op != "!=" {
@@ -255,7 +255,7 @@ func (p *parser) parseBetween(col *column, opTok token, not bool) (node, error) 
 		return &numBetween{col: col, from: from, to: to, not: not}, nil
 	}
 	if col.typ != timeColumn {
-		return nil, errorAt(opTok.pos, "BETWEEN is only supported for %s, not %s", strings.Join(p.sch.timeColumns(), " and "), col.name)
+		return nil, errorAt(opTok.pos, "BETWEEN is only supported for times (%s) and numbers, not %s", strings.Join(p.sch.timeColumns(), ", "), col.name)
 	}
 	from, err := p.timeValue(col)
 	if err != nil {

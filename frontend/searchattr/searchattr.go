@@ -53,6 +53,8 @@ var activitySystem = map[string]enumspb.IndexedValueType{
 	"ExecutionStatus":   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	"StartTime":         enumspb.INDEXED_VALUE_TYPE_DATETIME,
 	"CloseTime":         enumspb.INDEXED_VALUE_TYPE_DATETIME,
+	"ExecutionTime":     enumspb.INDEXED_VALUE_TYPE_DATETIME,
+	"ExecutionDuration": enumspb.INDEXED_VALUE_TYPE_INT,
 	"WorkerInstanceKey": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
@@ -60,9 +62,9 @@ var activitySystem = map[string]enumspb.IndexedValueType{
 // deployments'): vigil does not fill them, but a Temporal user cannot register them either,
 // and tools moving between the two servers must not find them taken.
 var temporalSystem = []string{
-	"NamespaceId", "WorkflowId", "WorkflowType", "ExecutionTime", "HistoryLength", "HistorySizeBytes",
+	"NamespaceId", "WorkflowId", "WorkflowType", "HistoryLength", "HistorySizeBytes",
 	"StateTransitionCount", "ParentWorkflowId", "ParentRunId", "RootWorkflowId", "RootRunId",
-	"BinaryChecksums", "BuildIds", "BatcherNamespace", "BatcherUser", "ExecutionDuration", "Status",
+	"BinaryChecksums", "BuildIds", "BatcherNamespace", "BatcherUser", "Status",
 }
 
 // System returns the system search attributes vigil fills (a copy).
