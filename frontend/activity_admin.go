@@ -2,9 +2,14 @@ package frontend
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
 
 	activityv1 "go.temporal.io/api/activity/v1"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
@@ -12,6 +17,7 @@ import (
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
 	"github.com/vigilhq/vigil/frontend/namespace"
 	"github.com/vigilhq/vigil/frontend/query"
+	"github.com/vigilhq/vigil/frontend/searchattr"
 )
 
 // Page sizes of the standalone-activity listing.
@@ -28,8 +34,10 @@ const (
 	countActivitiesHistoryPageSize = 1000
 )
 
-func parseActivityQuery(text string) (*query.Query, error) {
-	q, err := query.ParseActivities(text)
+// parseActivityQuery parses an activity query that may name the namespace's custom search
+// attributes.
+func parseActivityQuery(ns *namespace.Namespace, text string) (*query.Query, error) {
+	q, err := query.ParseActivitiesWith(text, ns.SearchAttributes)
 	if err != nil {
 		return nil, serviceerror.NewInvalidArgument(err.Error())
 	}
@@ -38,7 +46,7 @@ func parseActivityQuery(text string) (*query.Query, error) {
 
 // queryActivity is what an activity query sees of a listed activity: the public status, and
 // the worker of the running attempt.
-func queryActivity(l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *query.Activity {
+func queryActivity(ns *namespace.Namespace, l *activitypb.ListedActivity, info *activityv1.ActivityExecutionInfo) *query.Activity {
 	s := l.GetState()
 	a := &query.Activity{
 		ActivityID:   l.GetActivityId(),
@@ -56,6 +64,18 @@ func queryActivity(l *activitypb.ListedActivity, info *activityv1.ActivityExecut
 	if t := s.GetCloseTime(); t != nil {
 		a.CloseTime = t.AsTime()
 	}
+	if fields := s.GetSearchAttributes().GetIndexedFields(); len(fields) > 0 && len(ns.SearchAttributes) > 0 {
+		a.SearchAttributes = make(map[string]any, len(fields))
+		for name, p := range fields {
+			// Read as the attribute is registered now: a value stored under a type since
+			// removed and registered again differently is NULL to queries.
+			if t, ok := ns.SearchAttributes[name]; ok {
+				if v, err := searchattr.Decode(p, t); err == nil && v != nil {
+					a.SearchAttributes[name] = v
+				}
+			}
+		}
+	}
 	return a
 }
 
@@ -70,9 +90,18 @@ func activityListInfo(l *activitypb.ListedActivity, info *activityv1.ActivityExe
 		TaskQueue:         info.GetTaskQueue(),
 		ExecutionDuration: info.GetExecutionDuration(),
 		ExecutionTime:     info.GetScheduleTime(),
-		// Never nil: the SDK's ListActivities reads its fields without a nil check.
-		SearchAttributes: &commonpb.SearchAttributes{},
+		SearchAttributes:  searchAttributesOf(l.GetState()),
 	}
+}
+
+// searchAttributesOf is an activity's search attributes as Describe and List return them:
+// what the start request set, each value stamped with its type. Never nil: the SDK reads its
+// fields without a nil check.
+func searchAttributesOf(s *activitypb.ActivityState) *commonpb.SearchAttributes {
+	if sa := s.GetSearchAttributes(); sa != nil {
+		return sa
+	}
+	return &commonpb.SearchAttributes{}
 }
 
 // ListActivityExecutions lists the namespace's standalone activities (every run, open and
@@ -84,9 +113,12 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseActivityQuery(req.GetQuery())
+	q, err := parseActivityQuery(ns, req.GetQuery())
 	if err != nil {
 		return nil, err
+	}
+	if q.GroupedByStatus() {
+		return nil, serviceerror.NewInvalidArgument("GROUP BY is only supported by CountActivityExecutions")
 	}
 	pageSize := int(req.GetPageSize())
 	if pageSize <= 0 {
@@ -98,20 +130,19 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	if err != nil {
 		return nil, err
 	}
+	if q.Ordered() {
+		return h.listActivitiesOrdered(ctx, ns, q, pageSize, fp, token)
+	}
 	resp := &workflowservice.ListActivityExecutionsResponse{}
 	historyToken := token.History
 	for range ListActivitiesMaxHistoryPages {
-		page, err := h.deps.History.ListActivities(ctx, &activitypb.ListActivitiesRequest{
-			NamespaceId:   ns.ID,
-			PageSize:      int32(pageSize - len(resp.Executions)),
-			NextPageToken: historyToken,
-		})
+		page, err := h.deps.History.ListActivities(ctx, indexedListRequest(ns, q.IndexFilter(), pageSize-len(resp.Executions), historyToken))
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range page.GetActivities() {
 			info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
-			if q.MatchesActivity(queryActivity(l, info)) {
+			if q.MatchesActivity(queryActivity(ns, l, info)) {
 				resp.Executions = append(resp.Executions, activityListInfo(l, info))
 			}
 		}
@@ -126,36 +157,100 @@ func (h *WorkflowHandler) ListActivityExecutions(ctx context.Context, req *workf
 	return resp, nil
 }
 
-// CountActivityExecutions counts what ListActivityExecutions would list for the same query.
-// GROUP BY is not supported (InvalidArgument from the parser).
+// CountActivityExecutions counts what ListActivityExecutions would list for the same query;
+// with GROUP BY ExecutionStatus, also how many of each status (groups in the order of the
+// status enum, empty ones left out), as Temporal answers it. ORDER BY changes nothing here.
 func (h *WorkflowHandler) CountActivityExecutions(ctx context.Context, req *workflowservice.CountActivityExecutionsRequest) (*workflowservice.CountActivityExecutionsResponse, error) {
 	ns, err := h.deps.Namespaces.GetByName(req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseActivityQuery(req.GetQuery())
+	q, err := parseActivityQuery(ns, req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
 	var count int64
-	err = scanActivities(ctx, h.deps.History, ns, func(l *activitypb.ListedActivity) {
+	byStatus := map[enumspb.ActivityExecutionStatus]int64{}
+	err = scanActivitiesIndexed(ctx, h.deps.History, ns, q.IndexFilter(), func(l *activitypb.ListedActivity) {
 		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
-		if q.MatchesActivity(queryActivity(l, info)) {
+		if q.MatchesActivity(queryActivity(ns, l, info)) {
 			count++
+			byStatus[info.GetStatus()]++
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &workflowservice.CountActivityExecutionsResponse{Count: count}, nil
+	resp := &workflowservice.CountActivityExecutionsResponse{Count: count}
+	if q.GroupedByStatus() {
+		for _, st := range slices.Sorted(maps.Keys(byStatus)) {
+			resp.Groups = append(resp.Groups, &workflowservice.CountActivityExecutionsResponse_AggregationGroup{
+				GroupValues: []*commonpb.Payload{keywordPayload(query.ActivityStatusName(st))},
+				Count:       byStatus[st],
+			})
+		}
+	}
+	return resp, nil
+}
+
+// keywordPayload encodes a Keyword value as Temporal's visibility returns it.
+func keywordPayload(s string) *commonpb.Payload {
+	data, _ := json.Marshal(s) // a string always marshals
+	return &commonpb.Payload{
+		Metadata: map[string][]byte{"encoding": []byte("json/plain"), "type": []byte(enumspb.INDEXED_VALUE_TYPE_KEYWORD.String())},
+		Data:     data,
+	}
+}
+
+// listActivitiesOrdered answers a ListActivityExecutions with ORDER BY: every activity of the
+// namespace is read and the matches sorted, and the page is taken by its position in that
+// order (the token holds the position). Without ORDER BY a page costs what it returns; with
+// it, a page costs a scan of the namespace, as CountActivityExecutions does. Activities
+// started or closed between two pages' calls can shift the positions.
+func (h *WorkflowHandler) listActivitiesOrdered(ctx context.Context, ns *namespace.Namespace, q *query.Query, pageSize int, fp uint64, token pageToken) (*workflowservice.ListActivityExecutionsResponse, error) {
+	offset := 0
+	if token.After != "" {
+		n, err := strconv.Atoi(token.After)
+		if err != nil || n < 0 {
+			return nil, serviceerror.NewInvalidArgument("next_page_token is malformed")
+		}
+		offset = n
+	}
+	type match struct {
+		row  *query.Activity
+		info *activityv1.ActivityExecutionListInfo
+	}
+	var matches []match
+	err := scanActivitiesIndexed(ctx, h.deps.History, ns, q.IndexFilter(), func(l *activitypb.ListedActivity) {
+		info := activity.ToActivityExecutionInfo(l.GetActivityId(), l.GetRunId(), l.GetState())
+		if row := queryActivity(ns, l, info); q.MatchesActivity(row) {
+			matches = append(matches, match{row: row, info: activityListInfo(l, info)})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(matches, func(a, b match) int { return q.CompareActivities(a.row, b.row) })
+	resp := &workflowservice.ListActivityExecutionsResponse{}
+	end := min(offset+pageSize, len(matches))
+	for i := offset; i < end; i++ {
+		resp.Executions = append(resp.Executions, matches[i].info)
+	}
+	if end < len(matches) {
+		resp.NextPageToken = encodePageToken(pageToken{Fingerprint: fp, After: strconv.Itoa(end)})
+	}
+	return resp, nil
 }
 
 func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Namespace, fn func(*activitypb.ListedActivity)) error {
+	return scanActivitiesIndexed(ctx, history, ns, query.ActivityIndexFilter{}, fn)
+}
+
+// scanActivitiesIndexed reads every activity the index filter selects.
+func scanActivitiesIndexed(ctx context.Context, history HistoryClient, ns *namespace.Namespace, filter query.ActivityIndexFilter, fn func(*activitypb.ListedActivity)) error {
 	var token []byte
 	for {
-		page, err := history.ListActivities(ctx, &activitypb.ListActivitiesRequest{
-			NamespaceId: ns.ID, PageSize: countActivitiesHistoryPageSize, NextPageToken: token,
-		})
+		page, err := history.ListActivities(ctx, indexedListRequest(ns, filter, countActivitiesHistoryPageSize, token))
 		if err != nil {
 			return err
 		}
@@ -166,6 +261,28 @@ func scanActivities(ctx context.Context, history HistoryClient, ns *namespace.Na
 			return nil
 		}
 	}
+}
+
+// indexedListRequest asks history for a page of what the index filter selects: the task queue,
+// and a closed status (each is one stored status; Running is several, so it is left to the
+// query).
+func indexedListRequest(ns *namespace.Namespace, filter query.ActivityIndexFilter, pageSize int, token []byte) *activitypb.ListActivitiesRequest {
+	req := &activitypb.ListActivitiesRequest{
+		NamespaceId: ns.ID, TaskQueue: filter.TaskQueue, PageSize: int32(pageSize), NextPageToken: token,
+	}
+	switch filter.Status {
+	case enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_COMPLETED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_FAILED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_FAILED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_CANCELED
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_TIMED_OUT
+	case enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED:
+		req.Status = activitypb.ActivityStatus_ACTIVITY_STATUS_TERMINATED
+	}
+	return req
 }
 
 // TerminateActivityExecution closes a running standalone activity as TERMINATED at once: its

@@ -17,6 +17,7 @@ import (
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/frontend/searchattr"
 	"github.com/vigilhq/vigil/matching"
 )
 
@@ -33,6 +34,13 @@ func (h *WorkflowHandler) StartActivityExecution(ctx context.Context, req *workf
 		return nil, err
 	}
 	if err := h.blobs.check(ns, "input", req.GetInput()); err != nil {
+		return nil, err
+	}
+	searchAttributes, err := searchattr.Validate(req.GetSearchAttributes(), ns.SearchAttributes)
+	if err != nil {
+		return nil, err
+	}
+	if err := searchattr.ValidateUserMetadata(req.GetUserMetadata()); err != nil {
 		return nil, err
 	}
 	resp, err := h.deps.History.StartActivity(ctx, &activitypb.StartActivityRequest{
@@ -54,6 +62,8 @@ func (h *WorkflowHandler) StartActivityExecution(ctx context.Context, req *workf
 		IdReusePolicy:          req.GetIdReusePolicy(),
 		IdConflictPolicy:       req.GetIdConflictPolicy(),
 		Priority:               req.GetPriority(),
+		SearchAttributes:       searchAttributes,
+		UserMetadata:           req.GetUserMetadata(),
 	})
 	if err != nil {
 		return nil, err
@@ -432,6 +442,8 @@ func (h *WorkflowHandler) DescribeActivityExecution(ctx context.Context, req *wo
 	}
 	state := resp.GetState()
 	info := activity.ToActivityExecutionInfo(req.GetActivityId(), resp.GetRunId(), state)
+	info.SearchAttributes = searchAttributesOf(state)
+	info.UserMetadata = state.GetUserMetadata()
 	if !req.GetIncludeHeartbeatDetails() {
 		info.HeartbeatDetails = nil
 	}

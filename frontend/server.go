@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
@@ -158,6 +159,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 	s := grpc.NewServer(opts...)
 	workflowservice.RegisterWorkflowServiceServer(s, workflow)
 	livenesspb.RegisterWorkerLivenessServiceServer(s, liveness)
+	operatorservice.RegisterOperatorServiceServer(s, NewOperatorHandler(deps))
 	if deps.APIKeys != nil {
 		adminpb.RegisterAdminServiceServer(s, NewAdminHandler(deps))
 	}
@@ -225,6 +227,7 @@ var healthMethodPrefix = "/" + healthpb.Health_ServiceDesc.ServiceName + "/"
 var HealthServices = []string{
 	workflowservice.WorkflowService_ServiceDesc.ServiceName,
 	livenesspb.WorkerLivenessService_ServiceDesc.ServiceName,
+	operatorservice.OperatorService_ServiceDesc.ServiceName,
 }
 
 func (s *Server) setHealth(status healthpb.HealthCheckResponse_ServingStatus) {

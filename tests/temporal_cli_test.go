@@ -46,7 +46,8 @@ func temporalCLI(t *testing.T) string {
 }
 
 // TestTemporalCLI drives the real `temporal` CLI against an in-process server: cluster health,
-// namespaces created, listed, described and updated, workers listed, and a standalone activity
+// namespaces created, listed, described and updated, search attributes created, listed and
+// removed, workers listed, and a standalone activity
 // run by a stock SDK worker paused, unpaused, reset, given new options and completed.
 func TestTemporalCLI(t *testing.T) {
 	if testing.Short() {
@@ -107,6 +108,45 @@ func TestTemporalCLI(t *testing.T) {
 		defer c.Close()
 		_, err = c.ListActivities(context.Background(), client.ListActivitiesOptions{})
 		require.NoError(t, err)
+	})
+
+	t.Run("SearchAttributes", func(t *testing.T) {
+		mustRun(t, "operator", "search-attribute", "create", "-n", "orders",
+			"--name", "CustomerId", "--type", "Keyword", "--name", "Amount", "--type", "Int")
+		// Again with the same type: accepted, as Temporal does.
+		mustRun(t, "operator", "search-attribute", "create", "-n", "orders", "--name", "Amount", "--type", "Int")
+		out, err := temporal("operator", "search-attribute", "create", "-n", "orders", "--name", "ActivityId", "--type", "Keyword")
+		require.Error(t, err, out)
+		require.Contains(t, out, "reserved")
+
+		out = mustRun(t, "operator", "search-attribute", "list", "-n", "orders")
+		require.Regexp(t, `CustomerId\s+Keyword`, out)
+		require.Regexp(t, `Amount\s+Int`, out)
+		require.Regexp(t, `ActivityType\s+Keyword`, out, "system attributes are listed too")
+		require.Regexp(t, `StartTime\s+Datetime`, out)
+		out = mustRun(t, "operator", "search-attribute", "list", "-n", "default")
+		require.NotContains(t, out, "CustomerId", "search attributes are per namespace")
+
+		// An activity started with one is found by it.
+		c, err := client.Dial(client.Options{HostPort: cluster.Address(), Namespace: "orders", Logger: quietLogger{}})
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.ExecuteActivity(context.Background(), client.StartActivityOptions{
+			ID: "sa-1", TaskQueue: "cli-sa", StartToCloseTimeout: time.Minute,
+			TypedSearchAttributes: amountAttribute(42),
+		}, "charge")
+		require.NoError(t, err)
+		count, err := c.CountActivities(context.Background(), client.CountActivitiesOptions{Query: "Amount = 42"})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), count.Count)
+
+		mustRun(t, "operator", "search-attribute", "remove", "-n", "orders", "--name", "CustomerId", "--yes")
+		out = mustRun(t, "operator", "search-attribute", "list", "-n", "orders")
+		require.NotContains(t, out, "CustomerId")
+		require.Contains(t, out, "Amount")
+		out, err = temporal("operator", "search-attribute", "remove", "-n", "orders", "--name", "CustomerId", "--yes")
+		require.Error(t, err, out)
+		require.Contains(t, out, "doesn't exist")
 	})
 
 	t.Run("WorkersAndActivities", func(t *testing.T) {

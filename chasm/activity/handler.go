@@ -708,7 +708,7 @@ func (h *Handler) ListActivities(ctx context.Context, req *activitypb.ListActivi
 		pageSize = ListActivityPageSizeMax
 	}
 	listed, next, err := chasm.ListComponents[*Activity](ctx, lister, h.engine.Registry(), req.GetNamespaceId(),
-		chasm.IndexedFields{Status: StatusName(req.GetStatus())}, pageSize, req.GetNextPageToken())
+		chasm.IndexedFields{Status: StatusName(req.GetStatus()), TaskQueue: req.GetTaskQueue()}, pageSize, req.GetNextPageToken())
 	if err != nil {
 		return nil, err
 	}

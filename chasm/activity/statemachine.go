@@ -150,6 +150,8 @@ var (
 			a.RequestId = req.GetRequestId()
 			a.StarterIdentity = req.GetIdentity()
 			a.Priority = req.GetPriority()
+			a.SearchAttributes = req.GetSearchAttributes()
+			a.UserMetadata = req.GetUserMetadata()
 			a.ScheduleTime = timestamppb.New(now)
 			if ev.StartDelay > 0 {
 				a.StartDelay = durationpb.New(ev.StartDelay)

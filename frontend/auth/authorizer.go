@@ -115,6 +115,7 @@ const (
 	workflowService = "/temporal.api.workflowservice.v1.WorkflowService/"
 	livenessService = "/vigil.api.liveness.v1.WorkerLivenessService/"
 	adminService    = "/vigil.api.admin.v1.AdminService/"
+	operatorService = "/temporal.api.operatorservice.v1.OperatorService/"
 	healthService   = "/grpc.health.v1.Health/"
 )
 
@@ -153,6 +154,7 @@ var MethodAccess = map[string]Access{
 	livenessService + "DescribeWorkerLiveness":    {Role: RoleReader},
 	livenessService + "ListWorkerLiveness":        {Role: RoleReader},
 	livenessService + "ListHosts":                 {Role: RoleReader},
+	operatorService + "ListSearchAttributes":      {Role: RoleReader},
 
 	// Writers. The ById completions are async completion by a client (the SDK's workers never
 	// send them): they name any activity of the namespace, so a worker-only principal, bound to
@@ -179,9 +181,12 @@ var MethodAccess = map[string]Access{
 	workflowService + "RegisterNamespace": {Role: RoleAdmin, System: true},
 	workflowService + "UpdateNamespace":   {Role: RoleAdmin, System: true},
 	livenessService + "DrainWorker":       {Role: RoleAdmin},
-	adminService + "CreateAPIKey":         {Role: RoleAdmin},
-	adminService + "ListAPIKeys":          {Role: RoleAdmin},
-	adminService + "RevokeAPIKey":         {Role: RoleAdmin},
+	// A namespace's search attributes are its admin's, as in Temporal.
+	operatorService + "AddSearchAttributes":    {Role: RoleAdmin},
+	operatorService + "RemoveSearchAttributes": {Role: RoleAdmin},
+	adminService + "CreateAPIKey":              {Role: RoleAdmin},
+	adminService + "ListAPIKeys":               {Role: RoleAdmin},
+	adminService + "RevokeAPIKey":              {Role: RoleAdmin},
 	// No namespace in the request: needs the admin role of every namespace.
 	adminService + "RotateTaskTokenKey": {Role: RoleAdmin},
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 )
 
@@ -53,6 +54,10 @@ type Namespace struct {
 	Retention time.Duration
 	// Data is the namespace's free-form key/value data.
 	Data map[string]string
+	// SearchAttributes are the namespace's custom search attributes (OperatorService
+	// AddSearchAttributes) and their types. Never nil for a stored namespace; nil for one of
+	// the static configuration only, which has none.
+	SearchAttributes map[string]enumspb.IndexedValueType
 	// Version counts the namespace's stored versions (0: not stored, static configuration only).
 	Version int64
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
@@ -55,10 +56,20 @@ type settings struct {
 	OwnerEmail  string            `json:"ownerEmail,omitempty"`
 	Retention   time.Duration     `json:"retention,omitempty"`
 	Data        map[string]string `json:"data,omitempty"`
+	// SearchAttributes maps each custom search attribute's name to its type, spelt as
+	// Temporal's IndexedValueType enum names it ("Keyword", "Int", ...).
+	SearchAttributes map[string]string `json:"searchAttributes,omitempty"`
 }
 
 func encode(ns *Namespace) []byte {
-	b, err := json.Marshal(settings{Description: ns.Description, OwnerEmail: ns.OwnerEmail, Retention: ns.Retention, Data: ns.Data})
+	var sa map[string]string
+	if len(ns.SearchAttributes) > 0 {
+		sa = make(map[string]string, len(ns.SearchAttributes))
+		for name, t := range ns.SearchAttributes {
+			sa[name] = t.String()
+		}
+	}
+	b, err := json.Marshal(settings{Description: ns.Description, OwnerEmail: ns.OwnerEmail, Retention: ns.Retention, Data: ns.Data, SearchAttributes: sa})
 	if err != nil {
 		panic(err) // strings, a duration and a map of strings always marshal
 	}
@@ -75,9 +86,17 @@ func decode(r StoredNamespace) (*Namespace, error) {
 	if s.Data == nil {
 		s.Data = map[string]string{}
 	}
+	sa := make(map[string]enumspb.IndexedValueType, len(s.SearchAttributes))
+	for name, typeName := range s.SearchAttributes {
+		t, err := enumspb.IndexedValueTypeFromString(typeName)
+		if err != nil || t == enumspb.INDEXED_VALUE_TYPE_UNSPECIFIED {
+			return nil, fmt.Errorf("namespace %q: stored search attribute %q has unknown type %q", r.Name, name, typeName)
+		}
+		sa[name] = t
+	}
 	return &Namespace{
 		Name: r.Name, ID: r.ID, Description: s.Description, OwnerEmail: s.OwnerEmail,
-		Retention: s.Retention, Data: s.Data, Version: r.Version,
+		Retention: s.Retention, Data: s.Data, SearchAttributes: sa, Version: r.Version,
 	}, nil
 }
 
@@ -371,6 +390,7 @@ func (r *Registry) Update(ctx context.Context, name string, change func(*Namespa
 			return nil, serviceerror.NewInternal(err.Error())
 		}
 		ns.Data = maps.Clone(ns.Data)
+		ns.SearchAttributes = maps.Clone(ns.SearchAttributes)
 		if err := change(ns); err != nil {
 			return nil, err
 		}

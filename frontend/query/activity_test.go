@@ -26,6 +26,12 @@ func TestActivityQueries(t *testing.T) {
 		{`ActivityId STARTS_WITH "pay-" AND CloseTime IS NULL`, []*Activity{running}},
 		{`WorkerInstanceKey = "w-1"`, []*Activity{running}},
 		{`CloseTime > "2026-01-02T03:04:30Z"`, []*Activity{terminated}},
+		{`ExecutionDuration = "1m"`, []*Activity{terminated}},
+		{`ExecutionDuration > 59000000000`, []*Activity{terminated}},
+		{`ExecutionDuration < "1h" ORDER BY ExecutionDuration DESC`, []*Activity{terminated}},
+		{`ExecutionDuration IS NULL`, []*Activity{running}},
+		{`ExecutionDuration BETWEEN "30s" AND "2m"`, []*Activity{terminated}},
+		{`ExecutionTime = "2026-01-02T03:04:05Z"`, []*Activity{running, terminated}},
 	} {
 		q, err := ParseActivities(tc.query)
 		require.NoError(t, err, tc.query)
@@ -45,7 +51,8 @@ func TestActivityQueries(t *testing.T) {
 	for query, msg := range map[string]string{
 		`HeartbeatTime > "2026-01-01T00:00:00Z"`: `unknown column "HeartbeatTime"`,
 		`ExecutionStatus = "Paused"`:             `use Running, Completed, Failed, Canceled, Terminated or TimedOut`,
-		`ActivityType BETWEEN "a" AND "b"`:       `only supported for StartTime and CloseTime`,
+		`ActivityType BETWEEN "a" AND "b"`:       `only supported for times (StartTime, CloseTime, ExecutionTime) and numbers`,
+		`ExecutionDuration > "soon"`:             `not a duration`,
 	} {
 		_, err := ParseActivities(query)
 		require.ErrorContains(t, err, msg, query)

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,14 @@ const (
 	stringColumn columnType = iota
 	timeColumn
 	statusColumn
+	// The types only custom search attributes have (custom.go).
+	intColumn
+	doubleColumn
+	boolColumn
+	keywordListColumn
+	textColumn
+	// durationColumn is an Int of nanoseconds whose values may be written as durations.
+	durationColumn
 )
 
 type column struct {
@@ -21,6 +30,8 @@ type column struct {
 	str   func(row) string
 	time  func(row) time.Time
 	alias bool
+	// value reads a custom search attribute: nil when the row has none.
+	value func(row) any
 }
 
 // row is what a query is evaluated against: a *Worker or an *Activity.
@@ -49,6 +60,9 @@ func activityTime(f func(*Activity) time.Time) func(row) time.Time {
 
 // schema is what one listing can be filtered by: its columns and its status enum.
 type schema struct {
+	// activities tells an activity schema (ParseActivities, ParseActivitiesWith) from the
+	// worker one; only activity queries take ORDER BY and GROUP BY.
+	activities  bool
 	columns     []column
 	byLower     map[string]*column
 	parseStatus func(string) (int32, bool)
@@ -108,7 +122,9 @@ var workerSchema = newSchema([]column{
 	return int32(st), ok
 }, func(v int32) string { return statusName(enumspb.WorkerStatus(v)) }, "Running, ShuttingDown or Shutdown")
 
-var activitySchema = newSchema([]column{
+var activitySchema = newActivitySchema(nil)
+
+var activityColumns = []column{
 	{name: "ActivityId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityID })},
 	{name: "RunId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.RunID })},
 	{name: "ActivityType", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityType })},
@@ -119,11 +135,29 @@ var activitySchema = newSchema([]column{
 	{name: "Status", typ: statusColumn, alias: true},
 	{name: "StartTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
 	{name: "CloseTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
-}, func(s string) (int32, bool) {
-	st, ok := ParseActivityStatus(s)
-	return int32(st), ok
-}, func(v int32) string { return activityStatusName(enumspb.ActivityExecutionStatus(v)) },
-	"Running, Completed, Failed, Canceled, Terminated or TimedOut")
+	// Temporal's name for when an execution may first run: for an activity, its start.
+	{name: "ExecutionTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	// CloseTime - StartTime, NULL while running; values are durations ("90s", "1h30m") or
+	// nanoseconds.
+	{name: "ExecutionDuration", typ: durationColumn, value: func(r row) any {
+		a, ok := r.(*Activity)
+		if !ok || a.CloseTime.IsZero() || a.StartTime.IsZero() {
+			return nil
+		}
+		return int64(a.CloseTime.Sub(a.StartTime))
+	}},
+}
+
+// newActivitySchema is the activity columns followed by custom ones.
+func newActivitySchema(custom []column) *schema {
+	s := newSchema(append(slices.Clone(activityColumns), custom...), func(s string) (int32, bool) {
+		st, ok := ParseActivityStatus(s)
+		return int32(st), ok
+	}, func(v int32) string { return activityStatusName(enumspb.ActivityExecutionStatus(v)) },
+		"Running, Completed, Failed, Canceled, Terminated or TimedOut")
+	s.activities = true
+	return s
+}
 
 // Columns returns the names of the columns a worker query may use.
 func Columns() []string { return workerSchema.names() }

@@ -55,6 +55,9 @@ type stringCompare struct {
 }
 
 func (n *stringCompare) eval(w row) bool {
+	if n.col.value != nil && n.col.value(w) == nil {
+		return false // an unset custom attribute is NULL
+	}
 	got := n.col.str(w)
 	switch n.op {
 	case "=":
@@ -79,7 +82,12 @@ type stringIn struct {
 	not    bool
 }
 
-func (n *stringIn) eval(w row) bool { return slices.Contains(n.values, n.col.str(w)) != n.not }
+func (n *stringIn) eval(w row) bool {
+	if n.col.value != nil && n.col.value(w) == nil {
+		return false // an unset custom attribute is NULL
+	}
+	return slices.Contains(n.values, n.col.str(w)) != n.not
+}
 
 func (n *stringIn) format(b *strings.Builder) {
 	quoted := make([]string, len(n.values))
@@ -189,7 +197,9 @@ type isNull struct {
 
 func (n *isNull) eval(w row) bool {
 	var null bool
-	if n.col.typ == timeColumn {
+	if n.col.value != nil {
+		null = customNull(n.col, w)
+	} else if n.col.typ == timeColumn {
 		null = n.col.time(w).IsZero()
 	} else {
 		null = n.col.str(w) == ""

@@ -17,7 +17,12 @@ import (
 //	           | column [NOT] BETWEEN value AND value
 //	           | column IS [NOT] NULL
 //	op         = "=" | "!=" | "<>" | "<" | ">" | "<=" | ">="
-//	value      = 'single-quoted' | "double-quoted"
+//	value      = 'single-quoted' | "double-quoted" | number | true | false
+//
+// An activity query may end with clauses (clauses.go):
+//
+//	query      = [ or ] [ ORDER BY column [ASC|DESC] { "," column [ASC|DESC] } ]
+//	                    [ GROUP BY ExecutionStatus ]
 type parser struct {
 	sch    *schema
 	tokens []token
@@ -100,7 +105,7 @@ func (p *parser) parsePrimary(depth int) (node, error) {
 
 func isReserved(word string) bool {
 	switch strings.ToUpper(word) {
-	case "AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "STARTS_WITH":
+	case "AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "STARTS_WITH", "ORDER", "GROUP", "BY":
 		return true
 	}
 	return false
@@ -142,6 +147,8 @@ func (p *parser) parsePredicate() (node, error) {
 func (p *parser) parseComparison(col *column, opTok token) (node, error) {
 	op := opTok.text
 	switch col.typ {
+	case intColumn, doubleColumn, durationColumn, boolColumn, keywordListColumn, textColumn:
+		return p.parseCustomComparison(col, opTok)
 	case stringColumn, statusColumn:
 		if op != "=" && op != "!=" {
 			return nil, errorAt(opTok.pos, "operator %s is not supported for %s (use =, !=, STARTS_WITH or IN)", op, col.name)
@@ -183,7 +190,8 @@ func (p *parser) parseStartsWith(col *column, opTok token, not bool) (node, erro
 }
 
 func (p *parser) parseIn(col *column, opTok token, not bool) (node, error) {
-	if col.typ == timeColumn {
+	switch col.typ {
+	case timeColumn, boolColumn, textColumn:
 		return nil, errorAt(opTok.pos, "IN is not supported for %s", col.name)
 	}
 	if open := p.next(); open.kind != tokLParen {
@@ -191,8 +199,15 @@ func (p *parser) parseIn(col *column, opTok token, not bool) (node, error) {
 	}
 	var strs []string
 	var statuses []int32
+	var nums []numLiteral
 	for {
-		if col.typ == statusColumn {
+		if isNumeric(col.typ) {
+			v, err := p.numValue(col)
+			if err != nil {
+				return nil, err
+			}
+			nums = append(nums, v)
+		} else if col.typ == statusColumn {
 			status, err := p.statusValue(col)
 			if err != nil {
 				return nil, err
@@ -213,15 +228,34 @@ func (p *parser) parseIn(col *column, opTok token, not bool) (node, error) {
 			return nil, errorAt(sep.pos, "expected ',' or ')' in IN list, found %s", sep.describe())
 		}
 	}
-	if col.typ == statusColumn {
+	switch {
+	case col.typ == statusColumn:
 		return &statusIn{sch: p.sch, values: statuses, not: not, list: true}, nil
+	case isNumeric(col.typ):
+		return &numIn{col: col, values: nums, not: not}, nil
+	case col.typ == keywordListColumn:
+		return &listContains{col: col, values: strs, not: not, list: true}, nil
 	}
 	return &stringIn{col: col, values: strs, not: not}, nil
 }
 
 func (p *parser) parseBetween(col *column, opTok token, not bool) (node, error) {
+	if isNumeric(col.typ) {
+		from, err := p.numValue(col)
+		if err != nil {
+			return nil, err
+		}
+		if and := p.next(); !and.keyword("AND") {
+			return nil, errorAt(and.pos, "expected AND in BETWEEN, found %s", and.describe())
+		}
+		to, err := p.numValue(col)
+		if err != nil {
+			return nil, err
+		}
+		return &numBetween{col: col, from: from, to: to, not: not}, nil
+	}
 	if col.typ != timeColumn {
-		return nil, errorAt(opTok.pos, "BETWEEN is only supported for %s, not %s", strings.Join(p.sch.timeColumns(), " and "), col.name)
+		return nil, errorAt(opTok.pos, "BETWEEN is only supported for times (%s) and numbers, not %s", strings.Join(p.sch.timeColumns(), ", "), col.name)
 	}
 	from, err := p.timeValue(col)
 	if err != nil {

@@ -55,6 +55,10 @@ type Activity struct {
 	// Zero when unknown (CloseTime: while running).
 	StartTime time.Time
 	CloseTime time.Time
+	// SearchAttributes are the custom search attributes' values, decoded: string (Keyword,
+	// Text), []string (KeywordList), int64 (Int), float64 (Double), bool (Bool) or time.Time
+	// (Datetime).
+	SearchAttributes map[string]any
 }
 
 // Error is a query that cannot be parsed or does not type-check. Pos is the byte offset of the
@@ -76,6 +80,9 @@ func errorAt(pos int, format string, args ...any) *Error {
 type Query struct {
 	root node
 	sch  *schema
+	// Clauses of an activity query (clauses.go).
+	orderBy []orderTerm
+	groupBy *column
 }
 
 // Parse parses a worker query (ListWorkers). An empty (or all-blank) text matches everything.
@@ -98,8 +105,14 @@ func parse(text string, sch *schema) (*Query, error) {
 	if p.peek().kind == tokEOF {
 		return &Query{}, nil
 	}
-	root, err := p.parseOr(0)
-	if err != nil {
+	var root node
+	if !p.atClause() {
+		if root, err = p.parseOr(0); err != nil {
+			return nil, err
+		}
+	}
+	q := &Query{root: root, sch: sch}
+	if err := p.parseClauses(q); err != nil {
 		return nil, err
 	}
 	if t := p.peek(); t.kind != tokEOF {
@@ -108,7 +121,7 @@ func parse(text string, sch *schema) (*Query, error) {
 		}
 		return nil, errorAt(t.pos, "expected AND, OR or end of query, found %s", t.describe())
 	}
-	return &Query{root: root, sch: sch}, nil
+	return q, nil
 }
 
 // Matches reports whether w satisfies the query (from Parse).
@@ -116,7 +129,7 @@ func (q *Query) Matches(w *Worker) bool {
 	if q == nil || q.root == nil {
 		return true
 	}
-	return q.sch == workerSchema && q.root.eval(w)
+	return !q.sch.activities && q.root.eval(w)
 }
 
 // MatchesActivity reports whether a satisfies the query (from ParseActivities).
@@ -124,16 +137,19 @@ func (q *Query) MatchesActivity(a *Activity) bool {
 	if q == nil || q.root == nil {
 		return true
 	}
-	return q.sch == activitySchema && q.root.eval(a)
+	return q.sch.activities && q.root.eval(a)
 }
 
 // String returns the query in canonical form: every column in its documented spelling, every
 // value double-quoted, every binary operation parenthesised. Parsing it yields the same query.
 func (q *Query) String() string {
-	if q == nil || q.root == nil {
+	if q == nil {
 		return ""
 	}
 	var b strings.Builder
-	q.root.format(&b)
+	if q.root != nil {
+		q.root.format(&b)
+	}
+	q.formatClauses(&b)
 	return b.String()
 }

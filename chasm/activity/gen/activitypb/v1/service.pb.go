@@ -7,10 +7,11 @@
 package activitypb
 
 import (
-	v13 "go.temporal.io/api/activity/v1"
+	v14 "go.temporal.io/api/activity/v1"
 	v1 "go.temporal.io/api/common/v1"
 	v11 "go.temporal.io/api/enums/v1"
-	v12 "go.temporal.io/api/failure/v1"
+	v13 "go.temporal.io/api/failure/v1"
+	v12 "go.temporal.io/api/sdk/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -50,8 +51,11 @@ type StartActivityRequest struct {
 	IdReusePolicy          v11.ActivityIdReusePolicy    `protobuf:"varint,16,opt,name=id_reuse_policy,json=idReusePolicy,proto3,enum=temporal.api.enums.v1.ActivityIdReusePolicy" json:"id_reuse_policy,omitempty"`
 	IdConflictPolicy       v11.ActivityIdConflictPolicy `protobuf:"varint,17,opt,name=id_conflict_policy,json=idConflictPolicy,proto3,enum=temporal.api.enums.v1.ActivityIdConflictPolicy" json:"id_conflict_policy,omitempty"`
 	Priority               *v1.Priority                 `protobuf:"bytes,18,opt,name=priority,proto3" json:"priority,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Validated by the frontend (see ActivityState).
+	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,40,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
+	UserMetadata     *v12.UserMetadata    `protobuf:"bytes,41,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StartActivityRequest) Reset() {
@@ -206,6 +210,20 @@ func (x *StartActivityRequest) GetIdConflictPolicy() v11.ActivityIdConflictPolic
 func (x *StartActivityRequest) GetPriority() *v1.Priority {
 	if x != nil {
 		return x.Priority
+	}
+	return nil
+}
+
+func (x *StartActivityRequest) GetSearchAttributes() *v1.SearchAttributes {
+	if x != nil {
+		return x.SearchAttributes
+	}
+	return nil
+}
+
+func (x *StartActivityRequest) GetUserMetadata() *v12.UserMetadata {
+	if x != nil {
+		return x.UserMetadata
 	}
 	return nil
 }
@@ -649,7 +667,7 @@ type RespondActivityTaskFailedRequest struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceId          string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
 	TaskToken            []byte                 `protobuf:"bytes,2,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
-	Failure              *v12.Failure           `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure              *v13.Failure           `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	Identity             string                 `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
 	LastHeartbeatDetails *v1.Payloads           `protobuf:"bytes,5,opt,name=last_heartbeat_details,json=lastHeartbeatDetails,proto3" json:"last_heartbeat_details,omitempty"`
 	unknownFields        protoimpl.UnknownFields
@@ -700,7 +718,7 @@ func (x *RespondActivityTaskFailedRequest) GetTaskToken() []byte {
 	return nil
 }
 
-func (x *RespondActivityTaskFailedRequest) GetFailure() *v12.Failure {
+func (x *RespondActivityTaskFailedRequest) GetFailure() *v13.Failure {
 	if x != nil {
 		return x.Failure
 	}
@@ -1346,6 +1364,9 @@ type ListActivitiesRequest struct {
 	Status        ActivityStatus `protobuf:"varint,2,opt,name=status,proto3,enum=vigil.activity.v1.ActivityStatus" json:"status,omitempty"`
 	PageSize      int32          `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	NextPageToken []byte         `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Only activities of this task queue; empty: every task queue. Both filters use the
+	// store's indexes.
+	TaskQueue     string `protobuf:"bytes,10,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1406,6 +1427,13 @@ func (x *ListActivitiesRequest) GetNextPageToken() []byte {
 		return x.NextPageToken
 	}
 	return nil
+}
+
+func (x *ListActivitiesRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
 }
 
 type ListedActivity struct {
@@ -2145,7 +2173,7 @@ type UpdateActivityOptionsRequest struct {
 	ActivityId  string                 `protobuf:"bytes,2,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
 	RunId       string                 `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	Identity    string                 `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
-	Options     *v13.ActivityOptions   `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
+	Options     *v14.ActivityOptions   `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
 	// Paths of options to apply, snake_case or camelCase: task_queue.name (or task_queue_name),
 	// schedule_to_close_timeout, schedule_to_start_timeout, start_to_close_timeout,
 	// heartbeat_timeout, retry_policy and its fields, priority.
@@ -2216,7 +2244,7 @@ func (x *UpdateActivityOptionsRequest) GetIdentity() string {
 	return ""
 }
 
-func (x *UpdateActivityOptionsRequest) GetOptions() *v13.ActivityOptions {
+func (x *UpdateActivityOptionsRequest) GetOptions() *v14.ActivityOptions {
 	if x != nil {
 		return x.Options
 	}
@@ -2247,7 +2275,7 @@ func (x *UpdateActivityOptionsRequest) GetRequestId() string {
 type UpdateActivityOptionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The options in force after the update.
-	Options       *v13.ActivityOptions `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	Options       *v14.ActivityOptions `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2282,7 +2310,7 @@ func (*UpdateActivityOptionsResponse) Descriptor() ([]byte, []int) {
 	return file_chasm_activity_proto_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
-func (x *UpdateActivityOptionsResponse) GetOptions() *v13.ActivityOptions {
+func (x *UpdateActivityOptionsResponse) GetOptions() *v14.ActivityOptions {
 	if x != nil {
 		return x.Options
 	}
@@ -2293,7 +2321,7 @@ var File_chasm_activity_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"%chasm/activity/proto/v1/service.proto\x12\x11vigil.activity.v1\x1a#chasm/activity/proto/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&temporal/api/activity/v1/message.proto\x1a$temporal/api/common/v1/message.proto\x1a$temporal/api/enums/v1/activity.proto\x1a%temporal/api/failure/v1/message.proto\"\xc8\b\n" +
+	"%chasm/activity/proto/v1/service.proto\x12\x11vigil.activity.v1\x1a#chasm/activity/proto/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a&temporal/api/activity/v1/message.proto\x1a$temporal/api/common/v1/message.proto\x1a$temporal/api/enums/v1/activity.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\xe7\t\n" +
 	"\x14StartActivityRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1f\n" +
@@ -2317,7 +2345,9 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\bidentity\x18\x0f \x01(\tR\bidentity\x12T\n" +
 	"\x0fid_reuse_policy\x18\x10 \x01(\x0e2,.temporal.api.enums.v1.ActivityIdReusePolicyR\ridReusePolicy\x12]\n" +
 	"\x12id_conflict_policy\x18\x11 \x01(\x0e2/.temporal.api.enums.v1.ActivityIdConflictPolicyR\x10idConflictPolicy\x12<\n" +
-	"\bpriority\x18\x12 \x01(\v2 .temporal.api.common.v1.PriorityR\bpriority\"H\n" +
+	"\bpriority\x18\x12 \x01(\v2 .temporal.api.common.v1.PriorityR\bpriority\x12U\n" +
+	"\x11search_attributes\x18( \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
+	"\ruser_metadata\x18) \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"H\n" +
 	"\x15StartActivityResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\astarted\x18\x02 \x01(\bR\astarted\"\xc2\x02\n" +
@@ -2409,12 +2439,15 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bidentity\x18\x06 \x01(\tR\bidentity\"\x1f\n" +
-	"\x1dRequestCancelActivityResponse\"\xba\x01\n" +
+	"\x1dRequestCancelActivityResponse\"\xd9\x01\n" +
 	"\x15ListActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x129\n" +
 	"\x06status\x18\x02 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12&\n" +
-	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\"\x80\x01\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\n" +
+	" \x01(\tR\ttaskQueue\"\x80\x01\n" +
 	"\x0eListedActivity\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\tR\n" +
 	"activityId\x12\x15\n" +
@@ -2562,13 +2595,15 @@ var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(v11.ActivityIdReusePolicy)(0),               // 38: temporal.api.enums.v1.ActivityIdReusePolicy
 	(v11.ActivityIdConflictPolicy)(0),            // 39: temporal.api.enums.v1.ActivityIdConflictPolicy
 	(*v1.Priority)(nil),                          // 40: temporal.api.common.v1.Priority
-	(*timestamppb.Timestamp)(nil),                // 41: google.protobuf.Timestamp
-	(*v12.Failure)(nil),                          // 42: temporal.api.failure.v1.Failure
-	(*ActivityOutcome)(nil),                      // 43: vigil.activity.v1.ActivityOutcome
-	(*ActivityState)(nil),                        // 44: vigil.activity.v1.ActivityState
-	(ActivityStatus)(0),                          // 45: vigil.activity.v1.ActivityStatus
-	(*v13.ActivityOptions)(nil),                  // 46: temporal.api.activity.v1.ActivityOptions
-	(*fieldmaskpb.FieldMask)(nil),                // 47: google.protobuf.FieldMask
+	(*v1.SearchAttributes)(nil),                  // 41: temporal.api.common.v1.SearchAttributes
+	(*v12.UserMetadata)(nil),                     // 42: temporal.api.sdk.v1.UserMetadata
+	(*timestamppb.Timestamp)(nil),                // 43: google.protobuf.Timestamp
+	(*v13.Failure)(nil),                          // 44: temporal.api.failure.v1.Failure
+	(*ActivityOutcome)(nil),                      // 45: vigil.activity.v1.ActivityOutcome
+	(*ActivityState)(nil),                        // 46: vigil.activity.v1.ActivityState
+	(ActivityStatus)(0),                          // 47: vigil.activity.v1.ActivityStatus
+	(*v14.ActivityOptions)(nil),                  // 48: temporal.api.activity.v1.ActivityOptions
+	(*fieldmaskpb.FieldMask)(nil),                // 49: google.protobuf.FieldMask
 }
 var file_chasm_activity_proto_v1_service_proto_depIdxs = []int32{
 	33, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
@@ -2583,70 +2618,72 @@ var file_chasm_activity_proto_v1_service_proto_depIdxs = []int32{
 	38, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
 	39, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
 	40, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
-	33, // 12: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	36, // 13: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
-	37, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
-	41, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	41, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	41, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
-	34, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	36, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	35, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	40, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
-	36, // 24: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
-	42, // 25: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
-	36, // 26: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	36, // 27: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
-	36, // 28: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
-	43, // 29: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	44, // 30: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
-	45, // 31: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
-	44, // 32: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
-	19, // 33: vigil.activity.v1.ListActivitiesResponse.activities:type_name -> vigil.activity.v1.ListedActivity
-	34, // 34: vigil.activity.v1.UnpauseActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
-	34, // 35: vigil.activity.v1.ResetActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
-	46, // 36: vigil.activity.v1.UpdateActivityOptionsRequest.options:type_name -> temporal.api.activity.v1.ActivityOptions
-	47, // 37: vigil.activity.v1.UpdateActivityOptionsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	46, // 38: vigil.activity.v1.UpdateActivityOptionsResponse.options:type_name -> temporal.api.activity.v1.ActivityOptions
-	0,  // 39: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
-	2,  // 40: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
-	4,  // 41: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
-	6,  // 42: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
-	8,  // 43: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
-	10, // 44: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
-	12, // 45: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
-	14, // 46: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
-	16, // 47: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
-	18, // 48: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
-	21, // 49: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
-	23, // 50: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
-	25, // 51: vigil.activity.v1.ActivityHistoryService.PauseActivity:input_type -> vigil.activity.v1.PauseActivityRequest
-	27, // 52: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:input_type -> vigil.activity.v1.UnpauseActivityRequest
-	29, // 53: vigil.activity.v1.ActivityHistoryService.ResetActivity:input_type -> vigil.activity.v1.ResetActivityRequest
-	31, // 54: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:input_type -> vigil.activity.v1.UpdateActivityOptionsRequest
-	1,  // 55: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
-	3,  // 56: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
-	5,  // 57: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
-	7,  // 58: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
-	9,  // 59: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
-	11, // 60: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
-	13, // 61: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
-	15, // 62: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
-	17, // 63: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
-	20, // 64: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
-	22, // 65: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
-	24, // 66: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
-	26, // 67: vigil.activity.v1.ActivityHistoryService.PauseActivity:output_type -> vigil.activity.v1.PauseActivityResponse
-	28, // 68: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:output_type -> vigil.activity.v1.UnpauseActivityResponse
-	30, // 69: vigil.activity.v1.ActivityHistoryService.ResetActivity:output_type -> vigil.activity.v1.ResetActivityResponse
-	32, // 70: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:output_type -> vigil.activity.v1.UpdateActivityOptionsResponse
-	55, // [55:71] is the sub-list for method output_type
-	39, // [39:55] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	41, // 12: vigil.activity.v1.StartActivityRequest.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
+	42, // 13: vigil.activity.v1.StartActivityRequest.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
+	33, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	36, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
+	37, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
+	43, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	43, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	43, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
+	34, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
+	34, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	36, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	35, // 24: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	40, // 25: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
+	36, // 26: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
+	44, // 27: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
+	36, // 28: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	36, // 29: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
+	36, // 30: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
+	45, // 31: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	46, // 32: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
+	47, // 33: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
+	46, // 34: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
+	19, // 35: vigil.activity.v1.ListActivitiesResponse.activities:type_name -> vigil.activity.v1.ListedActivity
+	34, // 36: vigil.activity.v1.UnpauseActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	34, // 37: vigil.activity.v1.ResetActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	48, // 38: vigil.activity.v1.UpdateActivityOptionsRequest.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	49, // 39: vigil.activity.v1.UpdateActivityOptionsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	48, // 40: vigil.activity.v1.UpdateActivityOptionsResponse.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	0,  // 41: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
+	2,  // 42: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
+	4,  // 43: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
+	6,  // 44: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
+	8,  // 45: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
+	10, // 46: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
+	12, // 47: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
+	14, // 48: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
+	16, // 49: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
+	18, // 50: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
+	21, // 51: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
+	23, // 52: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
+	25, // 53: vigil.activity.v1.ActivityHistoryService.PauseActivity:input_type -> vigil.activity.v1.PauseActivityRequest
+	27, // 54: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:input_type -> vigil.activity.v1.UnpauseActivityRequest
+	29, // 55: vigil.activity.v1.ActivityHistoryService.ResetActivity:input_type -> vigil.activity.v1.ResetActivityRequest
+	31, // 56: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:input_type -> vigil.activity.v1.UpdateActivityOptionsRequest
+	1,  // 57: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
+	3,  // 58: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
+	5,  // 59: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
+	7,  // 60: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
+	9,  // 61: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
+	11, // 62: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
+	13, // 63: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
+	15, // 64: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
+	17, // 65: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
+	20, // 66: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
+	22, // 67: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
+	24, // 68: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
+	26, // 69: vigil.activity.v1.ActivityHistoryService.PauseActivity:output_type -> vigil.activity.v1.PauseActivityResponse
+	28, // 70: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:output_type -> vigil.activity.v1.UnpauseActivityResponse
+	30, // 71: vigil.activity.v1.ActivityHistoryService.ResetActivity:output_type -> vigil.activity.v1.ResetActivityResponse
+	32, // 72: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:output_type -> vigil.activity.v1.UpdateActivityOptionsResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_service_proto_init() }

@@ -10,6 +10,7 @@ import (
 	v12 "go.temporal.io/api/activity/v1"
 	v1 "go.temporal.io/api/common/v1"
 	v11 "go.temporal.io/api/failure/v1"
+	v13 "go.temporal.io/api/sdk/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -207,9 +208,14 @@ type ActivityState struct {
 	CurrentRetryInterval *durationpb.Duration `protobuf:"bytes,91,opt,name=current_retry_interval,json=currentRetryInterval,proto3" json:"current_retry_interval,omitempty"`
 	// The start delay the activity was started with; the first attempt was due at
 	// schedule_time + start_delay.
-	StartDelay    *durationpb.Duration `protobuf:"bytes,92,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StartDelay *durationpb.Duration `protobuf:"bytes,92,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	// Visibility: the search attributes and user metadata (summary, details) the start request
+	// carried. The frontend validated the search attributes against the namespace's registered
+	// ones and stamped each payload with its type.
+	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,100,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
+	UserMetadata     *v13.UserMetadata    `protobuf:"bytes,101,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActivityState) Reset() {
@@ -637,6 +643,20 @@ func (x *ActivityState) GetCurrentRetryInterval() *durationpb.Duration {
 func (x *ActivityState) GetStartDelay() *durationpb.Duration {
 	if x != nil {
 		return x.StartDelay
+	}
+	return nil
+}
+
+func (x *ActivityState) GetSearchAttributes() *v1.SearchAttributes {
+	if x != nil {
+		return x.SearchAttributes
+	}
+	return nil
+}
+
+func (x *ActivityState) GetUserMetadata() *v13.UserMetadata {
+	if x != nil {
+		return x.UserMetadata
 	}
 	return nil
 }
@@ -1487,7 +1507,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\"\xeb\x19\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\x8a\x1b\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1553,7 +1573,9 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\x1alast_attempt_complete_time\x18Z \x01(\v2\x1a.google.protobuf.TimestampR\x17lastAttemptCompleteTime\x12O\n" +
 	"\x16current_retry_interval\x18[ \x01(\v2\x19.google.protobuf.DurationR\x14currentRetryInterval\x12:\n" +
 	"\vstart_delay\x18\\ \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"startDelay\"\xa1\x01\n" +
+	"startDelay\x12U\n" +
+	"\x11search_attributes\x18d \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
+	"\ruser_metadata\x18e \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"\xa1\x01\n" +
 	"\x11ActivityPauseInfo\x129\n" +
 	"\n" +
 	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
@@ -1659,6 +1681,8 @@ var file_chasm_activity_proto_v1_state_proto_goTypes = []any{
 	(*v1.Priority)(nil),                // 23: temporal.api.common.v1.Priority
 	(*v11.Failure)(nil),                // 24: temporal.api.failure.v1.Failure
 	(*v12.ActivityOptions)(nil),        // 25: temporal.api.activity.v1.ActivityOptions
+	(*v1.SearchAttributes)(nil),        // 26: temporal.api.common.v1.SearchAttributes
+	(*v13.UserMetadata)(nil),           // 27: temporal.api.sdk.v1.UserMetadata
 }
 var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	0,  // 0: vigil.activity.v1.ActivityState.status:type_name -> vigil.activity.v1.ActivityStatus
@@ -1691,14 +1715,16 @@ var file_chasm_activity_proto_v1_state_proto_depIdxs = []int32{
 	22, // 27: vigil.activity.v1.ActivityState.last_attempt_complete_time:type_name -> google.protobuf.Timestamp
 	20, // 28: vigil.activity.v1.ActivityState.current_retry_interval:type_name -> google.protobuf.Duration
 	20, // 29: vigil.activity.v1.ActivityState.start_delay:type_name -> google.protobuf.Duration
-	22, // 30: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
-	18, // 31: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
-	24, // 32: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	26, // 30: vigil.activity.v1.ActivityState.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
+	27, // 31: vigil.activity.v1.ActivityState.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
+	22, // 32: vigil.activity.v1.ActivityPauseInfo.pause_time:type_name -> google.protobuf.Timestamp
+	18, // 33: vigil.activity.v1.ActivityOutcome.result:type_name -> temporal.api.common.v1.Payloads
+	24, // 34: vigil.activity.v1.ActivityOutcome.failure:type_name -> temporal.api.failure.v1.Failure
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_state_proto_init() }
