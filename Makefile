@@ -13,7 +13,7 @@ RACE          ?= -race
 GOTESTSUM     ?= $(GO) run gotest.tools/gotestsum@v1.13.0
 TEST_FORMAT   ?= pkgname-and-test-fails
 
-.PHONY: all build run test test-short metrics-doc proto proto-check mocks mocks-check lint fmt tidy clean
+.PHONY: all build run test test-short metrics-doc config-doc docs bench proto proto-check mocks mocks-check lint fmt tidy clean
 
 all: build
 
@@ -34,9 +34,15 @@ test-short:
 	@echo "== go test -short -count=1 ./... through gotestsum"
 	$(GOTESTSUM) --format $(TEST_FORMAT) --format-hide-empty-pkg -- -short -count=1 ./...
 
-# Rewrites README.md's metrics table from the declarations (a test fails when it is stale).
+# Rewrite the generated tables of docs/metrics.md and docs/configuration.md from the
+# declarations (a test fails when either is stale).
 metrics-doc:
-	$(GO) run ./cmd/metricsdoc README.md
+	$(GO) run ./cmd/metricsdoc docs/metrics.md
+
+config-doc:
+	$(GO) run ./cmd/configdoc docs/configuration.md
+
+docs: metrics-doc config-doc
 
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.
 proto:
