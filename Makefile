@@ -44,6 +44,11 @@ config-doc:
 
 docs: metrics-doc config-doc
 
+# Runs every scenario of BENCHMARKS.md (about two hours; ARGS=--quick for a few minutes), raw
+# outputs under bench-results/, and regenerates its tables.
+bench: build
+	./bench/run.sh $(ARGS)
+
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.
 proto:
 	@echo "== generating protobuf code (pinned buf, via go run)"
