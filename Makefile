@@ -46,7 +46,7 @@ docs: metrics-doc config-doc
 
 # Runs every scenario of BENCHMARKS.md (about two hours; ARGS=--quick for a few minutes), raw
 # outputs under bench-results/, and regenerates its tables.
-bench: build
+bench:
 	./bench/run.sh $(ARGS)
 
 # Regenerate protobuf code (under */gen/) and the Temporal import sources.

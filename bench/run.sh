@@ -59,7 +59,7 @@ if [[ $quick == 1 ]]; then
   burst_args=(--workers 500 --interval 2s --duration 14s --warmup 4s --register-burst 500)
   ladder="${LADDER:-500 1000}" ladder_workers=1000 ladder_args=(--duration 12s --warmup 4s)
   overload_workers=1000 overload_args=(--duration 48s --warmup 8s --alternate 2 --alternate-period 10s --alternate-settle 3s)
-  fleet_args=(--workers 5000 --interval 5s --lease 15s --duration 40s --warmup 10s --kill 10)
+  fleet_args=(--workers 2000 --interval 5s --lease 15s --duration 40s --warmup 10s --kill 10)
   memory_ns="${MEMORY_NS:-2000}" memory_env=(INTERVAL=5s LEASE=15s SETTLE=10s)
 else
   churn_args=(--workers 1000 --activities 100 --interval 20s --duration 120s --churn-period 10s)

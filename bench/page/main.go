@@ -290,11 +290,34 @@ func renderRecovery(runs map[string]*bench.Summary) string {
 	b.WriteString("| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| workers killed, activities they held | %s, %s |\n", num(float64(k.Killed)), num(float64(k.ActivitiesAtKill)))
 	fmt.Fprintf(&b, "| detected INACTIVE, handed back | %s, %s |\n", num(float64(k.Detected)), num(float64(k.HandedBack)))
-	fmt.Fprintf(&b, "| detection after the lease deadline, server's own (p50, max) | **%s**, **%s** |\n", ms(k.DetectionServerP50Ms), ms(k.DetectionServerMaxMs))
-	fmt.Fprintf(&b, "| detection as a client polling every %s sees it (p50, p99) | %s, %s |\n", ms(k.PollIntervalMs), ms(k.DetectionP50Ms), ms(k.DetectionP99Ms))
+	if detected(k) {
+		fmt.Fprintf(&b, "| detection after the lease deadline, server's own (p50, max) | **%s**, **%s** |\n", ms(k.DetectionServerP50Ms), ms(k.DetectionServerMaxMs))
+		fmt.Fprintf(&b, "| detection as a client polling every %s sees it (p50, p99) | %s, %s |\n", ms(k.PollIntervalMs), ms(k.DetectionP50Ms), ms(k.DetectionP99Ms))
+	} else {
+		b.WriteString("| detection after the lease deadline | not timed (see the note) |\n")
+	}
 	fmt.Fprintf(&b, "| every killed worker's activities handed back, after the lease deadline | **%s** |\n", ms(k.RedispatchAllMs))
 	fmt.Fprintf(&b, "| the fleet's heartbeats meanwhile (p50, p99, errors) | %s, %s, %s |\n", ms(s.P50Ms), ms(s.P99Ms), num(float64(s.Errors)))
-	return b.String()
+	return b.String() + killNotes(k)
+}
+
+// killNotes are what vigil bench noted about the killed workers (some left out of the
+// detection times, a recovery that timed out), under the table.
+func killNotes(k *bench.KillSummary) string {
+	notes := k.Notes
+	if k.TimedOut {
+		notes = append([]string{"the killed workers were not all handed back before the recovery timeout"}, notes...)
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "\nNote: " + strings.Join(notes, "; ") + ".\n"
+}
+
+// detected says whether any killed worker's detection was timed: one that never had a
+// heartbeat accepted has no lease deadline to time it from.
+func detected(k *bench.KillSummary) bool {
+	return k.DetectionServerMaxMs > 0 || k.DetectionP99Ms > 0 || k.DetectionServerP50Ms > 0
 }
 
 func renderEqual(runs map[string]*bench.Summary) string {
@@ -372,14 +395,19 @@ func renderFleet(runs map[string]*bench.Summary) string {
 	_, rss := proc(s.Server)
 	var b strings.Builder
 	b.WriteString("| workers | offered/s | ok/s | errors | p99 | killed, detected | detection after the lease deadline, server's own (p50, max) | false INACTIVE | server RSS (max) |\n|---|---|---|---|---|---|---|---|---|\n")
-	killed, detection := "–", "–"
+	killed, detection, notes := "–", "–", ""
 	if k := s.Kill; k != nil {
 		killed = fmt.Sprintf("%s, %s", num(float64(k.Killed)), num(float64(k.Detected)))
-		detection = fmt.Sprintf("%s, %s", ms(k.DetectionServerP50Ms), ms(k.DetectionServerMaxMs))
+		if detected(k) {
+			detection = fmt.Sprintf("%s, %s", ms(k.DetectionServerP50Ms), ms(k.DetectionServerMaxMs))
+		} else {
+			detection = "not timed (see the note)"
+		}
+		notes = killNotes(k)
 	}
 	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", num(float64(s.Workers)), num(s.OfferedPerS), num(s.ThroughputPerS),
 		num(float64(s.Errors)), ms(s.P99Ms), killed, detection, falseInactive(s), rss)
-	return b.String()
+	return b.String() + notes
 }
 
 // renderMemory turns bench/memory.sh's summary.txt (a header line, then one line per fleet

@@ -70,3 +70,14 @@ func TestFormatting(t *testing.T) {
 	require.Equal(t, "32.0 ms", ms(32))
 	require.Equal(t, "0.50 ms", ms(0.5))
 }
+
+// Killed workers that never had a heartbeat accepted have no deadline to time detection from:
+// the table says so instead of showing zeros.
+func TestUntimedDetectionIsNotShownAsZero(t *testing.T) {
+	got := renderFleet(map[string]*bench.Summary{"fleet": {Workers: 2000, P99Ms: 32, Kill: &bench.KillSummary{
+		Killed: 10, Detected: 10, Notes: []string{"10 killed workers never had a heartbeat accepted (no lease): left out of the detection times"},
+	}}})
+	require.Contains(t, got, "| 10, 10 | **not timed (see the note)** |")
+	require.Contains(t, got, "Note: 10 killed workers never had a heartbeat accepted")
+	require.NotContains(t, got, "0.00 ms, 0.00 ms")
+}
