@@ -44,7 +44,7 @@ config-doc:
 
 docs: metrics-doc config-doc
 
-# Runs every scenario of BENCHMARKS.md (about two hours; ARGS=--quick for a few minutes), raw
+# Runs every scenario of BENCHMARKS.md (two hours or more; ARGS=--quick for a few minutes), raw
 # outputs under bench-results/, and regenerates its tables.
 bench:
 	./bench/run.sh $(ARGS)

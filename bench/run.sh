@@ -3,7 +3,7 @@
 # database, writes the raw outputs under OUT (default bench-results/<UTC time>, ignored by git)
 # and regenerates BENCHMARKS.md's tables from them (go run ./bench/page).
 #
-#   bench/run.sh                       # the whole page: about two hours on two cores
+#   bench/run.sh                       # the whole page: about two and a half hours on two cores
 #   bench/run.sh --quick               # every scenario at a small size: a few minutes, to check
 #                                      # the machinery; its tables are not for publishing
 #   bench/run.sh --no-page             # results only, BENCHMARKS.md untouched
@@ -24,6 +24,10 @@
 #              for callers that give up on a refusal and for callers that retry as the SDK does
 #   fleet      100,000 workers at a 30 s interval, 100 of them killed
 #   memory     RSS per idle registered worker at 100,000, and whether it is given back
+#   postgres   SDK heartbeats at equal rates on PostgreSQL: one host, then three hosts of one
+#              cluster behind a client that balances over them (VIGIL_POSTGRES_DSN, default
+#              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
+#              with psql when it is installed)
 #
 # capacity and overload pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1 each)
 # when the machine has two cores or more; the others share every core, as a small deployment
@@ -47,7 +51,7 @@ done
 out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-scenarios="${SCENARIOS:-churn scale recovery equal burst capacity overload fleet memory}"
+scenarios="${SCENARIOS:-churn scale recovery equal burst capacity overload fleet memory postgres}"
 port="${PORT:-17233}" http=$((${PORT:-17233} + 10)) peer_port="${PEER_PORT:-17234}"
 
 # Sizes: the published ones, or small ones that exercise the same code in a few minutes.
@@ -61,6 +65,7 @@ if [[ $quick == 1 ]]; then
   overload_workers=1000 overload_args=(--duration 48s --warmup 8s --alternate 2 --alternate-period 10s --alternate-settle 3s)
   fleet_args=(--workers 2000 --interval 5s --lease 15s --duration 40s --warmup 10s --kill 10)
   memory_ns="${MEMORY_NS:-2000}" memory_env=(INTERVAL=5s LEASE=15s SETTLE=10s)
+  pg_rates="${PG_RATES:-200}" pg_args=(--duration 10s --warmup 2s)
 else
   churn_args=(--workers 1000 --activities 100 --interval 20s --duration 120s --churn-period 10s)
   scale_ns="${SCALE_NS:-10000 20000 25000 30000 40000 50000 100000}"
@@ -72,7 +77,9 @@ else
   overload_workers=20000 overload_args=(--duration 360s --warmup 40s --alternate 2 --alternate-period 20s --alternate-settle 5s)
   fleet_args=(--workers 100000 --interval 30s --lease 90s --duration 200s --warmup 60s --kill 100)
   memory_ns="${MEMORY_NS:-100000}" memory_env=(INTERVAL=120s LEASE=180s SETTLE=150s)
+  pg_rates="${PG_RATES:-1000 2000 4000}" pg_args=(--duration 60s --warmup 5s)
 fi
+pg_dsn="${VIGIL_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 
 log() { echo "$(date -u +%T) $*" | tee -a "$out/run.log" >&2; }
 
@@ -98,6 +105,7 @@ wait_port() { # host port seconds
   return 1
 }
 
+server_args=()
 pinned=0
 if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then pinned=1; fi
 
@@ -110,7 +118,7 @@ vigil_run() {
   fi
   dir=$(mktemp -d)
   "${srv[@]}" bin/vigil server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
-    --log-level warn >"$out/$name.server.log" 2>&1 &
+    --log-level warn "${server_args[@]}" >"$out/$name.server.log" 2>&1 &
   spid=$!
   wait_port 127.0.0.1 "$port" 60
   log "$name: vigil bench $*"
@@ -145,7 +153,43 @@ peer_run() {
   grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
-jqv() { jq -r "$1" "$2" 2>/dev/null || echo 0; }
+# pg_config FILE SCHEMA: a static configuration putting vigil on PostgreSQL in SCHEMA.
+pg_config() {
+  printf 'persistence:\n  driver: postgres\n  postgres:\n    dsn: "%s"\n    schema: %s\n' "$pg_dsn" "$2" >"$1"
+}
+pg_drop() { # schema
+  if command -v psql >/dev/null; then
+    psql -q "$pg_dsn" -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null 2>&1 || log "could not drop schema $1"
+  else
+    log "psql not found: schema $1 left in the database"
+  fi
+}
+
+# cluster_run NAME HOSTS BENCH_ARGS...: HOSTS fresh vigil hosts on one PostgreSQL schema, and
+# one `vigil bench` balancing over all of them (host 1's process is sampled).
+cluster_run() {
+  local name=$1 hosts=$2; shift 2
+  local schema="vigil_bench_$$_$RANDOM" dir pids=() addrs=() i
+  dir=$(mktemp -d)
+  pg_config "$dir/server.yaml" "$schema"
+  for i in $(seq 0 $((hosts - 1))); do
+    bin/vigil server start --config "$dir/server.yaml" --port $((port + i)) --http-port $((http + i)) \
+      --history-port $((port + 100 + i)) --log-level warn >"$out/$name.server$i.log" 2>&1 &
+    pids+=($!) addrs+=("127.0.0.1:$((port + i))")
+  done
+  for i in $(seq 0 $((hosts - 1))); do
+    wait_port 127.0.0.1 $((port + i)) 60
+    for _ in $(seq 300); do curl -sf "http://127.0.0.1:$((http + i))/readyz" >/dev/null && break; sleep 0.2; done
+  done
+  log "$name: vigil bench $* ($hosts host(s) on PostgreSQL)"
+  bin/vigil bench --address "$(IFS=,; echo "${addrs[*]}")" --server-pid "${pids[0]}" --retry-unavailable \
+    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+  pg_drop "$schema"
+  rm -rf "$dir"
+  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
 
 for s in $scenarios; do
   case $s in
@@ -213,6 +257,15 @@ for s in $scenarios; do
     env VIGIL="$root/bin/vigil" OUT="$out/memory" PORT=$((port + 1000)) "${memory_env[@]}" \
       bench/memory.sh $memory_ns >"$out/memory/run.log" 2>&1 || log "memory: bench/memory.sh exited $?"
     tail -n 2 "$out/memory/summary.txt" 2>/dev/null | sed "s/^/  /" >&2 || true ;;
+  postgres)
+    if ! command -v pg_isready >/dev/null || ! pg_isready -q -d "$pg_dsn"; then
+      log "postgres: no PostgreSQL answers at $pg_dsn; skipped"
+      continue
+    fi
+    for r in $pg_rates; do
+      cluster_run "postgres-1-$r" 1 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+      cluster_run "postgres-3-$r" 3 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+    done ;;
   *) echo "bench/run.sh: unknown scenario $s" >&2; exit 2 ;;
   esac
 done

@@ -122,7 +122,7 @@ func render(dir string) (map[string]string, error) {
 	blocks := map[string]string{"machine": renderMachine(m)}
 	for name, fn := range map[string]func(map[string]*bench.Summary) string{
 		"churn": renderChurn, "scale": renderScale, "recovery": renderRecovery, "equal": renderEqual,
-		"burst": renderBurst, "fleet": renderFleet,
+		"burst": renderBurst, "fleet": renderFleet, "postgres": renderPostgres,
 	} {
 		if t := fn(runs); t != "" {
 			blocks[name] = m.caption() + t
@@ -446,4 +446,35 @@ func renderMemory(path string) (string, error) {
 			f[col["KiB/worker"]], f[col["live_KiB/worker"]], f[col["after_MiB"]], f[col["after/idle"]])
 	}
 	return b.String(), nil
+}
+
+func renderPostgres(runs map[string]*bench.Summary) string {
+	re := regexp.MustCompile(`^postgres-(\d+)-(\d+)$`)
+	type row struct{ hosts, rate int }
+	var rows []row
+	for name := range runs {
+		if m := re.FindStringSubmatch(name); m != nil {
+			h, _ := strconv.Atoi(m[1])
+			r, _ := strconv.Atoi(m[2])
+			rows = append(rows, row{h, r})
+		}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].rate != rows[j].rate {
+			return rows[i].rate < rows[j].rate
+		}
+		return rows[i].hosts < rows[j].hosts
+	})
+	var b strings.Builder
+	b.WriteString("| offered/s | hosts | ok/s | p50 | p99 | max | errors | Unavailable retried | host 1 CPU | host 1 RSS |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		s := runs[fmt.Sprintf("postgres-%d-%d", r.hosts, r.rate)]
+		cpu, rss := proc(s.Server)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | **%s** | %s | %s | %s | %s | %s |\n", num(float64(r.rate)), r.hosts, num(s.ThroughputPerS),
+			ms(s.P50Ms), ms(s.P99Ms), ms(s.MaxMs), num(float64(s.Errors)), num(float64(s.RetriesUnavailable)), cpu, rss)
+	}
+	return b.String()
 }
