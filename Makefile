@@ -13,7 +13,7 @@ RACE          ?= -race
 GOTESTSUM     ?= $(GO) run gotest.tools/gotestsum@v1.13.0
 TEST_FORMAT   ?= pkgname-and-test-fails
 
-.PHONY: all build run test test-short metrics-doc config-doc docs bench proto proto-check mocks mocks-check lint fmt tidy clean
+.PHONY: all build run test test-short metrics-doc proto proto-check mocks mocks-check lint fmt tidy clean
 
 all: build
 
@@ -39,6 +39,7 @@ test-short:
 metrics-doc:
 	$(GO) run ./cmd/metricsdoc docs/metrics.md
 
+.PHONY: config-doc docs bench
 config-doc:
 	$(GO) run ./cmd/configdoc docs/configuration.md
 
