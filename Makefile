@@ -42,9 +42,21 @@ test-short:
 	@echo "== go test -short -count=1 ./... through gotestsum"
 	$(GOTESTSUM) --format $(TEST_FORMAT) --format-hide-empty-pkg -- -short -count=1 ./...
 
-# Rewrites README.md's metrics table from the declarations (a test fails when it is stale).
+# Rewrite the generated tables of docs/metrics.md and docs/configuration.md from the
+# declarations (a test fails when either is stale).
 metrics-doc:
-	$(GO) run ./cmd/metricsdoc README.md
+	$(GO) run ./cmd/metricsdoc docs/metrics.md
+
+.PHONY: config-doc docs bench
+config-doc:
+	$(GO) run ./cmd/configdoc docs/configuration.md
+
+docs: metrics-doc config-doc
+
+# Runs every scenario of BENCHMARKS.md (two hours or more; ARGS=--quick for a few minutes), raw
+# outputs under bench-results/, and regenerates its tables.
+bench:
+	./bench/run.sh $(ARGS)
 
 # Rewrites docs/cli.md's command reference from the command tree (a test fails when it is stale).
 cli-doc:

@@ -7,9 +7,8 @@ import (
 
 // Alternating load: capacity and a multiple of it, measured in the same run.
 //
-// Goodput at twice capacity is a ratio of two runs, and on a shared box the runs' speed moved
-// by more than the ratio being measured: the same run at the same rate carried from 3,000 to
-// 5,300 heartbeats a second within one hour (BENCHMARKS.md, session 29). Alternated within
+// Goodput at twice capacity is a ratio of two runs, and on a shared box the runs' speed moves
+// by more than the ratio being measured, even within one hour. Alternated within
 // one server process, phase after phase, both rates see the same minutes of the box, so what
 // drifts falls on both alike and the ratio stands.
 //

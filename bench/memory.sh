@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/memory.sh: how much memory a vigil server holds per registered worker, and whether it
-# gives it back once the workers are gone (issues 13 and 19).
+# gives it back once the workers are gone.
 #
 # For each fleet size N it starts a fresh server (SQLite in a temporary directory), and
 #   1. records the idle RSS;
@@ -9,8 +9,8 @@
 #      heartbeating: (RSS - idle) / N is the memory per idle registered worker;
 #   3. stops the fleet without ShutdownWorker, so every lease expires; with a cleanup delay and
 #      a retention of 1 s each worker is then cleaned up and deleted; once the server has
-#      deleted all N, it waits SETTLE and records the RSS again: after / idle is the ratio the
-#      issue asks to keep within 1.2.
+#      deleted all N, it waits SETTLE and records the RSS again: after / idle says how much
+#      of the fleet's memory the server kept.
 # Besides RSS it reports the live Go heap (HeapAlloc just after the collection the heap
 # profile forces): live_KiB/worker is what the server's data structures hold per worker, RSS
 # adds the garbage collector's headroom (GOGC) and what a burst left fragmented.

@@ -92,8 +92,8 @@ comes from under load. A small wait (say 1ms) can enlarge batches on a slow disk
 		`Longest a group commit waits, after its oldest write arrived, for the writes of calls
 already admitted and still running (PostgreSQL's commit_delay with commit_siblings). It waits
 only while such calls exist, and commits as soon as they have all handed in their writes: an
-idle server adds nothing, and a loaded one commits many heartbeats at once instead of a few
-(at twice a core's capacity, batches of about 100 instead of 2.4 carried 68 % more). 0: off.`,
+idle server adds nothing, and a loaded one commits many heartbeats at once instead of a few,
+paying the WAL's pages and the fsync once per batch. 0: off.`,
 	)
 	GroupCommitRateWait = NewGlobalDurationSetting(
 		"history.groupCommitRateWait",
@@ -205,7 +205,7 @@ worker.registrationRPS counts as one second's worth.`,
 	)
 )
 
-// Admission control (history) and the expiry brake (issue 18).
+// Admission control (history) and the expiry brake.
 var (
 	EarlyRefusalTargetWait = NewGlobalDurationSetting(
 		"frontend.earlyRefusalTargetWait",
@@ -216,8 +216,9 @@ the transport, before reading them (ResourceExhausted, which the SDK retries): t
 with the excess, to all of them at twice this wait; a heartbeat whose wait would run past its
 own deadline is refused whatever the share. A heartbeat whose caller retries a refusal anyway
 (the Go SDK's) is judged against half of what is left of its deadline when that is more than
-this, since a refusal only brings it back. A refusal there costs about 14 µs, one made
-by history's admission about 35 µs, and a call that waits holds a goroutine and its memory.
+this, since a refusal only brings it back. A refusal there costs a fraction of one made
+by history's admission after reading the call, and a call that waits holds a goroutine and its
+memory.
 Twice this stays well below history.admissionHeartbeatMaxQueueDelay, so that an overloaded
 host's queue, latency and memory stay small. 0 disables early refusal; history's admission still refuses
 what it cannot serve.`,
@@ -230,11 +231,10 @@ authorized, queued in history or written); past it the transport refuses heartbe
 reading them (ResourceExhausted), whatever the wait. Each holds a goroutine and its memory, and
 a call that waits behind many is answered late or refused by history after it was read, at
 twice the cost. A host needs about its heartbeats per second × 0.1 s of them to keep its writes
-busy. 0 (the default): no bound. At twice capacity on one core, 1,000 cut p99 by two thirds
-and RSS by a third at the same goodput. But a count does not follow the host's pace: with a
-100,000-worker fleet at 3,300/s, 1,000 are in flight after a third of a second's hiccup, the
-refusals trip the expiry brake, and real deaths were found 107 s late instead of within 1 ms
-(BENCHMARKS.md, session 22). Set it only where that was measured.`,
+busy. 0 (the default): no bound. A bound cuts latency and memory at overload, but a count
+does not follow the host's pace: a large fleet reaches it after a hiccup of a fraction of a
+second, the refusals trip the expiry brake, and real deaths are then found long after their
+leases. Set it only where the fleet's rate is known.`,
 	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",

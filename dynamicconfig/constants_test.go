@@ -87,3 +87,24 @@ func defaultOf(s any) any {
 		return nil
 	}
 }
+
+func TestDeclaredDocumentsTypeDefaultAndScope(t *testing.T) {
+	var found bool
+	for _, d := range Declared() {
+		if d.Key == InactiveWorkerCleanupDelay.Key() {
+			found = true
+			require.Equal(t, SettingDoc{Key: d.Key, Type: "duration", Scope: "namespace", Default: "1h",
+				Description: InactiveWorkerCleanupDelay.Description()}, d)
+		}
+	}
+	require.True(t, found, "InactiveWorkerCleanupDelay is not in Declared()")
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Hour: "1h", 3 * time.Minute: "3m", 90 * time.Second: "1m30s", 500 * time.Millisecond: "500ms",
+		0: "0s", 90 * time.Minute: "1h30m", 25 * time.Hour: "25h",
+	} {
+		require.Equal(t, want, formatDuration(d), d)
+	}
+}

@@ -120,11 +120,13 @@ func NewNamespaceDurationSetting(key Key, def time.Duration, description string)
 
 func newGlobal[T any](key Key, def T, description string, convert func(any) (T, error)) GlobalSetting[T] {
 	registerKey(key, validatorOf(convert))
+	registerDoc(key, "global", def, description)
 	return GlobalSetting[T]{key: key, def: def, description: description, convert: convert}
 }
 
 func newNamespace[T any](key Key, def T, description string, convert func(any) (T, error)) NamespaceSetting[T] {
 	registerKey(key, validatorOf(convert))
+	registerDoc(key, "namespace", def, description)
 	return NamespaceSetting[T]{key: key, def: def, description: description, convert: convert}
 }
 

@@ -80,9 +80,8 @@ func (l *abuseLimiter) intercept(ctx context.Context, req any, info *grpc.UnaryS
 // cost a live worker its lease while the host has room. Heartbeats meet history's admission
 // control instead, whose refusals the expiry brake counts (so no lease runs out because of
 // them), and the transport's early refusal; new worker keys meet worker.registrationRPS.
-// At 12,000 heartbeats/s from 20,000 workers, on a host that could carry 10,200,
-// frontend.namespaceRPS (10,000) refused about one heartbeat in eight, and 1,289 live workers
-// were declared INACTIVE in a 100 s run (BENCHMARKS.md, session 27).
+// Counted against frontend.namespaceRPS, a fleet offering a little more than the limit had
+// heartbeats refused that no brake knew of, and live workers were declared INACTIVE.
 var heartbeatMethods = map[string]bool{"RecordWorkerHeartbeat": true, "ShutdownWorker": true, "RecordHeartbeat": true}
 
 func (l *abuseLimiter) allowPrincipal(ns, subject string) error {

@@ -77,7 +77,7 @@ func (h *WorkflowHandler) StartActivityExecution(ctx context.Context, req *workf
 // the same deadline. A task whose start could not be recorded goes back to matching.
 //
 // Like every poll it never answers InvalidArgument or NamespaceNotFound, which the SDK treats
-// as fatal for the worker (sdk-contract §3.1): an unknown namespace is Unavailable, a request
+// as fatal for the worker: an unknown namespace is Unavailable, a request
 // without a task queue FailedPrecondition. Both make the worker back off and log.
 func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workflowservice.PollActivityTaskQueueRequest) (*workflowservice.PollActivityTaskQueueResponse, error) {
 	ns, err := h.pollNamespace(req.GetNamespace())
@@ -392,7 +392,7 @@ func (h *WorkflowHandler) currentAttempt(ctx context.Context, namespaceName, wor
 
 // PollActivityExecution waits for the run to close and returns its outcome. History answers
 // without an outcome shortly before the deadline it is given, which is at most the long-poll
-// timeout away; the SDK then polls again (sdk-contract §3.8). It is a long poll, so the
+// timeout away; the SDK then polls again. It is a long poll, so the
 // interceptor does not validate it: it validates here (InvalidArgument is right for this
 // client call, unlike for a worker's poll).
 func (h *WorkflowHandler) PollActivityExecution(ctx context.Context, req *workflowservice.PollActivityExecutionRequest) (*workflowservice.PollActivityExecutionResponse, error) {
@@ -482,7 +482,7 @@ func (h *WorkflowHandler) RequestCancelActivityExecution(ctx context.Context, re
 }
 
 // pollNamespace resolves the namespace of a worker poll. An unknown namespace is Unavailable,
-// never NamespaceNotFound (fatal for the worker, sdk-contract §3.1): the worker backs off and
+// never NamespaceNotFound (fatal for the worker): the worker backs off and
 // logs "Failed to poll for task" until the namespace is configured.
 func (h *WorkflowHandler) pollNamespace(name string) (*namespace.Namespace, error) {
 	ns, err := h.deps.Namespaces.GetByName(name)

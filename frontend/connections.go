@@ -16,7 +16,7 @@ import (
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
-// Connection tracking (README.md, "Connection suspicion"): the frontend knows which gRPC
+// Connection tracking (docs/concepts.md, "Connection suspicion"): the frontend knows which gRPC
 // connection each worker polls and heartbeats on. When the last connection that carried a
 // worker closes without its ShutdownWorker, the worker is reported suspect to its shard; when a
 // worker shows up on a connection of this host where it had none, it is reported seen, which

@@ -26,12 +26,11 @@ import (
 // that keeps the host from collapsing. But a call refused there has already cost most of what
 // a served one costs besides its write: gRPC read and decoded it, the interceptors
 // authenticated, limited and validated it, it was routed to its shard, and it held a goroutine
-// (and its stack) while it waited. At twice capacity the refusals alone take a fifth of a core.
-// Refused here, in grpc's tap (which runs as the stream's headers arrive, before any goroutine,
-// buffer or message exists for it), a call costs a tenth of what a served one does: about 19 µs
-// against 160–200 µs on session 29's slow sitting (BENCHMARKS.md). Part of it is grpc-go's:
-// it does not cancel a refused stream's context, so the timer of its deadline and about 371
-// bytes live on until that deadline.
+// (and its stack) while it waited. Far past capacity those refusals alone take a large share
+// of the core. Refused here, in grpc's tap (which runs as the stream's headers arrive, before
+// any goroutine, buffer or message exists for it), a call costs a small fraction of what a
+// served one does. Part of that cost is grpc-go's: it does not cancel a refused stream's
+// context, so the timer of its deadline and a few hundred bytes live on until that deadline.
 //
 // The rule is admission's own, made earlier, and proportional. The wait a heartbeat arriving
 // now would meet is the larger of two estimates:
@@ -50,8 +49,7 @@ import (
 // that grows with the excess, all of them at twice the target. Refusing all or nothing at one
 // line let a burst pass whole, then refused everything while it drained, and the clients
 // refused together came back together; a share lets what passes rise and fall with the
-// excess. (Session 10 of BENCHMARKS.md measures it: more goodput on average past capacity,
-// though the queue still swings with the host's own pace.) The share is spread evenly over
+// excess, and carries more past capacity. The share is spread evenly over
 // the heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is
 // exact over any run of calls. Which heartbeats to refuse cannot be chosen here (the body is
 // unread). Heartbeats refused here count for the expiry brake like those admission refuses
@@ -71,12 +69,11 @@ import (
 //
 // With frontend.earlyRefusalMaxOutstanding set, every heartbeat is refused while that many are
 // let through and unanswered, however short the wait looks: each holds a goroutine, its stack
-// and its message. At twice capacity that cut p99 by two thirds and RSS by a third at the
-// same goodput. But a count does not follow the host's pace: a host carrying 3,300/s for a
-// 100,000-worker fleet has 1,000 in flight after a hiccup of a third of a second, and every
-// refusal the bound then makes counts for the expiry brake, which held the deaths of that run
-// for 107 s past their leases instead of 1 ms (BENCHMARKS.md, session 22). So the bound is off
-// by default; the share rule, which follows the measured wait, is what ships.
+// and its message, so the bound keeps latency and memory down at overload. But a count does
+// not follow the host's pace: a host serving a large fleet reaches any fixed count after a
+// hiccup of a fraction of a second, and every refusal the bound then makes counts for the
+// expiry brake, which then holds real deaths long past their leases. So the bound is off by
+// default; the share rule, which follows the measured wait, is what ships.
 //
 // Only heartbeats are refused: a shutdown, a poll or a completion always reaches history.
 
@@ -197,8 +194,7 @@ func storeMax(a *atomic.Int64, v int64) {
 // The deadline matters for the SDK's retries: a heartbeat refused here comes back after 200 ms,
 // 400 ms and so on up to 1 s, until its 10 s run out, each time with less of its deadline left.
 // Let through on a share, a late attempt was read, decoded and routed, only for history's
-// admission to find its wait past its deadline and refuse it there, at several times the cost
-// (BENCHMARKS.md, session 23).
+// admission to find its wait past its deadline and refuse it there, at several times the cost.
 func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit int64, patient bool) (bool, time.Duration) {
 	outstanding := e.Outstanding()
 	if limit > 0 && int64(outstanding) >= limit {
@@ -352,8 +348,8 @@ func (e *EarlyRefusal) report() {
 // retryingClients are the clients that retry a heartbeat refused with ResourceExhausted until
 // its deadline, by the client-name header they send. The Go SDK sends RecordWorkerHeartbeat
 // with a 10 s deadline and retries ResourceExhausted after 200 ms, doubling to at most 1 s,
-// with 20 % jitter, while the deadline allows (design/sdk-contract.md; verified against
-// v1.50.0). Add another SDK only once its retry of this call is verified: a refusal of a
+// with 20 % jitter, while the deadline allows (the SDK's retry policy for this call, verified
+// against v1.50.0). Add another SDK only once its retry of this call is verified: a refusal of a
 // client that does not retry is a lost heartbeat, and must count as one.
 var retryingClients = map[string]bool{"temporal-go": true}
 
@@ -372,15 +368,14 @@ const retryRoom = 2 * time.Second
 // turn up to its deadline rather than refuse it at the first sign of a queue, since each
 // refusal only brings it back to be read, decoded and judged again. Refused as early as a
 // heartbeat whose caller gives up, each heartbeat of an SDK fleet twice past capacity was sent
-// about three times. Held, it is read once; the host answered 9 % more of them on the mean of
-// four runs and refused 60 % fewer (BENCHMARKS.md, session 24). A heartbeat held that long
-// delays its worker's next one, which the expiry brake's weighing must allow for (heldGap in
-// chasm/worker/brake.go; session 25).
+// several times. Held, it is read once, and the host answers more and refuses fewer. A
+// heartbeat held that long delays its worker's next one, which the expiry brake's weighing
+// must allow for (heldGap in chasm/worker/brake.go).
 //
 // A refusal of such a heartbeat with room for another attempt (at least retryRoom of its
 // deadline left) is retried, not lost: the expiry brake must not read a burst of them as a
-// host that loses heartbeats, which held every death for a lease after each burst
-// (BENCHMARKS.md, sessions 22 and 23). What it is told instead is how long those heartbeats
+// host that loses heartbeats, which would hold every death for a lease after each burst.
+// What it is told instead is how long those heartbeats
 // may still be on their way (Pressure.RetriedEarly). An attempt refused with too little left
 // to be retried, or one that history refuses or drops, counts as lost, as every refusal of
 // another client does.

@@ -172,7 +172,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 // all busy gets a goroutine of its own). A fresh goroutine per call grows its stack, by copying,
 // through the interceptors, the handler and the in-process history call on every heartbeat; a
 // kept one has grown it already. Heartbeats wait for their commit, so enough are kept for the
-// calls in flight at 10,000 heartbeats/s.
+// calls in flight at a host's capacity.
 const streamWorkers = 256
 
 // connWindow is the HTTP/2 receive window of a client connection: how many bytes of request
@@ -182,12 +182,11 @@ const streamWorkers = 256
 // goroutine. Under load that goroutine waits its turn for the core behind thousands of runnable
 // calls, the acknowledgements lag, and the clients' request bodies wait for them, while their
 // headers, which are not flow controlled, keep arriving: the early refusal then lets through
-// calls whose bodies come hundreds of milliseconds later. At twice capacity two thirds of the
-// blocked calls were streams waiting for their body, and 8,300-11,300 heartbeats were
-// outstanding. With a fixed window of grpc-go's own ceiling for the estimate, 16 MiB, the
-// acknowledgements are off the path: about 4,000 were outstanding, the rest of the wait moved
-// into admission's queue (where it is ordered and judged), and p99 fell by a quarter
-// (BENCHMARKS.md, session 30). The window allows no more unread bytes than the estimate could
+// calls whose bodies come hundreds of milliseconds later: at twice capacity most of the
+// blocked calls were streams waiting for their body. With a fixed window of grpc-go's own
+// ceiling for the estimate, 16 MiB, the acknowledgements are off the path: fewer heartbeats
+// are outstanding, and the wait moves into admission's queue, where it is ordered and judged.
+// The window allows no more unread bytes than the estimate could
 // have granted, and what it lets in is bounded, as before, by the early refusal and admission.
 // A stream's own window keeps its default (a larger message widens it to its size as the
 // message is read).

@@ -11,7 +11,7 @@ import (
 )
 
 // publicStatus is the status the public API shows for a worker: the server's verdict, not the
-// worker's word (ARCHITECTURE.md §5). visible is false for a CLEANED_UP worker, which the public
+// worker's word (docs/architecture.md, "Invariants"). visible is false for a CLEANED_UP worker, which the public
 // API treats as gone.
 //
 //	ACTIVE     → what the worker reported: RUNNING or SHUTTING_DOWN. A worker that holds a lease

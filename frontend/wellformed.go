@@ -29,8 +29,7 @@ var (
 // repeated fields beyond the bounds above. It names the first offending field by its path.
 // (Strings that are not UTF-8 never get here: see codec.go.)
 //
-// Every heartbeat pays for it (about 6 µs for an SDK heartbeat on this project's 2-core box,
-// BenchmarkWellFormedHeartbeat), so it allocates next to nothing unless it finds something:
+// Every heartbeat pays for it (BenchmarkWellFormedHeartbeat measures it), so it allocates next to nothing unless it finds something:
 // the path is put together only on the way back from an offending field. (Range over the set
 // fields is a little faster but allocates a closure per message.)
 func wellFormed(m protoreflect.Message) error {

@@ -25,7 +25,7 @@ import (
 
 // Worker commands reach an SDK worker as Nexus tasks on its control queue
 // ("temporal-sys/worker-commands/<ns>/<grouping key>"): a StartOperation of the WorkerService
-// whose payload is a binary ExecuteCommandsRequest (sdk-contract §3.6). The SDK reads only
+// whose payload is a binary ExecuteCommandsRequest. The SDK reads only
 // payload.data; service, operation and encoding are set as Temporal's server sets them.
 const (
 	// WorkerCommandNexusService is the Nexus service of worker commands.
@@ -170,7 +170,7 @@ func workerCommandTask(controlQueue string, cmd matching.WorkerCommand) (*workfl
 // poll on matching's control queue of that name. The command stays queued until the worker
 // acknowledges it (RespondNexusTaskCompleted); matching redelivers it meanwhile. Other Nexus
 // task queues are not served (Unimplemented). Like every poll it never answers InvalidArgument
-// or NamespaceNotFound (sdk-contract §3.1).
+// or NamespaceNotFound, which the SDK treats as fatal for the worker.
 func (h *WorkflowHandler) PollNexusTaskQueue(ctx context.Context, req *workflowservice.PollNexusTaskQueueRequest) (*workflowservice.PollNexusTaskQueueResponse, error) {
 	if req.GetTaskQueue().GetKind() != enumspb.TASK_QUEUE_KIND_WORKER_COMMANDS {
 		return nil, serviceerror.NewUnimplemented("vigil serves Nexus polls only on worker-command queues")

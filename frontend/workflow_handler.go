@@ -311,7 +311,7 @@ func (h *WorkflowHandler) CountWorkers(ctx context.Context, req *workflowservice
 // margin), when the worker shuts down, or when the server stops.
 //
 // It never returns InvalidArgument or NamespaceNotFound: the SDK treats those as fatal for the
-// worker (sdk-contract §3.1). An unknown namespace is Unavailable, so the worker backs off and
+// worker. An unknown namespace is Unavailable, so the worker backs off and
 // logs "Failed to poll for task" until the namespace is configured. (Answering empty instead
 // would hide the misconfiguration entirely; DescribeNamespace has already failed loudly at
 // Worker.Start in the usual case.)
@@ -450,8 +450,7 @@ func (r *pollRegistry) complete(workerInstanceKey string) int {
 	now := r.timeSource.Now()
 	// Expired tombstones are swept here rather than by a timer, at most every half TTL: a
 	// fleet's deploy shuts down thousands of workers a second, and a sweep on every shutdown
-	// walked every tombstone of the last TTL each time, quadratic in the burst (several
-	// percent of the core while 100,000 workers shut down). Lookups compare the time, so a
+	// walked every tombstone of the last TTL each time, quadratic in the burst. Lookups compare the time, so a
 	// tombstone kept past its TTL answers nothing.
 	if now.Sub(r.sweptAt) >= ShutdownPollTombstoneTTL/2 || now.Before(r.sweptAt) {
 		r.sweptAt = now

@@ -139,8 +139,8 @@ type Admission struct {
 	// The gauges export queued, queuedBytes and the limit. They are set under mu, where the
 	// values change: set after it, a stale value could land last and stay.
 	queuedGauge, queuedBytesGauge, limitGauge tally.Gauge
-	// The per-class series, looked up once: a tagged lookup on every call cost 5 % of the
-	// host's CPU at 8,000 heartbeats a second.
+	// The per-class series, looked up once: a tagged lookup on every call is costly on the
+	// heartbeat path.
 	queueDelay    [numClasses]tally.Timer
 	yieldDelay    tally.Timer // OutboundYieldDelay
 	shed, dropped [numClasses]tally.Counter
@@ -311,9 +311,8 @@ func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionCla
 // reaches admission it has been read, decoded, authorized and routed, which is most of what
 // serving it costs besides its write, and refused here that work is thrown away and the
 // heartbeat is lost, or read again if its caller retries. Refused past admission's 2 s like
-// other calls, an overloaded host (20,400/s offered, three to four times its capacity) shed a
-// heartbeat after reading it for every three to five it served, and served a fifth fewer
-// than when they waited (BENCHMARKS.md, session 28). The frontend's early refusal in front,
+// other calls, a host far past its capacity shed a heartbeat after reading it for every few
+// it served, and served fewer than when they waited. The frontend's early refusal in front,
 // which refuses heartbeats before they are read while the wait is long, is what keeps this
 // queue short.
 func (a *Admission) maxQueueDelay(ctx context.Context, class AdmissionClass, hasDeadline bool) time.Duration {

@@ -54,7 +54,7 @@ func (c ClusterConfig) withDefaults() (ClusterConfig, error) {
 
 // StoreMonitor is the membership of a cluster that shares one database: each host renews its
 // row through the same store it writes its shards to, so a host that cannot reach the database
-// also stops counting itself as a member (lessons.md: tie the claim to what the host can do).
+// also stops counting itself as a member: the claim is tied to what the host can do.
 //
 // It learns of other hosts by polling every heartbeat and, for joins and leaves, by the
 // store's notifications. Members() leaves this host out once its own renewal is more than

@@ -77,7 +77,7 @@ func warnIfOpen(logger *zap.Logger, authEnabled bool, addresses ...string) {
 	}
 	for _, addr := range addresses {
 		if !isLoopback(addr) {
-			logger.Warn("authentication is off and the server listens on a non-loopback address: anyone who can reach it can do anything; enable auth (--auth, auth.enabled) and TLS (see README, Securing vigil)",
+			logger.Warn("authentication is off and the server listens on a non-loopback address: anyone who can reach it can do anything; enable auth (--auth, auth.enabled) and TLS (see docs/security.md)",
 				zap.String("address", addr))
 		}
 	}

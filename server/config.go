@@ -49,8 +49,9 @@ type Config struct {
 		// zero: never.
 		MaxConnectionAge      time.Duration `yaml:"maxConnectionAge"`
 		MaxConnectionAgeGrace time.Duration `yaml:"maxConnectionAgeGrace"`
-		// DisableConnectionSuspicion: dead workers are found by their lease alone (see README,
-		// "Connection suspicion"; worker.suspectGracePeriod 0 does the same per namespace).
+		// DisableConnectionSuspicion: dead workers are found by their lease alone (see
+		// docs/concepts.md, "Connection suspicion"; worker.suspectGracePeriod 0 does the same
+		// per namespace).
 		DisableConnectionSuspicion bool `yaml:"disableConnectionSuspicion"`
 	} `yaml:"frontend"`
 	History       history.Config       `yaml:"history"`
@@ -67,8 +68,7 @@ type Config struct {
 	// Metrics are always served in the Prometheus format on the HTTP port's /metrics;
 	// Metrics.OTLP also pushes them to an OpenTelemetry collector.
 	Metrics metrics.Config `yaml:"metrics"`
-	// Auth turns authentication and authorization on (off by default); see README, Securing
-	// vigil.
+	// Auth turns authentication and authorization on (off by default); see docs/security.md.
 	Auth auth.Config `yaml:"auth"`
 	// TLS is served on the frontend's gRPC port and its HTTP port (client certificates are
 	// optional on the HTTP port, so /metrics and /healthz stay reachable).

@@ -18,7 +18,7 @@ const (
 	// SchedulerWorkersPerCPUDefault sizes the worker pool: WorkerCount defaults to this many
 	// workers per GOMAXPROCS. Executors mostly wait on a durable write or the network, and
 	// group commit turns many waiting writers into one fsync: with only a couple of workers per
-	// CPU the whole host would make one task's progress per disk sync (measured: ~600 tasks/s).
+	// CPU the whole host would make one task's progress per disk sync.
 	SchedulerWorkersPerCPUDefault = 32
 	// SchedulerQueueSizeDefault is how many submitted jobs may wait for a worker before Submit
 	// blocks.

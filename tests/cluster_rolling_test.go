@@ -79,7 +79,7 @@ func (l *heartbeatLog) window(from, to time.Time) (n int, longest time.Duration,
 // Unavailable and ResourceExhausted retried as the SDK retries them. Each host in turn is stopped gracefully and started again, and waited
 // for until it is a live member serving its shards. Every heartbeat is answered (a retried
 // Unavailable or refusal that then succeeded counts as answered) and no worker is ever declared
-// INACTIVE. The longest heartbeat of each handoff is logged (BENCHMARKS.md, Cluster).
+// INACTIVE. The longest heartbeat of each handoff is logged.
 func TestClusterProcessRollingRestartUnderBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("functional test")

@@ -58,8 +58,8 @@ func (r *rpcRecorder) summary() (map[codes.Code]int, time.Duration) {
 // TestCompletionsFailFastWhileTheServerRestarts: the server is SIGKILLed and restarted on the
 // same SQLite file and port again and again while a worker completes activities. Every
 // completion attempt is answered (it succeeds, or fails with Unavailable, which the SDK
-// retries): none waits out the SDK's 10 s deadline, which is how completions used to be lost
-// (issue 17). Every activity completes with its result.
+// retries): none waits out the SDK's 10 s deadline, which is how completions used to be
+// lost. Every activity completes with its result.
 func TestCompletionsFailFastWhileTheServerRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("functional test")
@@ -67,8 +67,8 @@ func TestCompletionsFailFastWhileTheServerRestarts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	address := freeAddress(t)
-	// Each start spends this long recovering before it serves, as a start did on the loaded
-	// 2-core host of issue 17; the server is killed again 1.5 s after it serves.
+	// Each start spends this long recovering before it serves, as a start can on a loaded
+	// small host; the server is killed again 1.5 s after it serves.
 	const startDelay = time.Second
 	var (
 		mu  sync.Mutex

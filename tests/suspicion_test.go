@@ -25,7 +25,7 @@ import (
 	"github.com/vigilhq/vigil/tests/testcluster"
 )
 
-// Connection suspicion (README.md, "Connection suspicion"). Workers here heartbeat every 30 s,
+// Connection suspicion (docs/concepts.md, "Connection suspicion"). Workers here heartbeat every 30 s,
 // so their lease is 90 s: only the connection signal can explain a recovery within the test.
 
 const (

@@ -5,7 +5,7 @@ import (
 )
 
 // Metrics of the Activity component, recorded under the "activity" scope. common/metrics
-// declares none of these yet; they are declared here, once, in the same way (README lists them).
+// declares none of these yet; they are declared here, once, in the same way (docs/metrics.md lists them).
 var (
 	// ActivitiesStarted counts runs created by StartActivity.
 	ActivitiesStarted = metrics.NewCounterDef("activities_started", "Standalone activity runs created by StartActivityExecution.")

@@ -515,10 +515,9 @@ func (b *Brake) Stop() {
 // half of one), plus heldGap: a worker sends its next heartbeat only once its last one is
 // answered (the SDK's heartbeat loop waits for its call, and so does vigil bench), and a host
 // that is behind may hold a heartbeat that long before it answers it, served or dropped. A
-// span without it counted, as a silence the host's refusals did not explain, the time a live
-// worker's heartbeat sat in the host's own queue: with patient heartbeats held up to 10 s on
-// a 7.5 s lease, 1 to 3 live workers were declared INACTIVE in 4 of 15 runs at twice
-// capacity (BENCHMARKS.md, session 25).
+// span without it would count, as a silence the host's refusals did not explain, the time a
+// live worker's heartbeat sat in the host's own queue, and at twice capacity with patient
+// heartbeats held close to a short lease that declared a few live workers INACTIVE.
 func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration) {
 	if lease <= 0 || span <= 0 || c.deadline.Equal(deadline) {
 		return
@@ -681,8 +680,8 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 		// Callers' times arrive slightly out of order (each took its own before the lock): a
 		// time a little before the count is covered by it, only a clock set back is not.
 		// Recounting for every earlier time recounted on nearly every concurrent Hold: a
-		// sixth of the core at 100,000 workers, while the host was behind (cost that kept it
-		// behind), and 37 times the cost of a Hold in BenchmarkBrakeHoldLargeFleet.
+		// large share of the core with a large fleet, while the host was behind (cost that
+		// kept it behind); BenchmarkBrakeHoldLargeFleet measures a Hold.
 		if now.Before(ns.countedAt.Add(-ns.countedFor)) || !now.Before(ns.countedAt.Add(ns.countedFor)) {
 			b.countLocked(ns, now)
 		}

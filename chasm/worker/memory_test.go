@@ -16,7 +16,7 @@ import (
 )
 
 // A fleet that registered, expired and was cleaned up leaves nothing in the host's memory:
-// no cached execution, no timer task, no singleton timer (issue 13). While it lives, only a
+// no cached execution, no timer task, no singleton timer. While it lives, only a
 // few executions per shard are held decoded; the others are held encoded, and nothing a
 // worker or an operator sees changes for it.
 func TestFleetLeavesNothingInMemory(t *testing.T) {

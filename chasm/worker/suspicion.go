@@ -19,7 +19,7 @@ import (
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
-// Connection suspicion (README.md, "Connection suspicion"): a process that dies closes its
+// Connection suspicion (README.md, "Connection suspicion (suspicion.go)"): a process that dies closes its
 // sockets, so the frontend sees every connection of a dead worker end within milliseconds. A
 // worker whose every connection closed without its ShutdownWorker is suspect: its lease is cut
 // to worker.suspectGracePeriod. Its next poll or heartbeat, on any connection to any host,
@@ -39,10 +39,9 @@ lease. 0 turns connection suspicion off: dead workers are then found by their le
 
 // SuspectGracePeriodDefault covers the stock Go SDK's reconnection after a connection it did
 // not close ends (a proxy reset, a GOAWAY): its pollers see the error, back off 200 ms
-// (jittered down), redial and poll again. Measured: the SDK opens the new connection within
-// ~1 ms of the reset on loopback and polls again after its backoff (BENCHMARKS.md,
-// "Connection suspicion"). 500 ms is 2.5 times that backoff, and keeps a SIGKILLed worker's
-// activity running elsewhere well under a second after the kill.
+// (jittered down), redial and poll again: the new connection opens at once and the poll
+// follows after the backoff. 500 ms is 2.5 times that backoff, and keeps a SIGKILLed
+// worker's activity running elsewhere well under a second after the kill.
 const SuspectGracePeriodDefault = 500 * time.Millisecond
 
 // The SDK's pollers back off exponentially after consecutive failed polls (×2 per failed

@@ -1,8 +1,8 @@
-// Command metricsdoc writes the table of every declared metric into README.md, between the
+// Command metricsdoc writes the table of every declared metric into docs/metrics.md, between the
 // markers of common/metrics (DocBegin, DocEnd), so that the documented names are the exported
 // ones. Run it from the repository root after declaring a metric:
 //
-//	go run ./cmd/metricsdoc [-check] [README.md]
+//	go run ./cmd/metricsdoc [-check] [docs/metrics.md]
 //
 // With -check it changes nothing and exits 1 when the file is out of date.
 package main
@@ -21,7 +21,7 @@ import (
 func main() {
 	check := flag.Bool("check", false, "exit 1 if the file is out of date instead of writing it")
 	flag.Parse()
-	path := "README.md"
+	path := "docs/metrics.md"
 	if flag.NArg() > 0 {
 		path = flag.Arg(0)
 	}
@@ -31,7 +31,7 @@ func main() {
 		os.Exit(1)
 	}
 	if changed && *check {
-		fmt.Fprintf(os.Stderr, "metricsdoc: %s's metrics table differs from the declarations; run go run ./cmd/metricsdoc\n", path)
+		fmt.Fprintf(os.Stderr, "metricsdoc: %s's metrics table differs from the declarations; run make metrics-doc\n", path)
 		os.Exit(1)
 	}
 }

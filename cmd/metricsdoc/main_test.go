@@ -6,10 +6,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestREADMEListsTheDeclaredMetrics fails when a metric was declared, renamed or re-described
-// without regenerating README.md's table.
-func TestREADMEListsTheDeclaredMetrics(t *testing.T) {
-	changed, err := update("../../README.md", false)
+// TestMetricsPageListsTheDeclaredMetrics fails when a metric was declared, renamed or re-described
+// without regenerating docs/metrics.md's table.
+func TestMetricsPageListsTheDeclaredMetrics(t *testing.T) {
+	changed, err := update("../../docs/metrics.md", false)
 	require.NoError(t, err)
-	require.False(t, changed, "README.md's metrics table is out of date: run go run ./cmd/metricsdoc")
+	require.False(t, changed, "docs/metrics.md's metrics table is out of date: run make metrics-doc")
 }

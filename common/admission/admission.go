@@ -96,8 +96,8 @@ type Pressure interface {
 // anyway (the Go SDK's heartbeat, by its client-name): for such a call, waiting for a slot
 // until its deadline costs the host less than a refusal, since each refusal brings the call
 // back after a backoff of 200 ms to 1 s, to be read, decoded and judged again. Refused at
-// the first sign of a queue, each heartbeat of an SDK fleet past capacity was sent about
-// three times (BENCHMARKS.md, sessions 23 and 24). The transport in front of the host marks
+// the first sign of a queue, each heartbeat of an SDK fleet past capacity was sent several
+// times over. The transport in front of the host marks
 // the calls it knows to be patient; admission lets them wait up to their deadline (at most
 // RetryHorizon) even if history.admissionHeartbeatMaxQueueDelay is shorter.
 func WithPatience(ctx context.Context) context.Context {

@@ -3,9 +3,8 @@
 // The runtime starts a cycle each time the heap has grown by GOGC % of what the last cycle found
 // live. vigil's live heap is small (tens of megabytes for thousands of workers) and what it
 // allocates per heartbeat is short-lived, so under load the collector ran several times a
-// second and marking took a tenth of the host's CPU: at 8,000 heartbeats a second on two cores,
-// GOGC=400 carried every heartbeat at p50 14 ms where the default carried 92 % of them at
-// p50 125–200 ms.
+// second and marking took a large share of the host's CPU, which a higher GOGC gives back to
+// the requests.
 //
 // A fixed higher GOGC would keep several times the live heap resident on an idle server, and
 // multiply it on a large fleet's. So the pacer sets GOGC from what the host allocates: enough
@@ -13,10 +12,9 @@
 // above the live heap. Idle, the rate falls, and GOGC returns to its base, the room the runtime
 // would give by itself: as much again as the live heap.
 //
-// Past MinExtra that room is more than an idle host needs. A fleet of 100,000 workers keeps
-// about 110 MiB live (the cached state of every worker), and GOGC 100 held as much again
-// resident, several times what two seconds of its heartbeats' allocation need (about 32 MiB
-// at 830 a second). So the room never falls below the smaller of the base's and MinExtra
+// Past MinExtra that room is more than an idle host needs. A large fleet keeps the cached
+// state of every worker live, and GOGC 100 holds as much again resident, several times what
+// a few seconds of its heartbeats' allocation need. So the room never falls below the smaller of the base's and MinExtra
 // bytes: a heap larger than MinExtra is given what its allocation needs and at least MinExtra,
 // and a cycle then comes at most every TargetInterval, as under load. A small heap keeps the
 // base GOGC. The memory goes back as before (memrelease).
@@ -53,8 +51,8 @@ type Config struct {
 	// MinExtra is the least room (bytes above the live heap) the pacer leaves once the base
 	// GOGC would leave more; nil or <= 0: never below the base GOGC. A process of one P
 	// (GOMAXPROCS 1) gets twice this: there each cycle's marking shares the only core with
-	// the requests, and cycles twice as frequent cost a large fleet's p99 three times over
-	// (BENCHMARKS.md, session 17); with two cores they did not.
+	// the requests, and more frequent cycles raise a large fleet's tail latency; with two
+	// cores they do not.
 	MinExtra func() int
 }
 

@@ -6,9 +6,9 @@
 // walked and its pointers adjusted. grpc keeps a few hundred stream workers; a call past them
 // runs on a fresh goroutine, and the collector shrinks the stacks of idle ones. Such a
 // heartbeat outgrew its stack about forty frames down, below the interceptors and the
-// in-process history call, and those copies took 6.4-6.9 % of the host's CPU at and past
-// capacity (BENCHMARKS.md, session 28). Grown at the top of the call, the same copy walks a
-// handful of frames: about 3 %, Grow included.
+// in-process history call, and those copies took a noticeable share of the host's CPU at and
+// past capacity. Grown at the top of the call, the same copy walks a handful of frames: about
+// half the cost, Grow included.
 //
 // CockroachDB does the same on its request path (pkg/util/growstack).
 package growstack

@@ -5,7 +5,7 @@ import "github.com/uber-go/tally/v4"
 // Every declaration: NewXDef(name, help, tag keys...). The name is exported as vigil_<name>
 // (plus _total for counters, _seconds for durations); the help is the HELP line; a metric's
 // fixed label values, declared with WithValues, are exported at zero from the start. The
-// README's metrics table is generated from these (go run ./cmd/metricsdoc).
+// docs/metrics.md's table is generated from these (make metrics-doc).
 
 // The build.
 var (

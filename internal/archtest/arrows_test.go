@@ -1,5 +1,5 @@
-// Package archtest checks the house's arrows (ARCHITECTURE.md §2): no package imports a
-// package above it.
+// Package archtest checks the house's arrows (docs/architecture.md, "Packages"): no package
+// imports a package above it.
 package archtest
 
 import (

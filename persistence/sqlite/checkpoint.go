@@ -34,9 +34,9 @@ func walFrames(size int64) int64 { return max(1, size/(4096+24)) }
 //
 // SQLite's default (wal_autocheckpoint=1000) runs the checkpoint inside the commit that crosses
 // 1,000 WAL pages, on the committing connection: that commit then also copies every page to
-// the database file and fsyncs it. Under a heartbeat load this was 45 % of the group
-// committer's time (BenchmarkGroupCommitFleet; a server profile under overload showed 1.1 s of
-// 2.5 s of commit CPU in the checkpoint), and every heartbeat in the next batch waited for it.
+// the database file and fsyncs it. Under a heartbeat load that is a large share of the group
+// committer's time (BenchmarkGroupCommitFleet shows it), and every heartbeat in the next batch
+// waited for it.
 // A PASSIVE checkpoint on another connection runs beside the writer (SQLite allows one
 // checkpointer and one writer at once): it takes no write lock and never waits for one.
 //
@@ -56,8 +56,8 @@ func walFrames(size int64) int64 { return max(1, size/(4096+24)) }
 // at most restartBacklog frames, and no more than that is left behind readers, the write
 // path has that little to copy too. While the checkpointer is behind (creates and heartbeats
 // together outwrote it) the WAL grows instead: before, the write path was asked anyway, copied
-// hundreds of megabytes and every commit stalled for seconds (issue 18's 100,000-worker
-// run). Past capFrames (eight times the limit) it asks whatever is left, so
+// hundreds of megabytes and every commit stalled for seconds in a large fleet's start. Past
+// capFrames (eight times the limit) it asks whatever is left, so
 // that the file stays bounded when the checkpointer never catches up.
 type checkpointer struct {
 	db       *sql.DB

@@ -25,8 +25,8 @@ func Address() (string, error) {
 // The port comes from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
 // neither a listener on port 0 nor the local end of an outgoing connection lands: a port taken
 // from that range by listening on 0 and closing was free only until the next test of the run
-// opened a connection, and a server process started on it then found it in use (make test,
-// session 26: TestChaosShort, "cannot listen on 127.0.0.1:46187: the address is in use").
+// opened a connection, and a server process started on it then found it in use ("cannot
+// listen on 127.0.0.1:46187: the address is in use").
 func Port() (int, error) {
 	low, high := fixedPortRange()
 	for range 200 {

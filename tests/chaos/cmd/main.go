@@ -1,7 +1,7 @@
 // Command cmd is the chaos suite's long form (tests/chaos/README.md):
 //
 //	go run ./tests/chaos/cmd -server-kills 100 -worker-kills 10 -worker-stops 5 -disk-full
-//	go run ./tests/chaos/cmd -rounds 10 -server-kills 20           # issue 17: 20 kills in a row, 10 times
+//	go run ./tests/chaos/cmd -rounds 10 -server-kills 20           # 20 kills in a row, 10 times
 //	go run ./tests/chaos/cmd -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
 //	    -pg-cluster "15 main" -pg-restarts 3 -server-kills 20
 //

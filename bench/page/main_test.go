@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vigilhq/vigil/bench"
+)
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+func page(names ...string) string {
+	var b strings.Builder
+	b.WriteString("# Benchmarks\n\n")
+	for _, n := range names {
+		b.WriteString("## " + n + "\n\n" + Marker(n, true) + "\nold " + n + " table\n" + Marker(n, false) + "\n\n")
+	}
+	return b.String()
+}
+
+// A run of some scenarios rewrites their tables and the machine, and leaves the others alone.
+func TestRegeneratesOnlyTheScenariosRun(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "machine.txt"), []byte(
+		"commit: abc1234\ndate: 2026-12-01\ncpu: 2 x Test CPU\nmemory: 24 GiB\nkernel: Linux 6.18\ndisk: ext4\ngo: go1.26\nload before: 0.50 0.40 0.30\nmode: full\nload after: 1.00 0.80 0.60\n"), 0o644))
+	writeJSON(t, filepath.Join(dir, "recovery.json"), bench.Summary{
+		P50Ms: 1.5, P99Ms: 7,
+		Kill: &bench.KillSummary{Killed: 100, Detected: 100, HandedBack: 100, ActivitiesAtKill: 10000,
+			DetectionServerP50Ms: 1, DetectionServerMaxMs: 2, PollIntervalMs: 100, DetectionP50Ms: 52, DetectionP99Ms: 98, RedispatchAllMs: 104},
+	})
+	writeJSON(t, filepath.Join(dir, "churn-50.json"), bench.Summary{OfferedPerS: 68, ThroughputPerS: 68, P50Ms: 206, P99Ms: 477, MaxMs: 600})
+	writeJSON(t, filepath.Join(dir, "churn-0.json"), bench.Summary{OfferedPerS: 50, ThroughputPerS: 50, P50Ms: 1.8, P99Ms: 6.9, MaxMs: 20})
+
+	blocks, err := render(dir)
+	require.NoError(t, err)
+	got, replaced, err := replaceBlocks(page("machine", "churn", "recovery", "fleet"), blocks)
+	require.NoError(t, err)
+	require.Equal(t, []string{"churn", "machine", "recovery"}, replaced)
+
+	require.Contains(t, got, "old fleet table", "a scenario that was not run keeps its table")
+	require.NotContains(t, got, "old churn table")
+	require.Contains(t, got, "Measured 2026-12-01 on `abc1234`: 2 x Test CPU, 24 GiB, load average 0.50 before.")
+	require.Contains(t, got, "| detection after the lease deadline, server's own (p50, max) | **1.00 ms**, **2.00 ms** |")
+	require.Contains(t, got, "| every killed worker's activities handed back, after the lease deadline | **104 ms** |")
+	// Churn rows in order of the percentage, not of the file names.
+	require.Less(t, strings.Index(got, "| 0 % |"), strings.Index(got, "| 50 % |"))
+	require.Contains(t, got, "| 50 % | 68 | 68 | 206 ms | **477 ms** |")
+}
+
+func TestMissingMarkersAreAnError(t *testing.T) {
+	_, _, err := replaceBlocks(page("machine"), map[string]string{"fleet": "x\n"})
+	require.ErrorContains(t, err, "bench:fleet begin")
+}
+
+func TestFormatting(t *testing.T) {
+	require.Equal(t, "100,000", num(100000))
+	require.Equal(t, "3,319", num(3318.6))
+	require.Equal(t, "999", num(999))
+	require.Equal(t, "2.31 s", ms(2310))
+	require.Equal(t, "32.0 ms", ms(32))
+	require.Equal(t, "0.50 ms", ms(0.5))
+}
+
+// Killed workers that never had a heartbeat accepted have no deadline to time detection from:
+// the table says so instead of showing zeros.
+func TestUntimedDetectionIsNotShownAsZero(t *testing.T) {
+	got := renderFleet(map[string]*bench.Summary{"fleet": {Workers: 2000, P99Ms: 32, Kill: &bench.KillSummary{
+		Killed: 10, Detected: 10, Notes: []string{"10 killed workers never had a heartbeat accepted (no lease): left out of the detection times"},
+	}}})
+	require.Contains(t, got, "| 10, 10 | **not timed (see the note)** |")
+	require.Contains(t, got, "Note: 10 killed workers never had a heartbeat accepted")
+	require.NotContains(t, got, "0.00 ms, 0.00 ms")
+}

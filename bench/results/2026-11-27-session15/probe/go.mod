@@ -1,2 +1,0 @@
-module probe
-go 1.26

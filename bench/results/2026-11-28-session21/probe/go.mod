@@ -1,3 +1,0 @@
-module probe
-
-go 1.26

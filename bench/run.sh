@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# bench/run.sh: runs every scenario of BENCHMARKS.md, one server at a time, each on a fresh
+# database, writes the raw outputs under OUT (default bench-results/<UTC time>, ignored by git)
+# and regenerates BENCHMARKS.md's tables from them (go run ./bench/page).
+#
+#   bench/run.sh                       # the whole page: about two and a half hours on two cores
+#   bench/run.sh --quick               # every scenario at a small size: a few minutes, to check
+#                                      # the machinery; its tables are not for publishing
+#   bench/run.sh --no-page             # results only, BENCHMARKS.md untouched
+#   SCENARIOS="recovery fleet" bench/run.sh    # a subset; the other tables keep their figures
+#   SKIP_PEER=1 bench/run.sh           # vigil only (the Temporal peer's first build takes 10+ min)
+#   CAPACITY=10000 bench/run.sh        # skip the capacity ladder; base rate of the overload runs
+#   OUT=/tmp/b bench/run.sh
+#
+# Scenarios (SCENARIOS, in this order by default):
+#   churn      Temporal's published scenario: 1,000 workers x 100 activities, a heartbeat every
+#              20 s, 120 s, 0/20/50 % of the workers restarting every 10 s (liveness API)
+#   scale      the largest fleet at a 10 s interval with p99 < 50 ms (SDK heartbeats)
+#   recovery   100 workers holding 100 activities each killed at once: detection, hand-back
+#   equal      vigil and stock Temporal side by side at equal SDK heartbeat rates
+#   burst      20,000 workers registering at once beside 20,000 heartbeating, both servers
+#   capacity   the highest rate one pinned core carries at >= 98 % with p99 <= 1 s
+#   overload   capacity and twice it, alternating in the same minutes (vigil bench --alternate),
+#              for callers that give up on a refusal and for callers that retry as the SDK does
+#   fleet      100,000 workers at a 30 s interval, 100 of them killed
+#   memory     RSS per idle registered worker at 100,000, and whether it is given back
+#   postgres   SDK heartbeats at equal rates on PostgreSQL: one host, then three hosts of one
+#              cluster behind a client that balances over them (VIGIL_POSTGRES_DSN, default
+#              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
+#              with psql when it is installed)
+#
+# capacity and overload pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1 each)
+# when the machine has two cores or more; the others share every core, as a small deployment
+# would. The generator's own CPU is in each run's JSON beside the server's. On a shared or busy
+# machine every figure is pessimistic: machine.txt records the load average before and after.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+quick=0 page=1
+for arg in "$@"; do
+  case $arg in
+  --quick) quick=1 ;;
+  --no-page) page=0 ;;
+  -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "bench/run.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick)}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+scenarios="${SCENARIOS:-churn scale recovery equal burst capacity overload fleet memory postgres}"
+port="${PORT:-17233}" http=$((${PORT:-17233} + 10)) peer_port="${PEER_PORT:-17234}"
+
+# Sizes: the published ones, or small ones that exercise the same code in a few minutes.
+if [[ $quick == 1 ]]; then
+  churn_args=(--workers 100 --activities 10 --interval 2s --duration 20s --churn-period 2s)
+  scale_ns="${SCALE_NS:-1000 2000}" scale_args=(--interval 2s --duration 14s --warmup 4s)
+  recovery_args=(--workers 100 --activities 10 --interval 1s --lease 3s --duration 10s --kill 10)
+  rates="${RATES:-200 400}" equal_args=(--duration 10s --warmup 2s)
+  burst_args=(--workers 500 --interval 2s --duration 14s --warmup 4s --register-burst 500)
+  ladder="${LADDER:-500 1000}" ladder_workers=1000 ladder_args=(--duration 12s --warmup 4s)
+  overload_workers=1000 overload_args=(--duration 48s --warmup 8s --alternate 2 --alternate-period 10s --alternate-settle 3s)
+  fleet_args=(--workers 2000 --interval 5s --lease 15s --duration 40s --warmup 10s --kill 10)
+  memory_ns="${MEMORY_NS:-2000}" memory_env=(INTERVAL=5s LEASE=15s SETTLE=10s)
+  pg_rates="${PG_RATES:-200}" pg_args=(--duration 10s --warmup 2s)
+else
+  churn_args=(--workers 1000 --activities 100 --interval 20s --duration 120s --churn-period 10s)
+  scale_ns="${SCALE_NS:-10000 20000 25000 30000 40000 50000 100000}"
+  scale_args=(--interval 10s --duration 100s --warmup 40s)
+  recovery_args=(--workers 1000 --activities 100 --interval 10s --lease 30s --duration 60s --kill 100)
+  rates="${RATES:-1000 2000 4000 6000 8000 10000}" equal_args=(--duration 60s --warmup 2s)
+  burst_args=(--workers 20000 --interval 10s --duration 60s --warmup 10s --register-burst 20000)
+  ladder="${LADDER:-4000 6000 8000 10000 12000}" ladder_workers=20000 ladder_args=(--duration 100s --warmup 40s)
+  overload_workers=20000 overload_args=(--duration 360s --warmup 40s --alternate 2 --alternate-period 20s --alternate-settle 5s)
+  fleet_args=(--workers 100000 --interval 30s --lease 90s --duration 200s --warmup 60s --kill 100)
+  memory_ns="${MEMORY_NS:-100000}" memory_env=(INTERVAL=120s LEASE=180s SETTLE=150s)
+  pg_rates="${PG_RATES:-1000 2000 4000}" pg_args=(--duration 60s --warmup 5s)
+fi
+pg_dsn="${VIGIL_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+
+log() { echo "$(date -u +%T) $*" | tee -a "$out/run.log" >&2; }
+
+go build -o bin/vigil ./cmd/vigil
+{
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo ' (with local changes)')"
+  echo "date: $(date -u +%F)"
+  echo "cpu: $(nproc) x $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+  echo "memory: $(free -g | awk '/^Mem:/ {print $2}') GiB"
+  echo "kernel: $(uname -sr)"
+  echo "disk: $(df -T "$out" | awk 'NR == 2 {print $2}')"
+  echo "go: $(go env GOVERSION)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "mode: $([[ $quick == 1 ]] && echo quick || echo full)"
+} >"$out/machine.txt"
+
+wait_port() { # host port seconds
+  for _ in $(seq $(($3 * 10))); do
+    if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on $1:$2" >&2
+  return 1
+}
+
+server_args=()
+pinned=0
+if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then pinned=1; fi
+
+# vigil_run NAME PIN BENCH_ARGS...: a fresh vigil (new SQLite database) for one `vigil bench`.
+vigil_run() {
+  local name=$1 pin=$2; shift 2
+  local dir spid srv=() gen=()
+  if [[ $pin == 1 && $pinned == 1 ]]; then
+    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
+  fi
+  dir=$(mktemp -d)
+  "${srv[@]}" bin/vigil server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
+    --log-level warn "${server_args[@]}" >"$out/$name.server.log" 2>&1 &
+  spid=$!
+  wait_port 127.0.0.1 "$port" 60
+  log "$name: vigil bench $*"
+  "${gen[@]}" bin/vigil bench --address "127.0.0.1:$port" --server-pid "$spid" \
+    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  curl -sf "http://127.0.0.1:$http/metrics" >"$out/$name.metrics" || true
+  kill "$spid"; wait "$spid" 2>/dev/null || true
+  rm -rf "$dir"
+  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
+
+# peer_run NAME BENCH_ARGS...: a fresh stock Temporal (tools/peer) with its rate limits raised.
+peer_run() {
+  local name=$1; shift
+  if [[ -n ${SKIP_PEER:-} ]]; then return 0; fi
+  tools/peer/run.sh --port "$peer_port" --dynamic-config-value matching.rps=100000 \
+    --dynamic-config-value frontend.rps=100000 --dynamic-config-value frontend.namespaceRPS=100000 \
+    >"$out/$name.server.log" 2>&1 &
+  local pid=$!
+  # The first call builds the peer; it prints this line once its namespace is registered.
+  for _ in $(seq 12000); do
+    grep -q "peer listening on" "$out/$name.server.log" && break
+    kill -0 "$pid" 2>/dev/null || { log "$name: the peer did not start (see $name.server.log)"; return 0; }
+    sleep 0.1
+  done
+  log "$name: vigil bench $* (stock Temporal)"
+  # run.sh execs the peer, so $pid is the server itself.
+  bin/vigil bench --address "127.0.0.1:$peer_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
+
+# pg_config FILE SCHEMA: a static configuration putting vigil on PostgreSQL in SCHEMA.
+pg_config() {
+  printf 'persistence:\n  driver: postgres\n  postgres:\n    dsn: "%s"\n    schema: %s\n' "$pg_dsn" "$2" >"$1"
+}
+pg_drop() { # schema
+  if command -v psql >/dev/null; then
+    psql -q "$pg_dsn" -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null 2>&1 || log "could not drop schema $1"
+  else
+    log "psql not found: schema $1 left in the database"
+  fi
+}
+
+# cluster_run NAME HOSTS BENCH_ARGS...: HOSTS fresh vigil hosts on one PostgreSQL schema, and
+# one `vigil bench` balancing over all of them (host 1's process is sampled).
+cluster_run() {
+  local name=$1 hosts=$2; shift 2
+  local schema="vigil_bench_$$_$RANDOM" dir pids=() addrs=() i
+  dir=$(mktemp -d)
+  pg_config "$dir/server.yaml" "$schema"
+  for i in $(seq 0 $((hosts - 1))); do
+    bin/vigil server start --config "$dir/server.yaml" --port $((port + i)) --http-port $((http + i)) \
+      --history-port $((port + 100 + i)) --log-level warn >"$out/$name.server$i.log" 2>&1 &
+    pids+=($!) addrs+=("127.0.0.1:$((port + i))")
+  done
+  for i in $(seq 0 $((hosts - 1))); do
+    wait_port 127.0.0.1 $((port + i)) 60
+    for _ in $(seq 300); do curl -sf "http://127.0.0.1:$((http + i))/readyz" >/dev/null && break; sleep 0.2; done
+  done
+  log "$name: vigil bench $* ($hosts host(s) on PostgreSQL)"
+  bin/vigil bench --address "$(IFS=,; echo "${addrs[*]}")" --server-pid "${pids[0]}" --retry-unavailable \
+    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+  pg_drop "$schema"
+  rm -rf "$dir"
+  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
+
+for s in $scenarios; do
+  case $s in
+  churn)
+    for c in 0 20 50; do
+      vigil_run "churn-$c" 0 --api liveness "${churn_args[@]}" --churn "$c"
+    done ;;
+  scale)
+    for n in $scale_ns; do
+      vigil_run "scale-$n" 0 --api public --workers "$n" "${scale_args[@]}"
+      # Stop at the first size that misses the bar (p99 >= 50 ms, errors or missed slots).
+      if jq -e '.p99_ms >= 50 or .errors > 0 or .heartbeats_missed > 0' "$out/scale-$n.json" >/dev/null 2>&1; then
+        break
+      fi
+    done ;;
+  recovery)
+    vigil_run recovery 0 --api liveness "${recovery_args[@]}" ;;
+  equal)
+    for r in $rates; do
+      vigil_run "equal-vigil-$r" 0 --api public --workers "$r" --interval 1s "${equal_args[@]}"
+      peer_run "equal-peer-$r" --api public --workers "$r" --interval 1s "${equal_args[@]}"
+    done ;;
+  burst)
+    vigil_run burst-vigil 0 --api public "${burst_args[@]}"
+    peer_run burst-peer --api public "${burst_args[@]}" ;;
+  capacity)
+    # Offered rate R by a fleet of ladder_workers: interval = workers / R, lease 3 intervals.
+    best=0
+    for r in $ladder; do
+      iv=$(awk -v w="$ladder_workers" -v r="$r" 'BEGIN {printf "%.3fs", w / r}')
+      lease=$(awk -v w="$ladder_workers" -v r="$r" 'BEGIN {printf "%.3fs", 3 * w / r}')
+      vigil_run "capacity-$r" 1 --api liveness --workers "$ladder_workers" --interval "$iv" --lease "$lease" "${ladder_args[@]}"
+      if jq -e '.throughput_per_s >= 0.98 * .offered_per_s and .p99_ms <= 1000' "$out/capacity-$r.json" >/dev/null 2>&1; then
+        best=$r
+      else
+        break
+      fi
+    done
+    if [[ $best == 0 && $quick == 1 ]]; then
+      # A busy machine may carry none of the quick ladder's rates within the bar; the quick
+      # mode checks the machinery, so the overload runs still get a base rate.
+      best=${ladder%% *}
+      log "capacity: no rate of the ladder met the bar; quick mode goes on with $best/s"
+    fi
+    echo "$best" >"$out/capacity.txt"
+    log "capacity: $best heartbeats/s" ;;
+  overload)
+    capacity="${CAPACITY:-$(cat "$out/capacity.txt" 2>/dev/null || true)}"
+    if [[ -z $capacity || $capacity == 0 ]]; then
+      log "overload: no capacity measured (run the capacity scenario first, or set CAPACITY)"
+      continue
+    fi
+    echo "$capacity" >"$out/capacity.txt"
+    iv=$(awk -v w="$overload_workers" -v r="$capacity" 'BEGIN {printf "%.3fs", w / r}')
+    lease=$(awk -v w="$overload_workers" -v r="$capacity" 'BEGIN {printf "%.3fs", 3 * w / r}')
+    vigil_run overload-giveup 1 --api liveness --workers "$overload_workers" --interval "$iv" --lease "$lease" \
+      "${overload_args[@]}"
+    vigil_run overload-retry 1 --api liveness --workers "$overload_workers" --interval "$iv" --lease "$lease" \
+      "${overload_args[@]}" --retry-resource-exhausted ;;
+  fleet)
+    vigil_run fleet 0 --api liveness "${fleet_args[@]}" ;;
+  memory)
+    mkdir -p "$out/memory"
+    log "memory: bench/memory.sh $memory_ns"
+    env VIGIL="$root/bin/vigil" OUT="$out/memory" PORT=$((port + 1000)) "${memory_env[@]}" \
+      bench/memory.sh $memory_ns >"$out/memory/run.log" 2>&1 || log "memory: bench/memory.sh exited $?"
+    tail -n 2 "$out/memory/summary.txt" 2>/dev/null | sed "s/^/  /" >&2 || true ;;
+  postgres)
+    if ! command -v pg_isready >/dev/null || ! pg_isready -q -d "$pg_dsn"; then
+      log "postgres: no PostgreSQL answers at $pg_dsn; skipped"
+      continue
+    fi
+    for r in $pg_rates; do
+      cluster_run "postgres-1-$r" 1 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+      cluster_run "postgres-3-$r" 3 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+    done ;;
+  *) echo "bench/run.sh: unknown scenario $s" >&2; exit 2 ;;
+  esac
+done
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+log "raw outputs in $out"
+if [[ $page == 1 ]]; then
+  go run ./bench/page -results "$out" -page BENCHMARKS.md
+  log "BENCHMARKS.md regenerated from $out (git diff BENCHMARKS.md)"
+fi
