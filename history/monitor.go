@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -75,6 +76,11 @@ type StoreMonitor struct {
 	renewedAt time.Time
 	// lapsed is set while this host's own renewal is too old to count itself a member.
 	lapsed bool
+	// epoch, renewedNanos (renewedAt as nanoseconds after epoch, plus one; 0 before the first
+	// renewal) and fenced (lapsed) let Serving, asked on every call, read without the lock.
+	epoch        time.Time
+	renewedNanos atomic.Int64
+	fenced       atomic.Bool
 	subs   map[int]chan struct{}
 	nextID int
 
@@ -120,6 +126,7 @@ func NewStoreMonitor(store persistence.MembershipStore, cfg ClusterConfig, self 
 	return &StoreMonitor{
 		store: store, cfg: cfg, self: self, logger: logger.With(zap.String("host", self.ID)), scope: scope,
 		subs: make(map[int]chan struct{}), refresh: make(chan struct{}, 1), stop: make(chan struct{}),
+		epoch: time.Now(),
 	}, nil
 }
 
@@ -173,6 +180,7 @@ func (m *StoreMonitor) Stop(ctx context.Context, leave bool) {
 	// the others.
 	m.mu.Lock()
 	m.lapsed = true
+	m.fenced.Store(true)
 	m.mu.Unlock()
 	m.publish()
 	if err := m.store.RemoveMember(ctx, m.Self().ID); err != nil {
@@ -203,14 +211,30 @@ func (m *StoreMonitor) Members() []membership.Host {
 }
 
 func (m *StoreMonitor) membersLocked() []membership.Host {
+	serving := m.Serving()
 	out := make([]membership.Host, 0, len(m.members))
 	for _, h := range m.members {
-		if h.ID == m.self.ID && m.lapsed {
+		if h.ID == m.self.ID && !serving {
 			continue
 		}
 		out = append(out, h)
 	}
 	return out
+}
+
+// Serving reports whether this host may still serve its shards: it is fenced off them from
+// the moment its last successful renewal was sent TTL - heartbeat/2 ago, whatever its loops
+// are doing. No other host can read its row as expired before that renewal is a TTL old (the
+// database set its expiry a TTL after receiving it), so this host has stopped before any other
+// may take its shards (docs/failover.md states the bound).
+func (m *StoreMonitor) Serving() bool {
+	renewed := m.renewedNanos.Load()
+	return renewed != 0 && !m.fenced.Load() && time.Since(m.epoch)-time.Duration(renewed-1) <= m.fenceAfter()
+}
+
+// fenceAfter is how long after sending its last successful renewal this host stops serving.
+func (m *StoreMonitor) fenceAfter() time.Duration {
+	return m.cfg.MembershipTTL - m.cfg.MembershipHeartbeat/2
 }
 
 // Subscribe implements membership.Monitor.
@@ -255,9 +279,11 @@ func (m *StoreMonitor) renew(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.renewedAt = sent
+	m.renewedNanos.Store(int64(sent.Sub(m.epoch)) + 1)
 	m.self.LastRenewal, m.self.Expiry = row.LastRenewal, row.Expiry
 	wasLapsed := m.lapsed
 	m.lapsed = false
+	m.fenced.Store(false)
 	m.mu.Unlock()
 	if wasLapsed {
 		m.logger.Warn("membership renewed again after it lapsed: this host rejoins the cluster")
@@ -348,7 +374,7 @@ func (m *StoreMonitor) renewLoop() {
 // lapseLoop drops this host from its own view once its renewal is too old, independently of
 // the renewal itself, which may hang on a database that does not answer.
 func (m *StoreMonitor) lapseLoop() {
-	limit := m.cfg.MembershipTTL - m.cfg.MembershipHeartbeat/2
+	limit := m.fenceAfter()
 	ticker := time.NewTicker(m.cfg.MembershipHeartbeat / 4)
 	defer ticker.Stop()
 	for {
@@ -361,6 +387,7 @@ func (m *StoreMonitor) lapseLoop() {
 		lapse := !m.lapsed && time.Since(m.renewedAt) > limit
 		if lapse {
 			m.lapsed = true
+			m.fenced.Store(true)
 		}
 		m.mu.Unlock()
 		if lapse {
