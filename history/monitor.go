@@ -81,8 +81,8 @@ type StoreMonitor struct {
 	epoch        time.Time
 	renewedNanos atomic.Int64
 	fenced       atomic.Bool
-	subs   map[int]chan struct{}
-	nextID int
+	subs         map[int]chan struct{}
+	nextID       int
 
 	refresh chan struct{}
 	stop    chan struct{}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +31,7 @@ import (
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/bench"
+	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/tests/freeport"
 )
 
@@ -82,9 +86,12 @@ type PartitionReport struct {
 	Acknowledged, Completed int
 	// FencedCommits counts the task rows the store's fencing check saw committed.
 	FencedCommits int64
-	Checks        []string
-	Violations    []string
-	Elapsed       time.Duration
+	// FailedOver counts, by outcome, the calls hosts 2 and 3 took back from a shard owner that
+	// stopped answering (history_requests_failed_over).
+	FailedOver map[string]int64
+	Checks     []string
+	Violations []string
+	Elapsed    time.Duration
 }
 
 // OK reports whether every invariant held.
@@ -105,6 +112,7 @@ func (r *PartitionReport) String() string {
 	fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
 		r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  fleet heartbeats from the fault on %d, failed %d %v\n", r.FleetHeartbeats, r.FleetErrorCount(), r.FleetErrors)
+	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v\n", r.FailedOver)
 	fmt.Fprintf(&b, "  activities acknowledged %d, completed with their own result %d; task rows checked by the fence %d\n",
 		r.Acknowledged, r.Completed, r.FencedCommits)
 	for _, c := range r.Checks {
@@ -173,7 +181,7 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		cfg.Strand = 90 * time.Second
 	}
 	began := time.Now()
-	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}},
+	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}, FailedOver: map[string]int64{}},
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
@@ -245,6 +253,9 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 	stopMonitor()
 	p.checkFence(ctx)
 	p.checkActivities()
+	for _, h := range p.hosts[1:] {
+		p.scrapeFailedOver(ctx, h)
+	}
 	p.fleetErrs.Range(func(k, v any) bool {
 		p.report.FleetErrors[k.(string)] = v.(*atomic.Int64).Load()
 		return true
@@ -778,5 +789,28 @@ func (p *partitionRun) checkActivities() {
 	}
 	if p.report.Acknowledged == 0 {
 		p.violations = append(p.violations, "no activity was acknowledged: the run tested nothing")
+	}
+}
+
+var failedOverMetric = regexp.MustCompile(`(?m)^` + metrics.HistoryRequestsFailedOver.ExportedName() + `\{[^}]*outcome="(\w+)"[^}]*\} (\d+)`)
+
+// scrapeFailedOver adds h's count of calls taken back from a stalled owner to the report.
+func (p *partitionRun) scrapeFailedOver(ctx context.Context, h *clusterHost) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.proc.httpPort), nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return
+	}
+	for _, m := range failedOverMetric.FindAllSubmatch(body, -1) {
+		n, _ := strconv.ParseInt(string(m[2]), 10, 64)
+		p.report.FailedOver[string(m[1])] += n
 	}
 }
