@@ -130,9 +130,11 @@ func newMonitorFx(p monitorParams) (membership.Monitor, error) {
 		return nil, err
 	}
 	m.SetLoadExchange(p.Load)
+	stopHooks := installTestHooks(m, p.Logger)
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: m.Start,
 		OnStop: func(ctx context.Context) error {
+			stopHooks()
 			m.Stop(ctx, !p.StopMode.crash.Load())
 			return nil
 		},

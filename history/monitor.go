@@ -81,6 +81,8 @@ type StoreMonitor struct {
 	epoch        time.Time
 	renewedNanos atomic.Int64
 	fenced       atomic.Bool
+	// renewalsPaused stops the membership loop alone (PauseRenewals).
+	renewalsPaused atomic.Bool
 	subs         map[int]chan struct{}
 	nextID       int
 
@@ -360,15 +362,30 @@ func (m *StoreMonitor) renewLoop() {
 		case <-m.stop:
 			return
 		case <-ticker.C:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 			if err := m.renew(context.Background()); err != nil {
 				m.logger.Warn("membership renewal failed", tag.Error(err))
 			}
 		case <-m.refresh:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 		}
 		if err := m.list(context.Background()); err != nil {
 			m.logger.Warn("membership read failed", tag.Error(err))
 		}
 	}
+}
+
+// PauseRenewals stops (true) or resumes the membership loop alone — no renewal, no read of
+// the members — while the host goes on serving: the fault of a host whose renewals stall while
+// the rest of it works. A test hook (VIGIL_TEST_HOOKS, testhooks.go); the self-fence must
+// take the host off its shards before the others take them.
+func (m *StoreMonitor) PauseRenewals(paused bool) {
+	m.renewalsPaused.Store(paused)
+	m.logger.Warn("membership renewals paused by a test hook", zap.Bool("paused", paused))
 }
 
 // lapseLoop drops this host from its own view once its renewal is too old, independently of

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,11 +44,15 @@ const (
 	// ScenarioPGRefuse closes host 1's path to PostgreSQL and refuses new connections until its
 	// shards are served by the others, then restores it.
 	ScenarioPGRefuse = "pg-refuse"
+	// ScenarioRenewalsStopped stops host 1's membership loop alone (a test hook: SIGUSR1),
+	// the host serving on and reaching PostgreSQL, until its shards are served by the others;
+	// then resumes it (SIGUSR2).
+	ScenarioRenewalsStopped = "renewals-stopped"
 )
 
 // Scenarios are the partition scenarios PartitionRun knows, in the order the long form runs
 // them.
-var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse}
+var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped}
 
 // PartitionConfig is one partition run: a cluster of three `vigil server` processes on one
 // PostgreSQL, each reaching it through a proxy of the suite, under a fleet of simulated SDK
@@ -185,7 +190,7 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
-	case ScenarioPGFreeze, ScenarioPGRefuse:
+	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped:
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (known: %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -312,6 +317,9 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+		if i == 1 {
+			proc.env = []string{"VIGIL_TEST_HOOKS=renewal-signals"}
 		}
 		h := &clusterHost{id: id, proc: proc, proxy: proxy}
 		p.hosts = append(p.hosts, h)
@@ -627,8 +635,12 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		h.proxy.freeze()
 	case ScenarioPGRefuse:
 		h.proxy.refuse()
+	case ScenarioRenewalsStopped:
+		if err := h.proc.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			return err
+		}
 	}
-	p.logf("partition: %s on host-1's path to PostgreSQL", p.cfg.Scenario)
+	p.logf("partition: %s on host-1", p.cfg.Scenario)
 	victim := p.workers[0]
 	p.mu.Lock()
 	p.killed[victim.name] = true
@@ -644,8 +656,12 @@ func (p *partitionRun) fault(ctx context.Context) error {
 	if err := <-replaced; err != nil {
 		return err
 	}
-	// The killed worker is found dead while host 1 is still cut off.
+	// The killed worker is found dead, and the fleet makes two more rounds of heartbeats,
+	// while host 1 is still cut off.
 	if err := p.waitInactive(ctx, victim.name, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := p.waitForFleetCalls(ctx, p.fleetCalls.Load()+int64(2*p.cfg.Fleet), time.Minute); err != nil {
 		return err
 	}
 	mended := time.Now()
@@ -654,6 +670,10 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		h.proxy.thaw()
 	case ScenarioPGRefuse:
 		if err := h.proxy.restore(); err != nil {
+			return err
+		}
+	case ScenarioRenewalsStopped:
+		if err := h.proc.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 			return err
 		}
 	}
