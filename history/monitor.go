@@ -83,8 +83,8 @@ type StoreMonitor struct {
 	fenced       atomic.Bool
 	// renewalsPaused stops the membership loop alone (PauseRenewals).
 	renewalsPaused atomic.Bool
-	subs         map[int]chan struct{}
-	nextID       int
+	subs           map[int]chan struct{}
+	nextID         int
 
 	refresh chan struct{}
 	stop    chan struct{}
