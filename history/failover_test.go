@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vigilhq/vigil/chasm"
+	"github.com/vigilhq/vigil/common/membership"
 )
 
 // stuckOwner is a history host that receives calls and never answers them (its store froze):
@@ -201,4 +202,21 @@ func TestFailoverAnswersUnavailableBeforeTheDeadline(t *testing.T) {
 	require.True(t, errors.As(err, &unavailable), "Unavailable, got %v", err)
 	require.NoError(t, ctx.Err(), "answered before the caller's deadline")
 	require.Zero(t, c.next.served.Load())
+}
+
+// An owner is lapsing when its last renewal, by the database's clock, is more than half a TTL
+// older than this host's own, or when it is no longer a member; this host never is, by its
+// own view (it fences itself instead).
+func TestMonitorMembershipLapsing(t *testing.T) {
+	renewed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	host := func(id string, lastRenewal time.Time) membership.Host {
+		return membership.Host{ID: id, HistoryAddress: id + ":7234", LastRenewal: lastRenewal, Expiry: lastRenewal.Add(3 * time.Second)}
+	}
+	m := NewMonitorMembership(4, membership.NewStatic(host("self", renewed),
+		host("fresh", renewed.Add(-time.Second)), host("late", renewed.Add(-1600*time.Millisecond)), host("ahead", renewed.Add(time.Second))))
+	require.False(t, m.Lapsing("self:7234"))
+	require.False(t, m.Lapsing("fresh:7234"), "one renewal period behind is on time")
+	require.False(t, m.Lapsing("ahead:7234"))
+	require.True(t, m.Lapsing("late:7234"), "more than half a TTL behind missed a renewal")
+	require.True(t, m.Lapsing("gone:7234"), "no longer a member")
 }
