@@ -11,6 +11,7 @@ import (
 
 	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/vigilhq/vigil/chasm"
@@ -140,11 +141,14 @@ func (c *shardConn) Invoke(ctx context.Context, method string, args, reply any, 
 		var taken *takenBackError
 		if errors.As(err, &taken) {
 			if taken.cause == errShardMoved && ctx.Err() == nil && slices.ContainsFunc(opts, isResendable) {
-				metrics.HistoryRequestsFailedOver.With(c.router.scope, metrics.OutcomeTag("retried")).Inc(1)
+				c.router.logger.Warn(takenBackLog, zap.String("method", method), zap.Int32("shard", c.shardID),
+					zap.String("owner", taken.address), zap.String("outcome", "resent"), zap.Error(taken.cause))
+				metrics.HistoryRequestsRerouted.With(c.router.scope).Inc(1)
 				backoff = rerouteInitialBackoff
 				continue
 			}
-			metrics.HistoryRequestsFailedOver.With(c.router.scope, metrics.OutcomeTag("unavailable")).Inc(1)
+			c.router.logger.Warn(takenBackLog, zap.String("method", method), zap.Int32("shard", c.shardID),
+				zap.String("owner", taken.address), zap.String("outcome", "unavailable"), zap.Error(taken.cause))
 			return serviceerror.NewUnavailable(taken.Error())
 		}
 		if err == nil || !shardMoving(err) || ctx.Err() != nil || time.Until(deadline) < backoff {
@@ -159,6 +163,10 @@ func (c *shardConn) Invoke(ctx context.Context, method string, args, reply any, 
 		backoff = min(2*backoff, rerouteMaxBackoff)
 	}
 }
+
+// takenBackLog is logged for every call taken back from an owner that stopped answering, with
+// its outcome: resent to the next owner, or answered unavailable.
+const takenBackLog = "took a call back from a shard owner that stopped answering"
 
 // takenBackError is a call taken back from the owner at address (errShardMoved or
 // errOwnerStalled).
@@ -256,4 +264,10 @@ func noHostError(shardID int32, err error) error {
 // WithMetricsScope makes the router count forwarded and rerouted calls.
 func WithMetricsScope(scope tally.Scope) RouterOption {
 	return func(r *Router) { r.scope = scope }
+}
+
+// WithRouterLogger makes the router log the calls it takes back from an owner that stopped
+// answering.
+func WithRouterLogger(logger *zap.Logger) RouterOption {
+	return func(r *Router) { r.logger = logger }
 }

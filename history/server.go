@@ -155,7 +155,8 @@ type Router struct {
 	// secret is sent on every call to another host (WithRouterClusterSecret).
 	secret string
 
-	scope tally.Scope
+	scope  tally.Scope
+	logger *zap.Logger
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -172,7 +173,7 @@ func WithLocalConn(conn *LocalConn, localAddress func() string) RouterOption {
 
 // NewRouter returns a router for a cluster of numShards.
 func NewRouter(numShards int32, membership Membership, opts ...RouterOption) *Router {
-	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope}
+	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope, logger: zap.NewNop()}
 	for _, opt := range opts {
 		opt(r)
 	}

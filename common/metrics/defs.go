@@ -113,12 +113,6 @@ var (
 	// HistoryRequestsRerouted counts history calls retried because their shard was moving.
 	HistoryRequestsRerouted = NewCounterDef("history_requests_rerouted",
 		"History calls retried on another host because their shard was moving.")
-	// HistoryRequestsFailedOver counts calls taken back from a shard owner that stopped
-	// answering once the shard moved or the caller's deadline neared, by outcome: retried on
-	// the next owner, or answered Unavailable (a call not safe to send twice).
-	HistoryRequestsFailedOver = NewCounterDef("history_requests_failed_over",
-		"History calls taken back from a shard owner that stopped answering, by outcome (retried, unavailable).", TagOutcome).
-		WithValues(TagOutcome, "retried", "unavailable")
 )
 
 // Task queues. Each queue's scope is tagged queue=timer or queue=outbound; its gauges are per

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +30,6 @@ import (
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/bench"
-	"github.com/vigilhq/vigil/common/metrics"
 	"github.com/vigilhq/vigil/tests/freeport"
 )
 
@@ -91,8 +88,8 @@ type PartitionReport struct {
 	Acknowledged, Completed int
 	// FencedCommits counts the task rows the store's fencing check saw committed.
 	FencedCommits int64
-	// FailedOver counts, by outcome, the calls hosts 2 and 3 took back from a shard owner that
-	// stopped answering (history_requests_failed_over).
+	// FailedOver counts, by outcome (resent, unavailable), the calls hosts 2 and 3 took back
+	// from a shard owner that stopped answering (their logs say so).
 	FailedOver map[string]int64
 	Checks     []string
 	Violations []string
@@ -259,7 +256,7 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 	p.checkFence(ctx)
 	p.checkActivities()
 	for _, h := range p.hosts[1:] {
-		p.scrapeFailedOver(ctx, h)
+		p.countTakenBack(h)
 	}
 	p.fleetErrs.Range(func(k, v any) bool {
 		p.report.FleetErrors[k.(string)] = v.(*atomic.Int64).Load()
@@ -812,25 +809,17 @@ func (p *partitionRun) checkActivities() {
 	}
 }
 
-var failedOverMetric = regexp.MustCompile(`(?m)^` + metrics.HistoryRequestsFailedOver.ExportedName() + `\{[^}]*outcome="(\w+)"[^}]*\} (\d+)`)
+// takenBack matches a host's log line for a call it took back from an owner that stopped
+// answering (history/routing.go), and its outcome.
+var takenBack = regexp.MustCompile(`"msg":"took a call back from a shard owner that stopped answering".*"outcome":"(\w+)"`)
 
-// scrapeFailedOver adds h's count of calls taken back from a stalled owner to the report.
-func (p *partitionRun) scrapeFailedOver(ctx context.Context, h *clusterHost) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.proc.httpPort), nil)
+// countTakenBack adds the calls h took back from a stalled owner, by outcome, to the report.
+func (p *partitionRun) countTakenBack(h *clusterHost) {
+	data, err := os.ReadFile(h.proc.logPath)
 	if err != nil {
 		return
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return
-	}
-	for _, m := range failedOverMetric.FindAllSubmatch(body, -1) {
-		n, _ := strconv.ParseInt(string(m[2]), 10, 64)
-		p.report.FailedOver[string(m[1])] += n
+	for _, m := range takenBack.FindAllSubmatch(data, -1) {
+		p.report.FailedOver[string(m[1])]++
 	}
 }
