@@ -81,6 +81,9 @@ type StoreMonitor struct {
 	epoch        time.Time
 	renewedNanos atomic.Int64
 	fenced       atomic.Bool
+	// renewAnsweredAt is when the last successful renewal's answer came back (this host's
+	// monotonic clock): the database's clock read self.LastRenewal no later than that.
+	renewAnsweredAt time.Time
 	// renewalsPaused stops the membership loop alone (PauseRenewals).
 	renewalsPaused atomic.Bool
 	subs           map[int]chan struct{}
@@ -281,6 +284,7 @@ func (m *StoreMonitor) renew(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.renewedAt = sent
+	m.renewAnsweredAt = time.Now()
 	m.renewedNanos.Store(int64(sent.Sub(m.epoch)) + 1)
 	m.self.LastRenewal, m.self.Expiry = row.LastRenewal, row.Expiry
 	wasLapsed := m.lapsed
@@ -357,10 +361,22 @@ func (m *StoreMonitor) publish() {
 func (m *StoreMonitor) renewLoop() {
 	ticker := time.NewTicker(m.cfg.MembershipHeartbeat)
 	defer ticker.Stop()
+	// expiryRead reads the members again just after the next expiry of another member's row,
+	// rather than at the next tick: a host that stopped renewing is seen gone (and its shards
+	// taken) up to a heartbeat sooner.
+	expiryRead := time.NewTimer(time.Hour)
+	defer expiryRead.Stop()
 	for {
+		if d, ok := m.untilNextExpiry(); ok {
+			expiryRead.Reset(d)
+		}
 		select {
 		case <-m.stop:
 			return
+		case <-expiryRead.C:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 		case <-ticker.C:
 			if m.renewalsPaused.Load() {
 				continue
@@ -377,6 +393,34 @@ func (m *StoreMonitor) renewLoop() {
 			m.logger.Warn("membership read failed", tag.Error(err))
 		}
 	}
+}
+
+// expiryReadSlack is how long after another member's expiry (as this host estimates it) the
+// members are read again.
+const expiryReadSlack = 20 * time.Millisecond
+
+// untilNextExpiry returns how long until just after the earliest expiry of another member's
+// row, if that comes before the next heartbeat. Expiries are the database's clock: the delay is
+// the row's expiry less the database's time of this host's last renewal, counted from when
+// that renewal's answer arrived, so this host's clock offset does not enter.
+func (m *StoreMonitor) untilNextExpiry() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.renewAnsweredAt.IsZero() || m.self.LastRenewal.IsZero() {
+		return 0, false
+	}
+	var next time.Duration
+	found := false
+	for _, h := range m.members {
+		if h.ID == m.self.ID || h.Expiry.IsZero() {
+			continue
+		}
+		d := time.Until(m.renewAnsweredAt.Add(h.Expiry.Sub(m.self.LastRenewal))) + expiryReadSlack
+		if d > 0 && d < m.cfg.MembershipHeartbeat && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
 }
 
 // PauseRenewals stops (true) or resumes the membership loop alone — no renewal, no read of

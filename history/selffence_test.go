@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // frozen: every call then waits until its context ends, as over a connection that stopped
 // moving.
 type freezableMembers struct {
-	mu     sync.Mutex
+	renewals atomic.Int32
+	mu       sync.Mutex
 	frozen chan struct{} // closed while not frozen
 	rows   map[string]persistence.ClusterMember
 }
@@ -63,6 +65,7 @@ func (s *freezableMembers) RenewMember(ctx context.Context, m persistence.Cluste
 	if err := s.wait(ctx); err != nil {
 		return persistence.ClusterMember{}, err
 	}
+	s.renewals.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -126,4 +129,22 @@ func TestSelfFenceBeforeTheMembershipExpires(t *testing.T) {
 
 	store.thaw()
 	require.Eventually(t, m.Serving, 10*time.Second, time.Millisecond, "the host serves again once it renews")
+}
+
+// A host reads the members again just after another member's row expires, not at its next
+// heartbeat: a host that stopped renewing is seen gone (and its shards taken) sooner.
+func TestMonitorReadsTheMembersWhenARowExpires(t *testing.T) {
+	store := newFreezableMembers()
+	_, err := store.RenewMember(context.Background(), persistence.ClusterMember{HostID: "host-1"}, 300*time.Millisecond)
+	require.NoError(t, err)
+	cfg := ClusterConfig{MembershipHeartbeat: 5 * time.Second, MembershipTTL: 15 * time.Second}
+	m, err := NewStoreMonitor(store, cfg, membership.Host{ID: "host-2", HistoryAddress: "h2"}, zaptest.NewLogger(t), nil)
+	require.NoError(t, err)
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(func() { m.Stop(context.Background(), false) })
+	renewals := store.renewals.Load()
+	require.Len(t, m.Members(), 2, "host-1's row has not expired yet")
+	require.Eventually(t, func() bool { return len(m.Members()) == 1 }, 10*time.Second, time.Millisecond,
+		"host-1's expired row is still a member")
+	require.Equal(t, renewals, store.renewals.Load(), "seen gone before host-2's next heartbeat")
 }
