@@ -20,8 +20,8 @@ import (
 type freezableMembers struct {
 	renewals atomic.Int32
 	mu       sync.Mutex
-	frozen chan struct{} // closed while not frozen
-	rows   map[string]persistence.ClusterMember
+	frozen   chan struct{} // closed while not frozen
+	rows     map[string]persistence.ClusterMember
 }
 
 func newFreezableMembers() *freezableMembers {
