@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestChaosShort(t *testing.T) {
 	t.Logf("seed %d (replay with VIGIL_CHAOS_SEED=%d)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := buildOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestChaosPostgres(t *testing.T) {
 	t.Logf("seed %d", seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := buildOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestPartitionShort(t *testing.T) {
 	dsn := postgresForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := buildOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,4 +134,34 @@ func postgresForTest(t *testing.T) string {
 	}
 	_ = conn.Close(ctx)
 	return dsn
+}
+
+var (
+	built    Binaries
+	buildErr error
+	buildMu  sync.Mutex
+	buildDir string
+)
+
+// buildOnce builds vigil and the chaos worker once for every test of the package.
+func buildOnce(ctx context.Context) (Binaries, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir == "" || buildErr != nil {
+		dir, err := os.MkdirTemp("", "vigil-chaos-bin-")
+		if err != nil {
+			return Binaries{}, err
+		}
+		buildDir = dir
+		built, buildErr = Build(ctx, dir)
+	}
+	return built, buildErr
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
