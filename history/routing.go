@@ -25,6 +25,9 @@ import (
 type MonitorMembership struct {
 	numShards int32
 	monitor   membership.Monitor
+	// fixed is set for a membership that never changes (membership.Static): its hosts renew
+	// nothing, and a call is never taken back from one.
+	fixed bool
 
 	mu         sync.Mutex
 	members    []membership.Host
@@ -34,7 +37,8 @@ type MonitorMembership struct {
 
 // NewMonitorMembership returns the membership of a cluster of numShards followed by monitor.
 func NewMonitorMembership(numShards int32, monitor membership.Monitor) *MonitorMembership {
-	return &MonitorMembership{numShards: numShards, monitor: monitor}
+	_, fixed := monitor.(*membership.Static)
+	return &MonitorMembership{numShards: numShards, monitor: monitor, fixed: fixed}
 }
 
 // HostForShard implements Membership.
@@ -185,6 +189,11 @@ func (e *takenBackError) Error() string {
 func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address string, conn grpc.ClientConnInterface,
 	method string, args, reply any, opts ...grpc.CallOption,
 ) error {
+	if !watchable(c.router.membership) {
+		// A membership that cannot tell a lapsing host (one host, a fixed list): nothing
+		// would ever be taken back, so nothing is watched.
+		return conn.Invoke(ctx, method, args, reply, opts...)
+	}
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	watch := time.AfterFunc(hopBudget, func() { c.watchOwner(attemptCtx, cancel, deadline, address) })
 	err := conn.Invoke(attemptCtx, method, args, reply, opts...)
@@ -200,11 +209,11 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 // watchOwner takes the call attemptCtx carries back (cancel) once the shard moved away from
 // address, or once the owner is lapsing and the caller's deadline is near.
 func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.CancelCauseFunc, deadline time.Time, address string) {
-	health, _ := c.router.membership.(HostHealth)
+	health := c.router.membership.(HostHealth)
 	ticker := time.NewTicker(failoverPoll)
 	defer ticker.Stop()
 	for {
-		lapsing := health != nil && health.Lapsing(address)
+		lapsing := health.Lapsing(address)
 		if now, err := c.router.membership.HostForShard(c.shardID); err == nil && now != address && lapsing {
 			cancel(errShardMoved)
 			return
@@ -219,6 +228,16 @@ func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.Cancel
 		case <-ticker.C:
 		}
 	}
+}
+
+// watchable reports whether m can tell that a host is lapsing: a HostHealth whose hosts renew
+// a membership (not a fixed list, as a single host on SQLite has).
+func watchable(m Membership) bool {
+	if _, ok := m.(HostHealth); !ok {
+		return false
+	}
+	mm, ok := m.(*MonitorMembership)
+	return !ok || !mm.fixed
 }
 
 func isResendable(o grpc.CallOption) bool {
