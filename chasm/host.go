@@ -46,3 +46,13 @@ var ByReference grpc.CallOption = ByReferenceOption{}
 
 // ByReferenceOption is the type of ByReference, for a host to recognize it.
 type ByReferenceOption struct{ grpc.EmptyCallOption }
+
+// Resendable is a call option for a call whose second delivery does what the first did: the
+// method is a read, or applying it again changes nothing more (a heartbeat extends the same
+// lease; a start, pause or reset carries a request ID the handler deduplicates). When a shard's
+// owner stops answering and the shard moves, the host sends a Resendable call to the next
+// owner; any other call, whose first delivery may have committed, is answered Unavailable.
+var Resendable grpc.CallOption = ResendableOption{}
+
+// ResendableOption is the type of Resendable, for a host to recognize it.
+type ResendableOption struct{ grpc.EmptyCallOption }

@@ -15,6 +15,9 @@ import (
 
 // HistoryClient is what the frontend needs from history: the worker and standalone-activity
 // RPCs, each sent to the host that owns the shard concerned. Errors are serviceerror values.
+// Reads and calls whose repetition does nothing more are sent chasm.Resendable, so that one
+// caught on an owner that stopped answering is answered by the shard's next owner; the others
+// (an attempt's completion, a termination, a deletion) are answered Unavailable then.
 type HistoryClient interface {
 	// ShardFor returns the shard that owns a worker (its business ID is its instance key).
 	ShardFor(namespaceID, workerInstanceKey string) int32
@@ -64,6 +67,15 @@ type Router interface {
 // shard's host; shards are numbered from 1.
 const listShard int32 = 1
 
+// resendableWith marks a call chasm.Resendable when it carries the request ID its handler
+// deduplicates by: a second delivery then returns what the first did.
+func resendableWith(requestID string) []grpc.CallOption {
+	if requestID == "" {
+		return nil
+	}
+	return []grpc.CallOption{chasm.Resendable}
+}
+
 // NewHistoryClient returns a HistoryClient that routes each call through router.
 func NewHistoryClient(router Router) HistoryClient { return &routedHistoryClient{router: router} }
 
@@ -89,7 +101,7 @@ func (c *routedHistoryClient) RecordHeartbeats(ctx context.Context, req *workerp
 	// The heartbeat path's request and reply are not copied when the shard is this process's
 	// own: recordHeartbeats builds a request per call and only reads the reply, and the
 	// worker handler neither changes nor keeps either.
-	return client.RecordHeartbeats(ctx, req, chasm.ByReference)
+	return client.RecordHeartbeats(ctx, req, chasm.ByReference, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWorkerRequest) (*workerpb.ShutdownWorkerResponse, error) {
@@ -97,7 +109,7 @@ func (c *routedHistoryClient) ShutdownWorker(ctx context.Context, req *workerpb.
 	if err != nil {
 		return nil, err
 	}
-	return client.ShutdownWorker(ctx, req)
+	return client.ShutdownWorker(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequest) (*workerpb.DrainWorkerResponse, error) {
@@ -105,7 +117,7 @@ func (c *routedHistoryClient) DrainWorker(ctx context.Context, req *workerpb.Dra
 	if err != nil {
 		return nil, err
 	}
-	return client.DrainWorker(ctx, req)
+	return client.DrainWorker(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) DescribeWorker(ctx context.Context, req *workerpb.DescribeWorkerRequest) (*workerpb.DescribeWorkerResponse, error) {
@@ -113,7 +125,7 @@ func (c *routedHistoryClient) DescribeWorker(ctx context.Context, req *workerpb.
 	if err != nil {
 		return nil, err
 	}
-	return client.DescribeWorker(ctx, req)
+	return client.DescribeWorker(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequest) (*workerpb.ListWorkersResponse, error) {
@@ -121,7 +133,7 @@ func (c *routedHistoryClient) ListWorkers(ctx context.Context, req *workerpb.Lis
 	if err != nil {
 		return nil, err
 	}
-	return client.ListWorkers(ctx, req)
+	return client.ListWorkers(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) activityClient(namespaceID, activityID string) (activitypb.ActivityHistoryServiceClient, error) {
@@ -147,7 +159,7 @@ func (c *routedHistoryClient) StartActivity(ctx context.Context, req *activitypb
 	if err != nil {
 		return nil, err
 	}
-	return client.StartActivity(ctx, req)
+	return client.StartActivity(ctx, req, resendableWith(req.GetRequestId())...)
 }
 
 func (c *routedHistoryClient) RecordActivityTaskStarted(ctx context.Context, req *activitypb.RecordActivityTaskStartedRequest) (*activitypb.RecordActivityTaskStartedResponse, error) {
@@ -155,7 +167,7 @@ func (c *routedHistoryClient) RecordActivityTaskStarted(ctx context.Context, req
 	if err != nil {
 		return nil, err
 	}
-	return client.RecordActivityTaskStarted(ctx, req)
+	return client.RecordActivityTaskStarted(ctx, req, resendableWith(req.GetPollRequestId())...)
 }
 
 func (c *routedHistoryClient) RespondActivityTaskCompleted(ctx context.Context, req *activitypb.RespondActivityTaskCompletedRequest) (*activitypb.RespondActivityTaskCompletedResponse, error) {
@@ -187,7 +199,7 @@ func (c *routedHistoryClient) RecordActivityTaskHeartbeat(ctx context.Context, r
 	if err != nil {
 		return nil, err
 	}
-	return client.RecordActivityTaskHeartbeat(ctx, req)
+	return client.RecordActivityTaskHeartbeat(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) PollActivityExecution(ctx context.Context, req *activitypb.PollActivityExecutionRequest) (*activitypb.PollActivityExecutionResponse, error) {
@@ -195,7 +207,7 @@ func (c *routedHistoryClient) PollActivityExecution(ctx context.Context, req *ac
 	if err != nil {
 		return nil, err
 	}
-	return client.PollActivityExecution(ctx, req)
+	return client.PollActivityExecution(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) DescribeActivity(ctx context.Context, req *activitypb.DescribeActivityRequest) (*activitypb.DescribeActivityResponse, error) {
@@ -203,7 +215,7 @@ func (c *routedHistoryClient) DescribeActivity(ctx context.Context, req *activit
 	if err != nil {
 		return nil, err
 	}
-	return client.DescribeActivity(ctx, req)
+	return client.DescribeActivity(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) RequestCancelActivity(ctx context.Context, req *activitypb.RequestCancelActivityRequest) (*activitypb.RequestCancelActivityResponse, error) {
@@ -211,7 +223,7 @@ func (c *routedHistoryClient) RequestCancelActivity(ctx context.Context, req *ac
 	if err != nil {
 		return nil, err
 	}
-	return client.RequestCancelActivity(ctx, req)
+	return client.RequestCancelActivity(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) TerminateActivity(ctx context.Context, req *activitypb.TerminateActivityRequest) (*activitypb.TerminateActivityResponse, error) {
@@ -235,7 +247,7 @@ func (c *routedHistoryClient) ListActivities(ctx context.Context, req *activityp
 	if err != nil {
 		return nil, err
 	}
-	return activitypb.NewActivityHistoryServiceClient(conn).ListActivities(ctx, req)
+	return activitypb.NewActivityHistoryServiceClient(conn).ListActivities(ctx, req, chasm.Resendable)
 }
 
 func (c *routedHistoryClient) PauseActivity(ctx context.Context, req *activitypb.PauseActivityRequest) (*activitypb.PauseActivityResponse, error) {
@@ -243,7 +255,7 @@ func (c *routedHistoryClient) PauseActivity(ctx context.Context, req *activitypb
 	if err != nil {
 		return nil, err
 	}
-	return client.PauseActivity(ctx, req)
+	return client.PauseActivity(ctx, req, resendableWith(req.GetRequestId())...)
 }
 
 func (c *routedHistoryClient) UnpauseActivity(ctx context.Context, req *activitypb.UnpauseActivityRequest) (*activitypb.UnpauseActivityResponse, error) {
@@ -251,7 +263,7 @@ func (c *routedHistoryClient) UnpauseActivity(ctx context.Context, req *activity
 	if err != nil {
 		return nil, err
 	}
-	return client.UnpauseActivity(ctx, req)
+	return client.UnpauseActivity(ctx, req, resendableWith(req.GetRequestId())...)
 }
 
 func (c *routedHistoryClient) ResetActivity(ctx context.Context, req *activitypb.ResetActivityRequest) (*activitypb.ResetActivityResponse, error) {
@@ -259,7 +271,7 @@ func (c *routedHistoryClient) ResetActivity(ctx context.Context, req *activitypb
 	if err != nil {
 		return nil, err
 	}
-	return client.ResetActivity(ctx, req)
+	return client.ResetActivity(ctx, req, resendableWith(req.GetRequestId())...)
 }
 
 func (c *routedHistoryClient) UpdateActivityOptions(ctx context.Context, req *activitypb.UpdateActivityOptionsRequest) (*activitypb.UpdateActivityOptionsResponse, error) {
@@ -267,5 +279,5 @@ func (c *routedHistoryClient) UpdateActivityOptions(ctx context.Context, req *ac
 	if err != nil {
 		return nil, err
 	}
-	return client.UpdateActivityOptions(ctx, req)
+	return client.UpdateActivityOptions(ctx, req, resendableWith(req.GetRequestId())...)
 }

@@ -82,6 +82,18 @@ func (c *shardController) start(ctx context.Context) error {
 
 func (c *shardController) selfID() string { return c.monitor.Self().ID }
 
+// selfFence is a membership that can tell, on every call, whether this host may still serve
+// its shards (StoreMonitor.Serving): it stops the moment its renewals are too old, before the
+// controller's loop hands the shards off, which may wait on the same store that stopped
+// answering.
+type selfFence interface{ Serving() bool }
+
+// serving reports whether this host may serve its shards now.
+func (c *shardController) serving() bool {
+	f, ok := c.monitor.(selfFence)
+	return !ok || f.Serving()
+}
+
 // loop reconciles after every membership change, and periodically to retry failures and the
 // handoffs it is waiting for.
 func (c *shardController) loop() {
@@ -339,7 +351,7 @@ func (c *shardController) shard(id int32) (*Shard, error) {
 	c.mu.RLock()
 	s, ok := c.shards[id]
 	c.mu.RUnlock()
-	if !ok {
+	if !ok || !c.serving() {
 		return nil, serviceerror.NewUnavailable(fmt.Sprintf("shard %d %s", id, notOwnedText))
 	}
 	return s, nil

@@ -130,9 +130,11 @@ func newMonitorFx(p monitorParams) (membership.Monitor, error) {
 		return nil, err
 	}
 	m.SetLoadExchange(p.Load)
+	stopHooks := installTestHooks(m, p.Logger)
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: m.Start,
 		OnStop: func(ctx context.Context) error {
+			stopHooks()
 			m.Stop(ctx, !p.StopMode.crash.Load())
 			return nil
 		},
@@ -218,14 +220,14 @@ func newServerFx(p serverParams) (*Server, error) {
 
 // newRouterFx depends on the membership, not on the server or engine, so that libraries can
 // call history through it without a dependency cycle (library → registry → engine → server).
-func newRouterFx(lc fx.Lifecycle, cfg Config, serverCfg ServerConfig, m membership.Monitor, local *LocalConn, scope tally.Scope) (*Router, error) {
+func newRouterFx(lc fx.Lifecycle, cfg Config, serverCfg ServerConfig, m membership.Monitor, local *LocalConn, scope tally.Scope, logger *zap.Logger) (*Router, error) {
 	secret, err := serverCfg.ClusterSecret()
 	if err != nil {
 		return nil, err
 	}
 	r := NewRouter(cfg.ShardCount(), NewMonitorMembership(cfg.ShardCount(), m),
 		WithLocalConn(local, func() string { return m.Self().HistoryAddress }),
-		WithMetricsScope(scope.SubScope("history")), WithRouterClusterSecret(secret))
+		WithMetricsScope(scope.SubScope("history")), WithRouterClusterSecret(secret), WithRouterLogger(logger.Named("router")))
 	lc.Append(fx.StopHook(r.Close))
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -75,8 +76,18 @@ type StoreMonitor struct {
 	renewedAt time.Time
 	// lapsed is set while this host's own renewal is too old to count itself a member.
 	lapsed bool
-	subs   map[int]chan struct{}
-	nextID int
+	// epoch, renewedNanos (renewedAt as nanoseconds after epoch, plus one; 0 before the first
+	// renewal) and fenced (lapsed) let Serving, asked on every call, read without the lock.
+	epoch        time.Time
+	renewedNanos atomic.Int64
+	fenced       atomic.Bool
+	// renewAnsweredAt is when the last successful renewal's answer came back (this host's
+	// monotonic clock): the database's clock read self.LastRenewal no later than that.
+	renewAnsweredAt time.Time
+	// renewalsPaused stops the membership loop alone (PauseRenewals).
+	renewalsPaused atomic.Bool
+	subs           map[int]chan struct{}
+	nextID         int
 
 	refresh chan struct{}
 	stop    chan struct{}
@@ -120,6 +131,7 @@ func NewStoreMonitor(store persistence.MembershipStore, cfg ClusterConfig, self 
 	return &StoreMonitor{
 		store: store, cfg: cfg, self: self, logger: logger.With(zap.String("host", self.ID)), scope: scope,
 		subs: make(map[int]chan struct{}), refresh: make(chan struct{}, 1), stop: make(chan struct{}),
+		epoch: time.Now(),
 	}, nil
 }
 
@@ -173,6 +185,7 @@ func (m *StoreMonitor) Stop(ctx context.Context, leave bool) {
 	// the others.
 	m.mu.Lock()
 	m.lapsed = true
+	m.fenced.Store(true)
 	m.mu.Unlock()
 	m.publish()
 	if err := m.store.RemoveMember(ctx, m.Self().ID); err != nil {
@@ -203,14 +216,30 @@ func (m *StoreMonitor) Members() []membership.Host {
 }
 
 func (m *StoreMonitor) membersLocked() []membership.Host {
+	serving := m.Serving()
 	out := make([]membership.Host, 0, len(m.members))
 	for _, h := range m.members {
-		if h.ID == m.self.ID && m.lapsed {
+		if h.ID == m.self.ID && !serving {
 			continue
 		}
 		out = append(out, h)
 	}
 	return out
+}
+
+// Serving reports whether this host may still serve its shards: it is fenced off them from
+// the moment its last successful renewal was sent TTL - heartbeat/2 ago, whatever its loops
+// are doing. No other host can read its row as expired before that renewal is a TTL old (the
+// database set its expiry a TTL after receiving it), so this host has stopped before any other
+// may take its shards (docs/failover.md states the bound).
+func (m *StoreMonitor) Serving() bool {
+	renewed := m.renewedNanos.Load()
+	return renewed != 0 && !m.fenced.Load() && time.Since(m.epoch)-time.Duration(renewed-1) <= m.fenceAfter()
+}
+
+// fenceAfter is how long after sending its last successful renewal this host stops serving.
+func (m *StoreMonitor) fenceAfter() time.Duration {
+	return m.cfg.MembershipTTL - m.cfg.MembershipHeartbeat/2
 }
 
 // Subscribe implements membership.Monitor.
@@ -255,9 +284,12 @@ func (m *StoreMonitor) renew(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.renewedAt = sent
+	m.renewAnsweredAt = time.Now()
+	m.renewedNanos.Store(int64(sent.Sub(m.epoch)) + 1)
 	m.self.LastRenewal, m.self.Expiry = row.LastRenewal, row.Expiry
 	wasLapsed := m.lapsed
 	m.lapsed = false
+	m.fenced.Store(false)
 	m.mu.Unlock()
 	if wasLapsed {
 		m.logger.Warn("membership renewed again after it lapsed: this host rejoins the cluster")
@@ -329,15 +361,33 @@ func (m *StoreMonitor) publish() {
 func (m *StoreMonitor) renewLoop() {
 	ticker := time.NewTicker(m.cfg.MembershipHeartbeat)
 	defer ticker.Stop()
+	// expiryRead reads the members again just after the next expiry of another member's row,
+	// rather than at the next tick: a host that stopped renewing is seen gone (and its shards
+	// taken) up to a heartbeat sooner.
+	expiryRead := time.NewTimer(time.Hour)
+	defer expiryRead.Stop()
 	for {
+		if d, ok := m.untilNextExpiry(); ok {
+			expiryRead.Reset(d)
+		}
 		select {
 		case <-m.stop:
 			return
+		case <-expiryRead.C:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 		case <-ticker.C:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 			if err := m.renew(context.Background()); err != nil {
 				m.logger.Warn("membership renewal failed", tag.Error(err))
 			}
 		case <-m.refresh:
+			if m.renewalsPaused.Load() {
+				continue
+			}
 		}
 		if err := m.list(context.Background()); err != nil {
 			m.logger.Warn("membership read failed", tag.Error(err))
@@ -345,10 +395,47 @@ func (m *StoreMonitor) renewLoop() {
 	}
 }
 
+// expiryReadSlack is how long after another member's expiry (as this host estimates it) the
+// members are read again.
+const expiryReadSlack = 20 * time.Millisecond
+
+// untilNextExpiry returns how long until just after the earliest expiry of another member's
+// row, if that comes before the next heartbeat. Expiries are the database's clock: the delay is
+// the row's expiry less the database's time of this host's last renewal, counted from when
+// that renewal's answer arrived, so this host's clock offset does not enter.
+func (m *StoreMonitor) untilNextExpiry() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.renewAnsweredAt.IsZero() || m.self.LastRenewal.IsZero() {
+		return 0, false
+	}
+	var next time.Duration
+	found := false
+	for _, h := range m.members {
+		if h.ID == m.self.ID || h.Expiry.IsZero() {
+			continue
+		}
+		d := time.Until(m.renewAnsweredAt.Add(h.Expiry.Sub(m.self.LastRenewal))) + expiryReadSlack
+		if d > 0 && d < m.cfg.MembershipHeartbeat && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
+}
+
+// PauseRenewals stops (true) or resumes the membership loop alone — no renewal, no read of
+// the members — while the host goes on serving: the fault of a host whose renewals stall while
+// the rest of it works. A test hook (VIGIL_TEST_HOOKS, testhooks.go); the self-fence must
+// take the host off its shards before the others take them.
+func (m *StoreMonitor) PauseRenewals(paused bool) {
+	m.renewalsPaused.Store(paused)
+	m.logger.Warn("membership renewals paused by a test hook", zap.Bool("paused", paused))
+}
+
 // lapseLoop drops this host from its own view once its renewal is too old, independently of
 // the renewal itself, which may hang on a database that does not answer.
 func (m *StoreMonitor) lapseLoop() {
-	limit := m.cfg.MembershipTTL - m.cfg.MembershipHeartbeat/2
+	limit := m.fenceAfter()
 	ticker := time.NewTicker(m.cfg.MembershipHeartbeat / 4)
 	defer ticker.Stop()
 	for {
@@ -361,6 +448,7 @@ func (m *StoreMonitor) lapseLoop() {
 		lapse := !m.lapsed && time.Since(m.renewedAt) > limit
 		if lapse {
 			m.lapsed = true
+			m.fenced.Store(true)
 		}
 		m.mu.Unlock()
 		if lapse {

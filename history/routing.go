@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
 )
@@ -22,6 +25,9 @@ import (
 type MonitorMembership struct {
 	numShards int32
 	monitor   membership.Monitor
+	// fixed is set for a membership that never changes (membership.Static): its hosts renew
+	// nothing, and a call is never taken back from one.
+	fixed bool
 
 	mu         sync.Mutex
 	members    []membership.Host
@@ -31,7 +37,8 @@ type MonitorMembership struct {
 
 // NewMonitorMembership returns the membership of a cluster of numShards followed by monitor.
 func NewMonitorMembership(numShards int32, monitor membership.Monitor) *MonitorMembership {
-	return &MonitorMembership{numShards: numShards, monitor: monitor}
+	_, fixed := monitor.(*membership.Static)
+	return &MonitorMembership{numShards: numShards, monitor: monitor, fixed: fixed}
 }
 
 // HostForShard implements Membership.
@@ -54,6 +61,33 @@ func (m *MonitorMembership) HostForShard(shardID int32) (string, error) {
 	return m.addresses[id], nil
 }
 
+// HostHealth is what a Membership may also say about the hosts it names: whether one has
+// stopped renewing its membership. Such a host may be unable to commit anything, and its
+// shards move to other hosts once its row expires.
+type HostHealth interface {
+	// Lapsing reports whether the host serving at address missed a membership renewal (or is
+	// no longer a member).
+	Lapsing(address string) bool
+}
+
+// Lapsing implements HostHealth. Renewal times are the database's clock: the owner's last
+// renewal is compared with this host's own, never with this host's clock. A host renews every
+// membership heartbeat; one whose last renewal is more than half a TTL older than this host's
+// missed at least one.
+func (m *MonitorMembership) Lapsing(address string) bool {
+	self := m.monitor.Self()
+	for _, h := range m.monitor.Members() {
+		if h.HistoryAddress != address {
+			continue
+		}
+		if h.ID == self.ID || self.LastRenewal.IsZero() || h.LastRenewal.IsZero() {
+			return false
+		}
+		return self.LastRenewal.Sub(h.LastRenewal) > h.Expiry.Sub(h.LastRenewal)/2
+	}
+	return true
+}
+
 // Rerouting: a call that meets a shard in motion is retried here, against whatever host the
 // membership names next, until the caller's deadline (or rerouteMaxWait without one). So
 // during a planned handoff a client sees a short delay and no error.
@@ -61,6 +95,30 @@ const (
 	rerouteInitialBackoff = 10 * time.Millisecond
 	rerouteMaxBackoff     = 200 * time.Millisecond
 	rerouteMaxWait        = 10 * time.Second
+)
+
+// Failing a call over: a call its shard's owner has not answered within hopBudget is watched
+// every failoverPoll. Once the membership names another owner for the shard and the old one
+// is lapsing or gone (its row expired: by the self-fencing bound it stopped serving the shard
+// before that, docs/failover.md), the call is taken back and, if it is Resendable, sent to the
+// new owner; otherwise it is answered Unavailable, its outcome unknown. An owner handing the
+// shard off in a planned move still renews: it finishes the calls it holds or answers them
+// "not owned", and they are rerouted as before. While the owner is lapsing (it
+// missed renewals, so it may not be able to commit) and the shard has not moved yet, the call
+// waits, but is answered Unavailable stalledOwnerMargin before the caller's deadline rather
+// than spending it. A slow owner that still renews its membership can commit (the renewal is
+// a commit to the same store): its calls are left to their deadline and its admission.
+const (
+	hopBudget          = time.Second
+	failoverPoll       = 50 * time.Millisecond
+	stalledOwnerMargin = time.Second
+)
+
+// errShardMoved and errOwnerStalled are the causes with which a call is taken back from an
+// owner that stopped answering.
+var (
+	errShardMoved   = errors.New("the shard moved to another host")
+	errOwnerStalled = errors.New("the shard's owner missed its membership renewals and did not answer")
 )
 
 // shardConn is the connection ConnForShard returns: each call goes to the shard's owner of
@@ -77,12 +135,25 @@ func (c *shardConn) Invoke(ctx context.Context, method string, args, reply any, 
 	}
 	backoff := rerouteInitialBackoff
 	for {
-		conn, remote, err := c.router.connForShard(c.shardID)
+		address, conn, remote, err := c.router.connForShard(c.shardID)
 		if err == nil {
 			if remote {
 				metrics.HistoryRequestsForwarded.With(c.router.scope).Inc(1)
 			}
-			err = conn.Invoke(ctx, method, args, reply, opts...)
+			err = c.attempt(ctx, deadline, address, conn, method, args, reply, opts...)
+		}
+		var taken *takenBackError
+		if errors.As(err, &taken) {
+			if taken.cause == errShardMoved && ctx.Err() == nil && slices.ContainsFunc(opts, isResendable) {
+				c.router.logger.Warn(takenBackLog, zap.String("method", method), zap.Int32("shard", c.shardID),
+					zap.String("owner", taken.address), zap.String("outcome", "resent"), zap.Error(taken.cause))
+				metrics.HistoryRequestsRerouted.With(c.router.scope).Inc(1)
+				backoff = rerouteInitialBackoff
+				continue
+			}
+			c.router.logger.Warn(takenBackLog, zap.String("method", method), zap.Int32("shard", c.shardID),
+				zap.String("owner", taken.address), zap.String("outcome", "unavailable"), zap.Error(taken.cause))
+			return serviceerror.NewUnavailable(taken.Error())
 		}
 		if err == nil || !shardMoving(err) || ctx.Err() != nil || time.Until(deadline) < backoff {
 			return err
@@ -97,8 +168,85 @@ func (c *shardConn) Invoke(ctx context.Context, method string, args, reply any, 
 	}
 }
 
+// takenBackLog is logged for every call taken back from an owner that stopped answering, with
+// its outcome: resent to the next owner, or answered unavailable.
+const takenBackLog = "took a call back from a shard owner that stopped answering"
+
+// takenBackError is a call taken back from the owner at address (errShardMoved or
+// errOwnerStalled).
+type takenBackError struct {
+	shardID int32
+	address string
+	cause   error
+}
+
+func (e *takenBackError) Error() string {
+	return fmt.Sprintf("shard %d: the host at %s did not answer: %v; the call's outcome is unknown, retry", e.shardID, e.address, e.cause)
+}
+
+// attempt sends one call to the owner at address and, past hopBudget, watches that owner
+// until it answers: see hopBudget.
+func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address string, conn grpc.ClientConnInterface,
+	method string, args, reply any, opts ...grpc.CallOption,
+) error {
+	if !watchable(c.router.membership) {
+		// A membership that cannot tell a lapsing host (one host, a fixed list): nothing
+		// would ever be taken back, so nothing is watched.
+		return conn.Invoke(ctx, method, args, reply, opts...)
+	}
+	attemptCtx, cancel := context.WithCancelCause(ctx)
+	watch := time.AfterFunc(hopBudget, func() { c.watchOwner(attemptCtx, cancel, deadline, address) })
+	err := conn.Invoke(attemptCtx, method, args, reply, opts...)
+	cause := context.Cause(attemptCtx)
+	watch.Stop()
+	cancel(nil)
+	if err != nil && ctx.Err() == nil && (cause == errShardMoved || cause == errOwnerStalled) {
+		return &takenBackError{shardID: c.shardID, address: address, cause: cause}
+	}
+	return err
+}
+
+// watchOwner takes the call attemptCtx carries back (cancel) once the shard moved away from
+// address, or once the owner is lapsing and the caller's deadline is near.
+func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.CancelCauseFunc, deadline time.Time, address string) {
+	health := c.router.membership.(HostHealth)
+	ticker := time.NewTicker(failoverPoll)
+	defer ticker.Stop()
+	for {
+		lapsing := health.Lapsing(address)
+		if now, err := c.router.membership.HostForShard(c.shardID); err == nil && now != address && lapsing {
+			cancel(errShardMoved)
+			return
+		}
+		if lapsing && time.Until(deadline) < stalledOwnerMargin {
+			cancel(errOwnerStalled)
+			return
+		}
+		select {
+		case <-attemptCtx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// watchable reports whether m can tell that a host is lapsing: a HostHealth whose hosts renew
+// a membership (not a fixed list, as a single host on SQLite has).
+func watchable(m Membership) bool {
+	if _, ok := m.(HostHealth); !ok {
+		return false
+	}
+	mm, ok := m.(*MonitorMembership)
+	return !ok || !mm.fixed
+}
+
+func isResendable(o grpc.CallOption) bool {
+	_, ok := o.(chasm.ResendableOption)
+	return ok
+}
+
 func (c *shardConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	conn, _, err := c.router.connForShard(c.shardID)
+	_, conn, _, err := c.router.connForShard(c.shardID)
 	if err != nil {
 		return nil, err
 	}
@@ -135,4 +283,10 @@ func noHostError(shardID int32, err error) error {
 // WithMetricsScope makes the router count forwarded and rerouted calls.
 func WithMetricsScope(scope tally.Scope) RouterOption {
 	return func(r *Router) { r.scope = scope }
+}
+
+// WithRouterLogger makes the router log the calls it takes back from an owner that stopped
+// answering.
+func WithRouterLogger(logger *zap.Logger) RouterOption {
+	return func(r *Router) { r.logger = logger }
 }

@@ -155,7 +155,8 @@ type Router struct {
 	// secret is sent on every call to another host (WithRouterClusterSecret).
 	secret string
 
-	scope tally.Scope
+	scope  tally.Scope
+	logger *zap.Logger
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -172,7 +173,7 @@ func WithLocalConn(conn *LocalConn, localAddress func() string) RouterOption {
 
 // NewRouter returns a router for a cluster of numShards.
 func NewRouter(numShards int32, membership Membership, opts ...RouterOption) *Router {
-	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope}
+	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope, logger: zap.NewNop()}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -197,29 +198,29 @@ func (r *Router) ConnForShard(shardID int32) (grpc.ClientConnInterface, error) {
 	return &shardConn{router: r, shardID: shardID}, nil
 }
 
-// connForShard returns a connection to the host that owns shardID now, and whether it is
-// another host.
-func (r *Router) connForShard(shardID int32) (grpc.ClientConnInterface, bool, error) {
+// connForShard returns the address of the host that owns shardID now, a connection to it, and
+// whether it is another host.
+func (r *Router) connForShard(shardID int32) (string, grpc.ClientConnInterface, bool, error) {
 	address, err := r.membership.HostForShard(shardID)
 	if err != nil {
-		return nil, false, noHostError(shardID, err)
+		return "", nil, false, noHostError(shardID, err)
 	}
 	if r.local != nil && address == r.localAddress() {
-		return r.local, false, nil
+		return address, r.local, false, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if conn, ok := r.conns[address]; ok {
-		return conn, true, nil
+		return address, conn, true, nil
 	}
 	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor, patienceClientInterceptor))...)
 	if err != nil {
-		return nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
+		return "", nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}
 	r.conns[address] = conn
-	return conn, true, nil
+	return address, conn, true, nil
 }
 
 // ConnFor returns a connection to the host that owns the business ID's shard.

@@ -170,7 +170,7 @@ func (c *ceilingTaskStore) GetOutboundTasks(ctx context.Context, shardID int32, 
 
 // lockEntry returns the cache entry of key's business ID, locked, with its current run loaded.
 func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*cacheEntry, func(), error) {
-	if s.lost.Load() || s.closing.Load() {
+	if s.lost.Load() || s.closing.Load() || !s.engine.controller.serving() {
 		return nil, nil, s.lostError()
 	}
 	entry, release, err := s.cache.lock(ctx, cacheKey{archetypeID: rc.ID(), namespaceID: key.NamespaceID, businessID: key.BusinessID})
@@ -260,7 +260,9 @@ func (s *Shard) write(
 ) error {
 	s.writeGate.RLock()
 	defer s.writeGate.RUnlock()
-	if s.lost.Load() || s.closing.Load() {
+	// Self-fenced (its membership renewals are too old), the host sends nothing more: another
+	// host may take the shard as soon as its row expires.
+	if s.lost.Load() || s.closing.Load() || !s.engine.controller.serving() {
 		if entry != nil {
 			entry.loaded, entry.current = false, nil
 		}

@@ -1,11 +1,15 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestChaosShort is the chaos suite's short form: a few of each fault against a SQLite server
@@ -24,7 +28,7 @@ func TestChaosShort(t *testing.T) {
 	t.Logf("seed %d (replay with VIGIL_CHAOS_SEED=%d)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := buildOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +64,7 @@ func TestChaosPostgres(t *testing.T) {
 	t.Logf("seed %d", seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := buildOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,4 +82,86 @@ func TestChaosPostgres(t *testing.T) {
 	if !report.OK() {
 		t.Errorf("%d check(s) failed, seed %d; server log:\n%s", len(report.Violations), seed, tail(dir+"/server.log", 4000))
 	}
+}
+
+// TestPartitionShort is the partition suite's short form: three `vigil server` processes on
+// one PostgreSQL, host 1's path to it frozen (every socket open, nothing moving) under a fleet
+// of simulated SDK workers heartbeating through hosts 2 and 3 and SDK workers running
+// standalone activities, one of them killed at the freeze. The fleet sees no error, and every
+// invariant holds (partition.go).
+func TestPartitionShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("partition suite: builds and runs three servers and worker processes")
+	}
+	dsn := postgresForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	bin, err := buildOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	report, err := PartitionRun(ctx, PartitionConfig{
+		Scenario: ScenarioPGFreeze, Postgres: dsn, Fleet: 100, Dir: dir, Bin: bin, Logf: t.Logf,
+	})
+	if report != nil {
+		t.Log("\n" + report.String())
+	}
+	if err != nil {
+		t.Fatalf("the run could not be carried out: %v; host 1's log:\n%s", err, tail(dir+"/host-1/server.log", 4000))
+	}
+	if !report.OK() {
+		t.Errorf("%d invariant(s) broken; host 1's log:\n%s", len(report.Violations), tail(dir+"/host-1/server.log", 4000))
+	}
+	if n := report.FleetErrorCount(); n > 0 {
+		t.Errorf("the fleet through the healthy hosts saw %d errors: %v", n, report.FleetErrors)
+	}
+}
+
+// postgresForTest returns the DSN of the test PostgreSQL (VIGIL_POSTGRES_DSN, or the local
+// one); it skips the test when PostgreSQL is unreachable, and fails it under CI.
+func postgresForTest(t *testing.T) string {
+	t.Helper()
+	dsn := cmp.Or(os.Getenv("VIGIL_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable (%v); start it or set VIGIL_POSTGRES_DSN", err)
+	}
+	_ = conn.Close(ctx)
+	return dsn
+}
+
+var (
+	built    Binaries
+	buildErr error
+	buildMu  sync.Mutex
+	buildDir string
+)
+
+// buildOnce builds vigil and the chaos worker once for every test of the package.
+func buildOnce(ctx context.Context) (Binaries, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir == "" || buildErr != nil {
+		dir, err := os.MkdirTemp("", "vigil-chaos-bin-")
+		if err != nil {
+			return Binaries{}, err
+		}
+		buildDir = dir
+		built, buildErr = Build(ctx, dir)
+	}
+	return built, buildErr
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }

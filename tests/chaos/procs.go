@@ -58,6 +58,7 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 type serverProc struct {
 	bin, dir       string
 	args           []string
+	env            []string // added to the suite's environment
 	port, httpPort int
 	cmd            *exec.Cmd
 	exited         chan struct{}
@@ -100,6 +101,9 @@ func (s *serverProc) start() error {
 	s.starts++
 	_, _ = fmt.Fprintf(log, "=== start %d at %s\n", s.starts, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.bin, s.args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {

@@ -5,6 +5,9 @@
 //	go run ./tests/chaos/cmd -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
 //	    -pg-cluster "15 main" -pg-restarts 3 -server-kills 20
 //
+//	go run ./tests/chaos/cmd -partition pg-freeze,pg-refuse -rounds 3 -fleet 300 \
+//	    -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//
 // It prints each round's report and exits 1 if any check failed in any round.
 package main
 
@@ -15,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +41,8 @@ func main() {
 		strand      = flag.Duration("strand", 2*time.Minute, "an activity without a result this long after the last fault is stranded")
 		keep        = flag.Bool("keep", false, "keep the working directory (logs, events, database)")
 		vigilBin    = flag.String("vigil", "", "a vigil binary to test instead of building ./cmd/vigil")
+		partition   = flag.String("partition", "", "run these partition scenarios (comma-separated, or \"all\") on three hosts instead (needs -postgres)")
+		fleet       = flag.Int("fleet", 300, "simulated workers heartbeating through hosts 2 and 3 in a partition scenario")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -59,6 +65,9 @@ func main() {
 	}
 	if *vigilBin != "" {
 		bin.Vigil = *vigilBin
+	}
+	if *partition != "" {
+		os.Exit(runPartitions(ctx, *partition, *rounds, *postgres, *fleet, work, bin, keep))
 	}
 	failed := 0
 	totals := map[string]int{}
@@ -111,4 +120,77 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// runPartitions runs each scenario rounds times and prints every report and, per scenario,
+// the spread of its figures; it returns the exit code.
+func runPartitions(ctx context.Context, list string, rounds int, postgres string, fleet int, work string, bin chaos.Binaries, keep *bool) int {
+	if postgres == "" {
+		fmt.Fprintln(os.Stderr, "chaos: -partition needs -postgres")
+		return 2
+	}
+	scenarios := strings.Split(list, ",")
+	if list == "all" {
+		scenarios = chaos.Scenarios
+	}
+	failed := 0
+	for _, scenario := range scenarios {
+		var served, rejoined []time.Duration
+		var errs, calls, acks int64
+		for i := range rounds {
+			if ctx.Err() != nil {
+				return 1
+			}
+			dir := filepath.Join(work, fmt.Sprintf("%s-%d", scenario, i+1))
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				fmt.Fprintln(os.Stderr, "chaos:", err)
+				return 2
+			}
+			report, err := chaos.PartitionRun(ctx, chaos.PartitionConfig{
+				Scenario: scenario, Postgres: postgres, Fleet: fleet, Dir: dir, Bin: bin,
+				Logf: func(format string, args ...any) {
+					fmt.Printf("%s %s %d: %s\n", time.Now().UTC().Format("15:04:05"), scenario, i+1, fmt.Sprintf(format, args...))
+				},
+			})
+			if report != nil {
+				fmt.Printf("%s round %d/%d: %s", scenario, i+1, rounds, report)
+				served = append(served, report.ShardsServedAfter)
+				rejoined = append(rejoined, report.RejoinedAfter)
+				errs += report.FleetErrorCount()
+				calls += report.FleetHeartbeats
+				acks += int64(report.Acknowledged)
+				if !report.OK() {
+					failed++
+					fmt.Printf("%s round %d FAILED; logs kept in %s\n", scenario, i+1, dir)
+					*keep = true
+				}
+			}
+			if err != nil {
+				fmt.Printf("%s round %d could not run: %v\n", scenario, i+1, err)
+				failed++
+				*keep = true
+			}
+		}
+		fmt.Printf("TOTAL %s: %d rounds, every shard served after %s, host 1 back after %s, fleet errors %d of %d heartbeats, activities %d\n",
+			scenario, rounds, spread(served), spread(rejoined), errs, calls, acks)
+	}
+	if *keep {
+		fmt.Println("working directory:", work)
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// spread is "min–max" of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	lo, hi := ds[0], ds[0]
+	for _, d := range ds {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return fmt.Sprintf("%v–%v", lo.Round(10*time.Millisecond), hi.Round(10*time.Millisecond))
 }
