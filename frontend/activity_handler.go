@@ -101,6 +101,7 @@ func (h *WorkflowHandler) PollActivityTaskQueue(ctx context.Context, req *workfl
 		TaskQueue:         taskQueue,
 		Identity:          req.GetIdentity(),
 		WorkerInstanceKey: req.GetWorkerInstanceKey(),
+		RatePerSecond:     req.GetTaskQueueMetadata().GetMaxTasksPerSecond().GetValue(),
 	}
 	// One ID for the whole poll: history answers a retried start of the same task with the
 	// same attempt instead of refusing it as already started.

@@ -24,6 +24,9 @@ type Matching interface {
 	PollWorkerCommand(ctx context.Context, namespaceID, controlQueue string) (matching.WorkerCommand, bool, error)
 	// AckWorkerCommand removes a delivered command; false if it was no longer queued.
 	AckWorkerCommand(namespaceID, controlQueue, commandID string) bool
+	// DescribeActivityQueue returns an activity task queue's recent pollers and backlog, as the
+	// queue's owner knows them.
+	DescribeActivityQueue(ctx context.Context, namespaceID, taskQueue string) (matching.QueueDescription, error)
 }
 
 var (

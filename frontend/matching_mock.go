@@ -69,6 +69,21 @@ func (mr *MockMatchingMockRecorder) CompletePollsOfWorker(namespaceID, workerIns
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CompletePollsOfWorker", reflect.TypeOf((*MockMatching)(nil).CompletePollsOfWorker), namespaceID, workerInstanceKey)
 }
 
+// DescribeActivityQueue mocks base method.
+func (m *MockMatching) DescribeActivityQueue(ctx context.Context, namespaceID, taskQueue string) (matching.QueueDescription, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DescribeActivityQueue", ctx, namespaceID, taskQueue)
+	ret0, _ := ret[0].(matching.QueueDescription)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// DescribeActivityQueue indicates an expected call of DescribeActivityQueue.
+func (mr *MockMatchingMockRecorder) DescribeActivityQueue(ctx, namespaceID, taskQueue any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DescribeActivityQueue", reflect.TypeOf((*MockMatching)(nil).DescribeActivityQueue), ctx, namespaceID, taskQueue)
+}
+
 // PollActivityTask mocks base method.
 func (m *MockMatching) PollActivityTask(ctx context.Context, poll matching.ActivityPoll) (matching.ActivityTaskRef, bool, error) {
 	m.ctrl.T.Helper()

@@ -30,11 +30,15 @@ const ListNamespacesPageSizeDefault = 100
 // DescribeNamespace and ListNamespaces: every message the `temporal` CLI reads is present
 // (it dereferences ReplicationConfig and Config without nil checks).
 func (h *WorkflowHandler) describeNamespace(ns *namespace.Namespace) *workflowservice.DescribeNamespaceResponse {
+	state := enumspb.NAMESPACE_STATE_REGISTERED
+	if ns.Deleted {
+		state = enumspb.NAMESPACE_STATE_DELETED
+	}
 	return &workflowservice.DescribeNamespaceResponse{
 		NamespaceInfo: &namespacepb.NamespaceInfo{
 			Name:         ns.Name,
 			Id:           ns.ID,
-			State:        enumspb.NAMESPACE_STATE_REGISTERED,
+			State:        state,
 			Description:  ns.Description,
 			OwnerEmail:   ns.OwnerEmail,
 			Data:         dataOrEmpty(ns.Data),
@@ -83,14 +87,15 @@ func dataOrEmpty(data map[string]string) map[string]string {
 }
 
 // DescribeNamespace describes a namespace, with the capabilities that switch on the
-// SDK's worker heartbeats and worker commands.
+// SDK's worker heartbeats and worker commands. A deleted namespace whose data is still being
+// removed is described, under its new name, in state DELETED.
 func (h *WorkflowHandler) DescribeNamespace(_ context.Context, req *workflowservice.DescribeNamespaceRequest) (*workflowservice.DescribeNamespaceResponse, error) {
 	var ns *namespace.Namespace
 	var err error
 	if req.GetNamespace() != "" {
-		ns, err = h.deps.Namespaces.GetByName(req.GetNamespace())
+		ns, err = h.deps.Namespaces.Lookup(req.GetNamespace())
 	} else {
-		ns, err = h.deps.Namespaces.GetByID(req.GetId())
+		ns, err = h.deps.Namespaces.LookupID(req.GetId())
 	}
 	if err != nil {
 		return nil, err
@@ -100,14 +105,20 @@ func (h *WorkflowHandler) DescribeNamespace(_ context.Context, req *workflowserv
 
 // ListNamespaces lists the namespaces by name. The page token is the name of the last
 // namespace of the previous page: the list is sorted, so a page is what follows it (a
-// namespace created meanwhile shows if it sorts after the token). Every vigil namespace is REGISTERED, so the include_deleted filter changes
-// nothing.
+// namespace created meanwhile shows if it sorts after the token). Deleted namespaces whose
+// data is still being removed are listed only with namespace_filter.include_deleted.
 func (h *WorkflowHandler) ListNamespaces(_ context.Context, req *workflowservice.ListNamespacesRequest) (*workflowservice.ListNamespacesResponse, error) {
 	size := int(req.GetPageSize())
 	if size <= 0 || size > ListNamespacesPageSizeDefault {
 		size = ListNamespacesPageSizeDefault
 	}
 	names := h.deps.Namespaces.Names()
+	if req.GetNamespaceFilter().GetIncludeDeleted() {
+		for _, ns := range h.deps.Namespaces.Deleted() {
+			names = append(names, ns.Name)
+		}
+		slices.Sort(names)
+	}
 	start := 0
 	if after := string(req.GetNextPageToken()); after != "" {
 		start, _ = slices.BinarySearch(names, after)
@@ -121,7 +132,7 @@ func (h *WorkflowHandler) ListNamespaces(_ context.Context, req *workflowservice
 			resp.NextPageToken = []byte(resp.Namespaces[size-1].GetNamespaceInfo().GetName())
 			break
 		}
-		ns, err := h.deps.Namespaces.GetByName(name)
+		ns, err := h.deps.Namespaces.Lookup(name)
 		if err != nil {
 			return nil, err
 		}

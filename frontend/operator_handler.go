@@ -162,11 +162,6 @@ func (h *OperatorHandler) ListSearchAttributes(ctx context.Context, req *operato
 	}, nil
 }
 
-// DeleteNamespace is not served by this handler.
-func (unservedOperations) DeleteNamespace(context.Context, *operatorservice.DeleteNamespaceRequest) (*operatorservice.DeleteNamespaceResponse, error) {
-	return nil, serviceerror.NewUnimplemented("DeleteNamespace is not supported by vigil yet")
-}
-
 func errSingleCluster(method string) error {
 	return serviceerror.NewUnimplemented(fmt.Sprintf(
 		"%s is not supported: vigil runs one cluster and does not replicate namespaces to remote clusters", method))

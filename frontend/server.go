@@ -293,6 +293,7 @@ func (s *Server) Start() {
 		go s.early.Run(ctx)
 	}
 	s.ready.Store(true)
+	s.workflow.deleter.start()
 	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
 

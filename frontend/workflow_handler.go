@@ -56,6 +56,7 @@ type WorkflowHandler struct {
 
 	polls    *pollRegistry
 	blobs    blobLimits
+	deleter  *namespaceDeleter
 	stopOnce sync.Once
 	stopping chan struct{}
 }
@@ -101,6 +102,7 @@ func NewWorkflowHandler(deps Deps, opts ...WorkflowHandlerOption) *WorkflowHandl
 		longPollMargin:         LongPollMarginDefault,
 		polls:                  newPollRegistry(deps.TimeSource),
 		blobs:                  newBlobLimits(deps),
+		deleter:                newNamespaceDeleter(deps),
 		stopping:               make(chan struct{}),
 	}
 	for _, opt := range opts {
@@ -113,6 +115,7 @@ func NewWorkflowHandler(deps Deps, opts ...WorkflowHandlerOption) *WorkflowHandl
 // a graceful server stop does not wait a minute for them. Idempotent.
 func (h *WorkflowHandler) Stop() {
 	h.stopOnce.Do(func() { close(h.stopping) })
+	h.deleter.stopAndWait()
 }
 
 // GetSystemInfo advertises every capability vigil implements and none that it does not (the

@@ -46,6 +46,9 @@ type ActivityPoll struct {
 	// WorkerInstanceKey names the SDK worker (may be empty); CompletePollsOfWorker ends the
 	// polls that carry it.
 	WorkerInstanceKey string
+	// RatePerSecond is the dispatch rate limit the worker asked for (0: none), shown in the
+	// queue's poller list.
+	RatePerSecond float64
 }
 
 // activityQueue is one (namespace, task queue). Invariant: it never holds both backlog and
@@ -59,6 +62,9 @@ type activityQueue struct {
 
 	lastRefusalLog time.Time
 	refusedSince   int
+
+	// added and dispatched count the tasks accepted and handed to polls (DescribeActivityQueue).
+	added, dispatched rateCounter
 }
 
 func (q *activityQueue) idleState() *idleState { return &q.idle }
@@ -104,6 +110,7 @@ func (m *Matcher) AddActivityTask(ref ActivityTaskRef) error {
 		q = m.newActivityQueue(qk)
 	}
 	m.metrics.tasksAdded.Inc(1)
+	q.added.inc(now)
 	m.enqueue(q, ref, false, now)
 	return nil
 }
@@ -204,9 +211,11 @@ func (m *Matcher) PollActivityTask(ctx context.Context, poll ActivityPoll) (Acti
 			return ActivityTaskRef{}, false, nil
 		}
 	}
+	m.recordPoller(qk, poll, now)
 	q := m.activityQueues[qk]
 	if q != nil {
 		if e := q.backlog.pop(); e != nil {
+			q.dispatched.inc(now)
 			delete(m.tasks, e.ref.key())
 			m.setBacklog(m.backlogSize - 1)
 			m.updateIdle(q, now)
@@ -280,6 +289,7 @@ func (m *Matcher) CompletePollsOfWorker(namespaceID, workerInstanceKey string) i
 	m.tombstones[wk] = exp
 	m.tombstoneOrder = append(m.tombstoneOrder, tombstone{key: wk, expires: exp})
 
+	m.forgetPollersOfWorker(wk)
 	polls := m.pollsByWorker[wk]
 	delete(m.pollsByWorker, wk)
 	for w := range polls {
@@ -313,6 +323,7 @@ func (m *Matcher) newActivityQueue(qk queueKey) *activityQueue {
 // enqueue hands ref to the longest-waiting live poll of q, or queues it.
 func (m *Matcher) enqueue(q *activityQueue, ref ActivityTaskRef, returned bool, now time.Time) {
 	if w := q.waiters.popLive(m.unregisterWorkerPoll); w != nil {
+		q.dispatched.inc(now)
 		w.ch <- delivery[ActivityTaskRef]{value: ref, ok: true}
 		m.updateIdle(q, now)
 		return

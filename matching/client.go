@@ -408,7 +408,8 @@ func (c *Client) PollActivityTask(ctx context.Context, poll ActivityPoll) (Activ
 		},
 		func(h membership.Host) (bool, error) {
 			resp, err := c.remote(h, "PollActivityTask").PollActivityTask(ctx, &matchingpb.PollActivityTaskRequest{
-				NamespaceId: poll.NamespaceID, TaskQueue: poll.TaskQueue, Identity: poll.Identity, WorkerInstanceKey: poll.WorkerInstanceKey})
+				NamespaceId: poll.NamespaceID, TaskQueue: poll.TaskQueue, Identity: poll.Identity, WorkerInstanceKey: poll.WorkerInstanceKey,
+				RatePerSecond: poll.RatePerSecond})
 			if t := resp.GetTask(); t != nil {
 				ref, ok = refFromProto(t), true
 			}
@@ -418,6 +419,34 @@ func (c *Client) PollActivityTask(ctx context.Context, poll ActivityPoll) (Activ
 		return ActivityTaskRef{}, false, err
 	}
 	return ref, true, nil
+}
+
+// DescribeActivityQueue describes the queue as its owner knows it (Matcher.DescribeActivityQueue),
+// with the owner's host ID, routed and retried like AddActivityTask.
+func (c *Client) DescribeActivityQueue(ctx context.Context, namespaceID, taskQueue string) (QueueDescription, error) {
+	if namespaceID == "" || taskQueue == "" {
+		return QueueDescription{}, fmt.Errorf("%w: describe needs a namespace and task queue", ErrInvalidArgument)
+	}
+	var d QueueDescription
+	err := c.call(ctx, namespaceID, taskQueue,
+		func() (err error) {
+			d, err = c.local.DescribeActivityQueue(ctx, namespaceID, taskQueue)
+			d.Owner = c.monitor.Self().ID
+			return err
+		},
+		func(ctx context.Context, h membership.Host) (bool, error) {
+			resp, err := c.remote(h, "DescribeActivityQueue").DescribeActivityQueue(ctx, &matchingpb.DescribeActivityQueueRequest{
+				NamespaceId: namespaceID, TaskQueue: taskQueue})
+			if err == nil && !resp.GetNotOwner() {
+				d = descriptionFromProto(resp)
+				d.Owner = h.ID
+			}
+			return resp.GetNotOwner(), err
+		})
+	if err != nil {
+		return QueueDescription{}, err
+	}
+	return d, nil
 }
 
 // PollWorkerCommand polls the control queue's owner, like PollActivityTask.

@@ -53,6 +53,12 @@ type Matcher struct {
 	tombstoneOrder []tombstone             // FIFO by expiry (the TTL is fixed)
 	commandQueues  map[queueKey]*commandQueue
 	busyCommands   map[*commandQueue]struct{} // control queues holding commands
+	// pollers is the poller history of the activity task queues (DescribeActivityQueue), by
+	// queue and identity, kept PollerHistoryTTL after a poll whether or not the queue is;
+	// pollerOrder lists the records by last access, oldest first, for the sweep.
+	pollers         map[queueKey]map[string]*pollerRecord
+	pollerOrder     rlist
+	pollersByWorker map[workerKey]map[*pollerRecord]struct{}
 	// idle lists the queues that are empty and unpolled, oldest first; the sweep drops those
 	// idle for QueueIdleTimeout. A queue leaves the list as soon as it is used again.
 	idle list.List
@@ -71,7 +77,7 @@ type Matcher struct {
 }
 
 type mapPeaks struct {
-	activityQueues, tasks, pollsByWorker, tombstones, commandQueues int
+	activityQueues, tasks, pollsByWorker, tombstones, commandQueues, pollers, pollersByWorker int
 }
 
 // mapShrinkMin is the peak from which a map is made anew once it holds a quarter of it.
@@ -113,18 +119,20 @@ func New(ts clock.TimeSource, opts Options, logger *zap.Logger, scope tally.Scop
 		scope = tally.NoopScope
 	}
 	return &Matcher{
-		ts:             ts,
-		opts:           opts.withDefaults(),
-		logger:         logger.With(tag.Component("matching")),
-		metrics:        newMatcherMetrics(scope),
-		activityQueues: make(map[queueKey]*activityQueue),
-		tasks:          make(map[taskKey]*taskEntry),
-		pollsByWorker:  make(map[workerKey]map[*waiter[ActivityTaskRef]]struct{}),
-		tombstones:     make(map[workerKey]time.Time),
-		commandQueues:  make(map[queueKey]*commandQueue),
-		busyCommands:   make(map[*commandQueue]struct{}),
-		stopCh:         make(chan struct{}),
-		sweeperDone:    make(chan struct{}),
+		ts:              ts,
+		opts:            opts.withDefaults(),
+		logger:          logger.With(tag.Component("matching")),
+		metrics:         newMatcherMetrics(scope),
+		activityQueues:  make(map[queueKey]*activityQueue),
+		tasks:           make(map[taskKey]*taskEntry),
+		pollsByWorker:   make(map[workerKey]map[*waiter[ActivityTaskRef]]struct{}),
+		tombstones:      make(map[workerKey]time.Time),
+		commandQueues:   make(map[queueKey]*commandQueue),
+		busyCommands:    make(map[*commandQueue]struct{}),
+		pollers:         make(map[queueKey]map[string]*pollerRecord),
+		pollersByWorker: make(map[workerKey]map[*pollerRecord]struct{}),
+		stopCh:          make(chan struct{}),
+		sweeperDone:     make(chan struct{}),
 	}
 }
 
@@ -193,8 +201,8 @@ func (m *Matcher) runSweeper(c <-chan time.Time, t clock.Timer) {
 	}
 }
 
-// sweep does the time-driven work: expired tombstones, command redelivery and expiry, idle
-// queues. Each part touches only what is due or busy, not every queue.
+// sweep does the time-driven work: expired tombstones and poller history, command
+// redelivery and expiry, idle queues. Each part touches only what is due or busy, not every queue.
 func (m *Matcher) sweep() {
 	now := m.ts.Now()
 	m.mu.Lock()
@@ -211,6 +219,8 @@ func (m *Matcher) sweep() {
 			delete(m.tombstones, key)
 		}
 	}
+
+	m.expirePollers(now)
 
 	for q := range m.busyCommands {
 		m.expireCommands(q, now)
@@ -239,6 +249,8 @@ func (m *Matcher) sweep() {
 	m.pollsByWorker = shrinkMap(m.pollsByWorker, &m.peaks.pollsByWorker)
 	m.tombstones = shrinkMap(m.tombstones, &m.peaks.tombstones)
 	m.commandQueues = shrinkMap(m.commandQueues, &m.peaks.commandQueues)
+	m.pollers = shrinkMap(m.pollers, &m.peaks.pollers)
+	m.pollersByWorker = shrinkMap(m.pollersByWorker, &m.peaks.pollersByWorker)
 	if cap(m.tombstoneOrder) > mapShrinkMin && len(m.tombstoneOrder) < cap(m.tombstoneOrder)/4 {
 		m.tombstoneOrder = append([]tombstone(nil), m.tombstoneOrder...)
 	}

@@ -34,6 +34,10 @@ const (
 	// SweepIntervalDefault is how often the background sweep runs: it redelivers and expires
 	// commands, expires shutdown tombstones and drops idle queues.
 	SweepIntervalDefault = time.Second
+	// PollerHistoryTTLDefault is how long a worker identity stays in a task queue's poller
+	// list (DescribeActivityQueue) after its last poll, as Temporal's matching.PollerHistoryTTL.
+	// A worker's ShutdownWorker removes it at once.
+	PollerHistoryTTLDefault = 5 * time.Minute
 )
 
 // Options configures a Matcher. Every zero or negative field means its default. Options are
@@ -48,6 +52,7 @@ type Options struct {
 	CommandAckTimeout    time.Duration
 	CommandQueueCap      int
 	SweepInterval        time.Duration
+	PollerHistoryTTL     time.Duration
 
 	// TestHooks is nil in production.
 	TestHooks *TestHooks
@@ -86,5 +91,6 @@ func (o Options) withDefaults() Options {
 	o.CommandAckTimeout = orDuration(o.CommandAckTimeout, CommandAckTimeoutDefault)
 	o.CommandQueueCap = orInt(o.CommandQueueCap, CommandQueueCapDefault)
 	o.SweepInterval = orDuration(o.SweepInterval, SweepIntervalDefault)
+	o.PollerHistoryTTL = orDuration(o.PollerHistoryTTL, PollerHistoryTTLDefault)
 	return o
 }

@@ -70,6 +70,7 @@ func (m *Matcher) ReleaseUnowned() Released {
 		delete(m.activityQueues, qk)
 	}
 	m.setBacklog(len(m.tasks))
+	m.forgetUnownedPollers()
 	for qk, q := range m.commandQueues {
 		if m.owns(qk.namespaceID, qk.name) {
 			continue

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"go.temporal.io/api/serviceerror"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	matchingpb "github.com/vigilhq/vigil/matching/gen/matchingpb/v1"
@@ -54,6 +55,7 @@ func (s *Service) PollActivityTask(ctx context.Context, req *matchingpb.PollActi
 	ref, ok, err := s.m.PollActivityTask(ctx, ActivityPoll{
 		NamespaceID: req.GetNamespaceId(), TaskQueue: req.GetTaskQueue(),
 		Identity: req.GetIdentity(), WorkerInstanceKey: req.GetWorkerInstanceKey(),
+		RatePerSecond: req.GetRatePerSecond(),
 	})
 	switch {
 	case errors.Is(err, ErrNotOwner):
@@ -129,6 +131,46 @@ func (s *Service) HandOver(_ context.Context, req *matchingpb.HandOverRequest) (
 		}
 	}
 	return &resp, nil
+}
+
+// DescribeActivityQueue implements matchingpb.MatchingServiceServer.
+func (s *Service) DescribeActivityQueue(ctx context.Context, req *matchingpb.DescribeActivityQueueRequest) (*matchingpb.DescribeActivityQueueResponse, error) {
+	d, err := s.m.DescribeActivityQueue(ctx, req.GetNamespaceId(), req.GetTaskQueue())
+	switch {
+	case errors.Is(err, ErrNotOwner):
+		return &matchingpb.DescribeActivityQueueResponse{NotOwner: true}, nil
+	case err != nil:
+		return nil, toServiceError(err)
+	}
+	return descriptionToProto(d), nil
+}
+
+func descriptionToProto(d QueueDescription) *matchingpb.DescribeActivityQueueResponse {
+	out := &matchingpb.DescribeActivityQueueResponse{
+		BacklogCount: d.BacklogCount, BacklogAge: durationpb.New(d.BacklogAge),
+		TasksAddRate: d.TasksAddRate, TasksDispatchRate: d.TasksDispatchRate,
+	}
+	for _, p := range d.Pollers {
+		out.Pollers = append(out.Pollers, &matchingpb.Poller{
+			Identity: p.Identity, WorkerInstanceKey: p.WorkerInstanceKey,
+			LastAccessTime: timestamppb.New(p.LastAccessTime), RatePerSecond: p.RatePerSecond,
+		})
+	}
+	return out
+}
+
+func descriptionFromProto(r *matchingpb.DescribeActivityQueueResponse) QueueDescription {
+	d := QueueDescription{
+		BacklogCount: r.GetBacklogCount(), BacklogAge: r.GetBacklogAge().AsDuration(),
+		TasksAddRate: r.GetTasksAddRate(), TasksDispatchRate: r.GetTasksDispatchRate(),
+	}
+	for _, p := range r.GetPollers() {
+		d.Pollers = append(d.Pollers, Poller{
+			Identity: p.GetIdentity(), WorkerInstanceKey: p.GetWorkerInstanceKey(),
+			LastAccessTime: p.GetLastAccessTime().AsTime(), RatePerSecond: p.GetRatePerSecond(),
+		})
+	}
+	return d
 }
 
 // toServiceError gives a matcher error the status code a caller acts on, as a gRPC status

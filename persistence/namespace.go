@@ -22,6 +22,14 @@ type NamespaceStore interface {
 	GetNamespace(ctx context.Context, name string) (*NamespaceRecord, error)
 	// ListNamespaces returns every namespace, ordered by name.
 	ListNamespaces(ctx context.Context) ([]*NamespaceRecord, error)
+	// RenameNamespace gives the namespace called from the name ns.Name, with ns.Data,
+	// ns.UpdateTime and ns.Version, if its stored version is ns.Version-1 (DeleteNamespace
+	// frees the name this way). A missing namespace is a *NotFoundError, another stored version
+	// a *NamespaceVersionConflictError, a taken ns.Name an *AlreadyExistsError.
+	RenameNamespace(ctx context.Context, from string, ns NamespaceRecord) error
+	// DeleteNamespace removes the namespace called name with the given ID. Removing one that is
+	// not stored does nothing.
+	DeleteNamespace(ctx context.Context, name, id string) error
 }
 
 // NamespaceRecord is a stored namespace.

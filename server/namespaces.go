@@ -43,6 +43,14 @@ func (s namespaceStore) Update(ctx context.Context, ns namespace.StoredNamespace
 	return namespaceError(s.store.UpdateNamespace(ctx, persistence.NamespaceRecord(ns)))
 }
 
+func (s namespaceStore) Rename(ctx context.Context, from string, ns namespace.StoredNamespace) error {
+	return namespaceError(s.store.RenameNamespace(ctx, from, persistence.NamespaceRecord(ns)))
+}
+
+func (s namespaceStore) Delete(ctx context.Context, name, id string) error {
+	return namespaceError(s.store.DeleteNamespace(ctx, name, id))
+}
+
 func (s namespaceStore) Get(ctx context.Context, name string) (namespace.StoredNamespace, error) {
 	r, err := s.store.GetNamespace(ctx, name)
 	if err != nil {

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -94,4 +97,43 @@ func TestClusterQueuedTasksSurviveOwnerCrash(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("done queued-%d", i), result(t, h))
 	}
 	t.Logf("all %d queued activities ran %v after the worker started", n, time.Since(start).Round(time.Millisecond))
+}
+
+// TestClusterDescribeTaskQueueThroughAnyHost: a worker polls through host 1 a queue that host 2
+// owns, and the queue is described through host 1, which forwards to the owner: the worker is
+// listed, and ListTaskQueuePartitions names host 2.
+func TestClusterDescribeTaskQueueThroughAnyHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	hosts := testcluster.NewHosts(t, 2, testcluster.Options{NumShards: clusterShards})
+	members := hosts[0].Server().Engine().Membership().Members()
+	owner := hosts[1].Server().Engine().Membership().Self().ID
+	var q string
+	for i := 0; ; i++ {
+		q = fmt.Sprintf("described-%d", i)
+		if h, _ := membership.Owner(membership.TaskQueueKey(namespace.DeriveID("default"), q), members); h.ID == owner {
+			break
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: hosts[0].Address(), Identity: "described-worker", Logger: quietLogger{}})
+	require.NoError(t, err)
+	defer c.Close()
+	w := sdkworker.New(c, q, sdkworker.Options{DisableWorkflowWorker: true})
+	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
+	require.NoError(t, w.Start())
+	defer w.Stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		resp, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+			Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: q}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY})
+		return err == nil && len(resp.GetPollers()) == 1 && resp.GetPollers()[0].GetIdentity() == "described-worker"
+	}, 30*time.Second, 50*time.Millisecond, "the owner's poller list, through a host that does not own the queue")
+	parts, err := c.WorkflowService().ListTaskQueuePartitions(ctx, &workflowservice.ListTaskQueuePartitionsRequest{
+		Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: q}})
+	require.NoError(t, err)
+	require.Len(t, parts.GetActivityTaskQueuePartitions(), 1)
+	require.Equal(t, owner, parts.GetActivityTaskQueuePartitions()[0].GetOwnerHostName())
 }

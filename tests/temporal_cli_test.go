@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -253,4 +255,215 @@ func testTemporalCLIActivities(t *testing.T, address string, mustRun func(*testi
 	var result string
 	require.NoError(t, handle.Get(ctx, &result))
 	require.Equal(t, "from the CLI", result)
+}
+
+// temporalCLIAt runs the CLI against address and returns its combined output.
+func temporalCLIAt(t *testing.T, bin, address string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, append(args, "--address", address)...).CombinedOutput()
+	return string(out), err
+}
+
+// cliTaskQueueDescription is `temporal task-queue describe -o json` (enhanced mode).
+type cliTaskQueueDescription struct {
+	Pollers []struct {
+		BuildID        string    `json:"buildId"`
+		TaskQueueType  string    `json:"taskQueueType"`
+		Identity       string    `json:"identity"`
+		LastAccessTime time.Time `json:"lastAccessTime"`
+		RatePerSecond  float64   `json:"ratePerSecond"`
+	} `json:"pollers"`
+	Stats []struct {
+		BuildID                 string  `json:"buildId"`
+		TaskQueueType           string  `json:"taskQueueType"`
+		ApproximateBacklogCount int64   `json:"approximateBacklogCount"`
+		ApproximateBacklogAge   string  `json:"approximateBacklogAge"`
+		TasksAddRate            float32 `json:"tasksAddRate"`
+	} `json:"stats"`
+}
+
+// TestTemporalCLITaskQueueDescribe drives `temporal task-queue describe` (enhanced and legacy
+// mode) and `temporal task-queue list-partition`: a stock SDK worker polling an activity queue
+// is listed with its identity, last poll and rate limit until its graceful shutdown, and
+// activities no worker polls for are the backlog of their queue.
+func TestTemporalCLITaskQueueDescribe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	t.Parallel()
+	bin := temporalCLI(t)
+	cluster := testcluster.New(t, testcluster.Options{})
+	run := func(args ...string) (string, error) { return temporalCLIAt(t, bin, cluster.Address(), args...) }
+	mustRun := func(t *testing.T, args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		require.NoError(t, err, "temporal %s: %s", strings.Join(args, " "), out)
+		return out
+	}
+	describe := func(t *testing.T, taskQueue string) cliTaskQueueDescription {
+		t.Helper()
+		out := mustRun(t, "task-queue", "describe", "--task-queue", taskQueue, "--output", "json")
+		var d cliTaskQueueDescription
+		require.NoError(t, json.Unmarshal([]byte(out), &d), out)
+		return d
+	}
+
+	const polled, unpolled = "cli-tq-polled", "cli-tq-backlog"
+	c, err := client.Dial(client.Options{HostPort: cluster.Address(), Identity: "tq-worker@cli-test", Logger: quietLogger{}})
+	require.NoError(t, err)
+	defer c.Close()
+	w := sdkworker.New(c, polled, sdkworker.Options{DisableWorkflowWorker: true, TaskQueueActivitiesPerSecond: 20})
+	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "noop"})
+	require.NoError(t, w.Start())
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop()
+		}
+	}()
+
+	t.Run("Pollers", func(t *testing.T) {
+		start := time.Now()
+		var d cliTaskQueueDescription
+		require.Eventually(t, func() bool {
+			d = describe(t, polled)
+			return len(d.Pollers) > 0
+		}, 60*time.Second, 100*time.Millisecond)
+		require.Len(t, d.Pollers, 1, "%+v", d)
+		p := d.Pollers[0]
+		require.Equal(t, "UNVERSIONED", p.BuildID)
+		require.Equal(t, "activity", p.TaskQueueType)
+		require.Equal(t, "tq-worker@cli-test", p.Identity)
+		require.Equal(t, 20.0, p.RatePerSecond, "the worker's TaskQueueActivitiesPerSecond")
+		require.WithinRange(t, p.LastAccessTime, start.Add(-time.Second), time.Now().Add(time.Second))
+		require.Len(t, d.Stats, 2, "workflow and activity types")
+
+		// The table a user reads.
+		out := mustRun(t, "task-queue", "describe", "--task-queue", polled)
+		require.Contains(t, out, "Task Queue Statistics:")
+		require.Regexp(t, `UNVERSIONED\s+activity\s+tq-worker@cli-test\s+.+\s+20\b`, out)
+
+		out = mustRun(t, "task-queue", "describe", "--task-queue", polled, "--task-queue-type", "activity", "--disable-stats")
+		require.NotContains(t, out, "Task Queue Statistics:")
+		require.Contains(t, out, "tq-worker@cli-test")
+
+		// Legacy mode asks one type and one partition: the workflow queue by default, which
+		// vigil does not serve.
+		out = mustRun(t, "task-queue", "describe", "--task-queue", polled, "--legacy-mode", "--task-queue-type-legacy", "activity", "--report-config")
+		require.Contains(t, out, "tq-worker@cli-test")
+		out = mustRun(t, "task-queue", "describe", "--task-queue", polled, "--legacy-mode")
+		require.NotContains(t, out, "tq-worker@cli-test")
+
+		out = mustRun(t, "task-queue", "list-partition", "--task-queue", polled)
+		require.Contains(t, out, "Activity Task Queue Partitions")
+		require.Regexp(t, polled+`\s+\S+`, out, "the partition and the host that owns it")
+	})
+
+	t.Run("Backlog", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, id := range []string{"backlog-1", "backlog-2"} {
+			_, err := c.ExecuteActivity(ctx, client.StartActivityOptions{ID: id, TaskQueue: unpolled, StartToCloseTimeout: time.Minute}, "noop")
+			require.NoError(t, err)
+		}
+		var d cliTaskQueueDescription
+		require.Eventually(t, func() bool {
+			d = describe(t, unpolled)
+			for _, s := range d.Stats {
+				if s.TaskQueueType == "activity" && s.ApproximateBacklogCount == 2 {
+					return true
+				}
+			}
+			return false
+		}, 60*time.Second, 100*time.Millisecond, "%+v", d)
+		require.Empty(t, d.Pollers)
+	})
+
+	t.Run("ShutDownWorkerIsNotListed", func(t *testing.T) {
+		w.Stop()
+		stopped = true
+		d := describe(t, polled)
+		require.Empty(t, d.Pollers, "a worker that shut down is removed at once")
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		out, err := run("task-queue", "describe", "--task-queue", polled, "--select-build-id", "v2")
+		require.Error(t, err, out)
+		require.Contains(t, out, "does not version workers")
+		out, err = run("task-queue", "describe", "--task-queue", polled, "--namespace", "missing")
+		require.Error(t, err, out)
+		require.Contains(t, out, "not found")
+	})
+}
+
+// TestTemporalCLINamespaceDelete drives `temporal operator namespace delete`: the namespace is
+// gone under its name at once, its name can be registered again, and the deleted namespace's
+// activities and the namespace itself are removed in the background.
+func TestTemporalCLINamespaceDelete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("functional test")
+	}
+	t.Parallel()
+	bin := temporalCLI(t)
+	cluster := testcluster.New(t, testcluster.Options{})
+	run := func(args ...string) (string, error) { return temporalCLIAt(t, bin, cluster.Address(), args...) }
+	mustRun := func(t *testing.T, args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		require.NoError(t, err, "temporal %s: %s", strings.Join(args, " "), out)
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	mustRun(t, "operator", "namespace", "create", "-n", "doomed")
+	c, err := client.Dial(client.Options{HostPort: cluster.Address(), Namespace: "doomed", Logger: quietLogger{}})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.ExecuteActivity(ctx, client.StartActivityOptions{ID: "left-behind", TaskQueue: "nobody-polls", StartToCloseTimeout: time.Minute}, "noop")
+	require.NoError(t, err)
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "doomed"})
+	require.NoError(t, err)
+	deletedName := "doomed-deleted-" + desc.GetNamespaceInfo().GetId()[:5]
+
+	// The CLI asks for the name to be typed; without it nothing happens.
+	out, err := run("operator", "namespace", "delete", "-n", "doomed")
+	require.Error(t, err, out)
+	mustRun(t, "operator", "namespace", "describe", "-n", "doomed")
+
+	out = mustRun(t, "operator", "namespace", "delete", "-n", "doomed", "--yes")
+	require.Contains(t, out, "Namespace doomed has been deleted")
+	out, err = run("operator", "namespace", "describe", "-n", "doomed")
+	require.Error(t, err, out)
+	require.Contains(t, out, "not found")
+	require.NotContains(t, mustRun(t, "operator", "namespace", "list"), "doomed")
+	describeLeftBehind := func() error {
+		_, err := c.WorkflowService().DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
+			Namespace: "doomed", ActivityId: "left-behind"})
+		return err
+	}
+	var nsNotFound *serviceerror.NamespaceNotFound
+	require.ErrorAs(t, describeLeftBehind(), &nsNotFound, "the deleted namespace serves no call")
+
+	// Deleted in the background: its activity, then the namespace itself.
+	require.Eventually(t, func() bool {
+		_, err := run("operator", "namespace", "describe", "-n", deletedName)
+		return err != nil
+	}, 90*time.Second, 200*time.Millisecond, "the deleted namespace is removed once its data is")
+
+	// The name is free, and the new namespace (with the same derived ID, the old one being
+	// gone) holds nothing of the old one.
+	mustRun(t, "operator", "namespace", "create", "-n", "doomed")
+	again, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "doomed"})
+	require.NoError(t, err)
+	require.Equal(t, desc.GetNamespaceInfo().GetId(), again.GetNamespaceInfo().GetId())
+	var notFound *serviceerror.NotFound
+	require.ErrorAs(t, describeLeftBehind(), &notFound, "the old namespace's activity was deleted")
+
+	// The default namespace stays.
+	out, err = run("operator", "namespace", "delete", "-n", "default", "--yes")
+	require.Error(t, err, out)
+	require.Contains(t, out, "server configuration")
 }

@@ -105,6 +105,10 @@ func TestDefaultAuthorizer(t *testing.T) {
 		{"NamespaceAdminCannotUpdateItsNamespace", nsAdmin, workflowService + "UpdateNamespace", "orders", false},
 		{"ClusterAdminCreatesNamespaces", clusterAdmin, workflowService + "RegisterNamespace", "fresh", true},
 		{"ClusterAdminUpdatesNamespaces", clusterAdmin, workflowService + "UpdateNamespace", "orders", true},
+		{"NamespaceAdminCannotDeleteItsNamespace", nsAdmin, operatorService + "DeleteNamespace", "orders", false},
+		{"ClusterAdminDeletesNamespaces", clusterAdmin, operatorService + "DeleteNamespace", "orders", true},
+		{"WriterDescribesTaskQueues", writer, workflowService + "DescribeTaskQueue", "orders", true},
+		{"DescribeTaskQueueNeedsARoleInIt", writer, workflowService + "DescribeTaskQueue", "billing", false},
 		{"WriterPausesActivities", writer, workflowService + "PauseActivity", "orders", true},
 		{"WorkerCannotResetActivities", worker, workflowService + "ResetActivityExecution", "orders", false},
 	}

@@ -155,6 +155,8 @@ var MethodAccess = map[string]Access{
 	livenessService + "ListWorkerLiveness":        {Role: RoleReader},
 	livenessService + "ListHosts":                 {Role: RoleReader},
 	operatorService + "ListSearchAttributes":      {Role: RoleReader},
+	workflowService + "DescribeTaskQueue":         {Role: RoleReader},
+	workflowService + "ListTaskQueuePartitions":   {Role: RoleReader},
 
 	// Writers. The ById completions are async completion by a client (the SDK's workers never
 	// send them): they name any activity of the namespace, so a worker-only principal, bound to
@@ -180,6 +182,7 @@ var MethodAccess = map[string]Access{
 	// Admins. Creating and changing namespaces needs the cluster's admin role (every namespace).
 	workflowService + "RegisterNamespace": {Role: RoleAdmin, System: true},
 	workflowService + "UpdateNamespace":   {Role: RoleAdmin, System: true},
+	operatorService + "DeleteNamespace":   {Role: RoleAdmin, System: true},
 	livenessService + "DrainWorker":       {Role: RoleAdmin},
 	// A namespace's search attributes are its admin's, as in Temporal.
 	operatorService + "AddSearchAttributes":    {Role: RoleAdmin},

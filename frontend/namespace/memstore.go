@@ -85,6 +85,42 @@ func (m *MemoryStore) List(context.Context) ([]StoredNamespace, error) {
 	return out, nil
 }
 
+// Rename implements Store.
+func (m *MemoryStore) Rename(_ context.Context, from string, ns StoredNamespace) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	r, ok := m.rows[from]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %q", ErrNotFound, from)
+	case r.Version != ns.Version-1:
+		return fmt.Errorf("%w: %q", ErrVersionConflict, from)
+	}
+	if _, taken := m.rows[ns.Name]; taken {
+		return fmt.Errorf("%w: %q", ErrAlreadyExists, ns.Name)
+	}
+	delete(m.rows, from)
+	r.Name, r.Data, r.Version, r.UpdateTime = ns.Name, ns.Data, ns.Version, ns.UpdateTime
+	m.rows[ns.Name] = r
+	return nil
+}
+
+// Delete implements Store.
+func (m *MemoryStore) Delete(_ context.Context, name, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	if r, ok := m.rows[name]; ok && r.ID == id {
+		delete(m.rows, name)
+	}
+	return nil
+}
+
 // SetFail makes every call fail with err (nil: work again).
 func (m *MemoryStore) SetFail(err error) {
 	m.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,13 @@ type Namespace struct {
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Version counts the namespace's stored versions (0: not stored, static configuration only).
 	Version int64
+	// Deleted is set once DeleteNamespace renamed the namespace (Name is then the new name and
+	// FormerName the one it had): it serves no call and its data is being removed.
+	Deleted    bool
+	FormerName string
+	// DeleteTime is when it was deleted; its data is removed from PurgeTime on (the request's
+	// namespace_delete_delay after DeleteTime).
+	DeleteTime, PurgeTime time.Time
 }
 
 // DeriveID returns the ID a namespace gets when its configuration names none: a UUIDv5 of the
@@ -77,15 +85,21 @@ type Registry struct {
 	current atomic.Pointer[snapshot]
 	configs []Config
 
+	// changed is closed, and replaced, at every publication of a snapshot (Changed).
+	changedMu sync.Mutex
+	changed   chan struct{}
+
 	// Set by NewStoredRegistry.
 	store *storeSync
 }
 
-// snapshot is an immutable view of every namespace.
+// snapshot is an immutable view of every namespace. byName and byID hold the deleted ones
+// too; names and deleted split them.
 type snapshot struct {
-	byName map[string]*Namespace
-	byID   map[string]*Namespace
-	names  []string
+	byName  map[string]*Namespace
+	byID    map[string]*Namespace
+	names   []string
+	deleted []*Namespace
 }
 
 // with returns a copy of s with ns added (or replacing the namespace of the same name).
@@ -104,6 +118,10 @@ func newSnapshot(namespaces []*Namespace) *snapshot {
 	for _, ns := range namespaces {
 		s.byName[ns.Name] = ns
 		s.byID[ns.ID] = ns
+		if ns.Deleted {
+			s.deleted = append(s.deleted, ns)
+			continue
+		}
 		s.names = append(s.names, ns.Name)
 	}
 	slices.Sort(s.names)
@@ -117,7 +135,7 @@ func NewRegistry(configs []Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{configs: configs}
+	r := &Registry{configs: configs, changed: make(chan struct{})}
 	r.current.Store(newSnapshot(configured))
 	return r, nil
 }
@@ -165,7 +183,14 @@ func MustNewRegistry(configs ...Config) *Registry {
 // GetByName returns the namespace called name, or serviceerror.NamespaceNotFound. With a
 // store, a name this host has not seen is looked up in the store before it is NotFound: it may
 // have been registered through another host a moment ago.
+//
+// A deleted namespace (under its new name) is NamespaceInvalidState: it serves no call.
 func (r *Registry) GetByName(name string) (*Namespace, error) {
+	return serving(r.Lookup(name))
+}
+
+// Lookup is GetByName for deleted namespaces too (DescribeNamespace shows them).
+func (r *Registry) Lookup(name string) (*Namespace, error) {
 	if ns, ok := r.current.Load().byName[name]; ok {
 		return ns, nil
 	}
@@ -177,9 +202,24 @@ func (r *Registry) GetByName(name string) (*Namespace, error) {
 	return nil, serviceerror.NewNamespaceNotFound(name)
 }
 
+func serving(ns *Namespace, err error) (*Namespace, error) {
+	if err != nil {
+		return nil, err
+	}
+	if ns.Deleted {
+		return nil, serviceerror.NewNamespaceInvalidState(ns.Name, enumspb.NAMESPACE_STATE_DELETED, []enumspb.NamespaceState{enumspb.NAMESPACE_STATE_REGISTERED})
+	}
+	return ns, nil
+}
+
 // GetByID returns the namespace with the given ID, or serviceerror.NamespaceNotFound (after a
 // look in the store, as GetByName).
 func (r *Registry) GetByID(id string) (*Namespace, error) {
+	return serving(r.LookupID(id))
+}
+
+// LookupID is GetByID for deleted namespaces too.
+func (r *Registry) LookupID(id string) (*Namespace, error) {
 	if ns, ok := r.current.Load().byID[id]; ok {
 		return ns, nil
 	}
@@ -191,8 +231,28 @@ func (r *Registry) GetByID(id string) (*Namespace, error) {
 	return nil, serviceerror.NewNamespaceNotFound(id)
 }
 
-// Names returns every namespace name, sorted.
+// publish makes s the current snapshot and wakes those waiting on Changed.
+func (r *Registry) publish(s *snapshot) {
+	r.current.Store(s)
+	r.changedMu.Lock()
+	defer r.changedMu.Unlock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed the next time the registry publishes what it read from its
+// store (at every refresh, and at once after a write of this host), changed or not.
+func (r *Registry) Changed() <-chan struct{} {
+	r.changedMu.Lock()
+	defer r.changedMu.Unlock()
+	return r.changed
+}
+
+// Names returns the name of every namespace that is not deleted, sorted.
 func (r *Registry) Names() []string { return slices.Clone(r.current.Load().names) }
+
+// Deleted returns the namespaces DeleteNamespace marked deleted whose data is not yet removed.
+func (r *Registry) Deleted() []*Namespace { return slices.Clone(r.current.Load().deleted) }
 
 // ValidateName checks a namespace name as RegisterNamespace does.
 func ValidateName(name string) error { return validateName(name) }

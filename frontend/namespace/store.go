@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
+	"github.com/google/uuid"
+
 	"github.com/vigilhq/vigil/common/clock"
 )
 
@@ -29,6 +31,11 @@ type Store interface {
 	Get(ctx context.Context, name string) (StoredNamespace, error)
 	// List returns every namespace.
 	List(ctx context.Context) ([]StoredNamespace, error)
+	// Rename gives the namespace called from the name ns.Name, with ns's Data and Version, if
+	// its stored version is ns.Version-1.
+	Rename(ctx context.Context, from string, ns StoredNamespace) error
+	// Delete removes the namespace called name with the given ID; a missing one is no error.
+	Delete(ctx context.Context, name, id string) error
 }
 
 // Errors a Store reports.
@@ -59,6 +66,11 @@ type settings struct {
 	// SearchAttributes maps each custom search attribute's name to its type, spelt as
 	// Temporal's IndexedValueType enum names it ("Keyword", "Int", ...).
 	SearchAttributes map[string]string `json:"searchAttributes,omitempty"`
+	// Deleted and FormerName: see Namespace.
+	Deleted    bool      `json:"deleted,omitempty"`
+	FormerName string    `json:"formerName,omitempty"`
+	DeleteTime time.Time `json:"deleteTime,omitzero"`
+	PurgeTime  time.Time `json:"purgeTime,omitzero"`
 }
 
 func encode(ns *Namespace) []byte {
@@ -69,7 +81,8 @@ func encode(ns *Namespace) []byte {
 			sa[name] = t.String()
 		}
 	}
-	b, err := json.Marshal(settings{Description: ns.Description, OwnerEmail: ns.OwnerEmail, Retention: ns.Retention, Data: ns.Data, SearchAttributes: sa})
+	b, err := json.Marshal(settings{Description: ns.Description, OwnerEmail: ns.OwnerEmail, Retention: ns.Retention, Data: ns.Data, SearchAttributes: sa,
+		Deleted: ns.Deleted, FormerName: ns.FormerName, DeleteTime: ns.DeleteTime, PurgeTime: ns.PurgeTime})
 	if err != nil {
 		panic(err) // strings, a duration and a map of strings always marshal
 	}
@@ -97,6 +110,7 @@ func decode(r StoredNamespace) (*Namespace, error) {
 	return &Namespace{
 		Name: r.Name, ID: r.ID, Description: s.Description, OwnerEmail: s.OwnerEmail,
 		Retention: s.Retention, Data: s.Data, SearchAttributes: sa, Version: r.Version,
+		Deleted: s.Deleted, FormerName: s.FormerName, DeleteTime: s.DeleteTime, PurgeTime: s.PurgeTime,
 	}, nil
 }
 
@@ -262,7 +276,7 @@ func (s *storeSync) refreshLocked(ctx context.Context) error {
 		}
 		namespaces = append(namespaces, ns)
 	}
-	s.r.current.Store(newSnapshot(namespaces))
+	s.r.publish(newSnapshot(namespaces))
 	return nil
 }
 
@@ -290,7 +304,7 @@ func (s *storeSync) lookUp(name string) *Namespace {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.r.current.Store(s.r.current.Load().with(ns))
+		s.r.publish(s.r.current.Load().with(ns))
 		return ns, nil
 	})
 	return v.(*Namespace)
@@ -349,6 +363,11 @@ func (r *Registry) Register(ctx context.Context, ns Namespace) (*Namespace, erro
 			"namespace %q cannot be created at run time: this server keeps no namespace store; declare it in the server configuration (namespaces:)", ns.Name))
 	}
 	ns.ID = DeriveID(ns.Name)
+	if _, taken := r.current.Load().byID[ns.ID]; taken {
+		// A deleted namespace of the same name still holds the derived ID while its data is
+		// removed: the new one, a different namespace, gets an ID of its own.
+		ns.ID = uuid.NewString()
+	}
 	ns.Version = 1
 	if ns.Data == nil {
 		ns.Data = map[string]string{}
@@ -389,6 +408,9 @@ func (r *Registry) Update(ctx context.Context, name string, change func(*Namespa
 		if err != nil {
 			return nil, serviceerror.NewInternal(err.Error())
 		}
+		if _, err := serving(ns, nil); err != nil {
+			return nil, err
+		}
 		ns.Data = maps.Clone(ns.Data)
 		ns.SearchAttributes = maps.Clone(ns.SearchAttributes)
 		if err := change(ns); err != nil {
@@ -412,6 +434,94 @@ func (r *Registry) Update(ctx context.Context, name string, change func(*Namespa
 		return ns, nil
 	}
 	return nil, serviceerror.NewAborted(fmt.Sprintf("namespace %q is being updated concurrently: retry", name))
+}
+
+// DeletedNameSuffix is what DeleteNamespace appends to a namespace's name, followed by the
+// first deletedIDChars characters of its ID, as Temporal names a deleted namespace: the name is
+// free at once for a new namespace.
+const (
+	DeletedNameSuffix = "-deleted-"
+	deletedIDChars    = 5
+)
+
+// Delete marks the namespace called name deleted (DeleteNamespace), its data to be removed
+// from purgeDelay on: it is renamed
+// "<name>-deleted-<first 5 characters of its ID>" (more of the ID if that name is taken) and
+// serves no call from then on, on this host
+// at once and on the others within RefreshInterval. Its data is removed afterwards (Purge,
+// once the caller has removed it). The stored rename is the durable record that the removal
+// is due. An unknown name is NamespaceNotFound; the default namespace, a namespace declared in
+// the server configuration (it would be created again at the next start) or a registry
+// without a store is FailedPrecondition.
+func (r *Registry) Delete(ctx context.Context, name string, purgeDelay time.Duration) (*Namespace, error) {
+	if _, err := r.GetByName(name); err != nil {
+		return nil, err
+	}
+	for _, c := range r.configs {
+		if c.Name == name {
+			return nil, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+				"namespace %q is declared in the server configuration (namespaces:, or the default namespace): it cannot be deleted at run time", name))
+		}
+	}
+	if r.store == nil {
+		return nil, serviceerror.NewFailedPrecondition(fmt.Sprintf(
+			"namespace %q cannot be deleted at run time: this server keeps no namespace store", name))
+	}
+	suffixLen := deletedIDChars
+	for conflicts := 0; conflicts < updateAttempts; {
+		stored, err := r.store.store.Get(ctx, name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, serviceerror.NewNamespaceNotFound(name)
+		case err != nil:
+			return nil, serviceerror.NewUnavailable(fmt.Sprintf("namespace %q: %v", name, err))
+		}
+		ns, err := decode(stored)
+		if err != nil {
+			return nil, serviceerror.NewInternal(err.Error())
+		}
+		now := r.store.opts.TimeSource.Now()
+		ns.Deleted, ns.FormerName, ns.DeleteTime, ns.PurgeTime = true, name, now, now.Add(purgeDelay)
+		if suffixLen > len(ns.ID) {
+			return nil, serviceerror.NewInternal(fmt.Sprintf("namespace %q: no free name for it once deleted", name))
+		}
+		ns.Name = name + DeletedNameSuffix + ns.ID[:suffixLen]
+		ns.Version = stored.Version + 1
+		err = r.store.store.Rename(ctx, name, StoredNamespace{
+			ID: stored.ID, Name: ns.Name, Data: encode(ns), Version: ns.Version,
+			CreateTime: stored.CreateTime, UpdateTime: now,
+		})
+		switch {
+		case errors.Is(err, ErrVersionConflict):
+			conflicts++
+			continue
+		case errors.Is(err, ErrNotFound):
+			return nil, serviceerror.NewNamespaceNotFound(name)
+		case errors.Is(err, ErrAlreadyExists):
+			suffixLen++ // the name is taken: a longer part of the ID, as Temporal does
+			continue
+		case err != nil:
+			return nil, serviceerror.NewUnavailable(fmt.Sprintf("namespace %q not deleted: %v", name, err))
+		}
+		r.publishAfterWrite(ctx)
+		r.store.logger.Info("namespace deleted: its data is being removed",
+			zap.String("namespace", name), zap.String("deleted-namespace", ns.Name), zap.String("namespace-id", ns.ID))
+		return ns, nil
+	}
+	return nil, serviceerror.NewAborted(fmt.Sprintf("namespace %q is being updated concurrently: retry", name))
+}
+
+// Purge removes a deleted namespace from the store, once its data is gone.
+func (r *Registry) Purge(ctx context.Context, ns *Namespace) error {
+	if r.store == nil || !ns.Deleted {
+		return fmt.Errorf("namespace %q is not a deleted namespace of a store", ns.Name)
+	}
+	if err := r.store.store.Delete(ctx, ns.Name, ns.ID); err != nil {
+		return err
+	}
+	r.publishAfterWrite(ctx)
+	r.store.logger.Info("deleted namespace removed", zap.String("namespace", ns.Name), zap.String("namespace-id", ns.ID))
+	return nil
 }
 
 // publishAfterWrite makes this host see its own write at once. Should the read fail, the

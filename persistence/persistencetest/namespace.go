@@ -86,3 +86,48 @@ func testConcurrentNamespaceUpdatesOneWins(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.Version)
 }
+
+func testNamespaceRenamedAndDeleted(t *testing.T, b *bundle) {
+	s := b.store
+	orders := persistence.NamespaceRecord{ID: "id-orders", Name: "orders", Data: []byte(`{}`), CreateTime: baseTime, UpdateTime: baseTime}
+	require.NoError(t, s.CreateNamespace(b.ctx, orders))
+	require.NoError(t, s.CreateNamespace(b.ctx, persistence.NamespaceRecord{ID: "id-taken", Name: "taken", CreateTime: baseTime}))
+
+	renamed := orders
+	renamed.Name, renamed.Data, renamed.Version, renamed.UpdateTime = "orders-deleted-id-or", []byte(`{"state":"deleted"}`), 2, baseTime.Add(1)
+	var (
+		conflict *persistence.NamespaceVersionConflictError
+		exists   *persistence.AlreadyExistsError
+		nf       *persistence.NotFoundError
+	)
+	stale := renamed
+	stale.Version = 3
+	require.ErrorAs(t, s.RenameNamespace(b.ctx, "orders", stale), &conflict)
+	onto := renamed
+	onto.Name = "taken"
+	require.ErrorAs(t, s.RenameNamespace(b.ctx, "orders", onto), &exists)
+	require.ErrorAs(t, s.RenameNamespace(b.ctx, "missing", renamed), &nf)
+	got, err := s.GetNamespace(b.ctx, "orders")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got.Version, "a refused rename leaves no trace")
+
+	require.NoError(t, s.RenameNamespace(b.ctx, "orders", renamed))
+	_, err = s.GetNamespace(b.ctx, "orders")
+	require.ErrorAs(t, err, &nf, "the old name is free")
+	got, err = s.GetNamespace(b.ctx, renamed.Name)
+	require.NoError(t, err)
+	require.Equal(t, renamed, *got)
+	require.NoError(t, s.CreateNamespace(b.ctx, persistence.NamespaceRecord{ID: "id-orders-2", Name: "orders", CreateTime: baseTime}),
+		"the name can be used again")
+
+	require.NoError(t, s.DeleteNamespace(b.ctx, renamed.Name, "id-other"), "another ID is not this namespace")
+	_, err = s.GetNamespace(b.ctx, renamed.Name)
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteNamespace(b.ctx, renamed.Name, renamed.ID))
+	_, err = s.GetNamespace(b.ctx, renamed.Name)
+	require.ErrorAs(t, err, &nf)
+	require.NoError(t, s.DeleteNamespace(b.ctx, renamed.Name, renamed.ID), "deleting again does nothing")
+	list, err := s.ListNamespaces(b.ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+}

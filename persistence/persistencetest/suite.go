@@ -80,6 +80,7 @@ var suiteCases = []struct {
 	{"ClusterKeysFirstWriterWins", testClusterKeysFirstWriterWins},
 	{"NamespacesCreatedUpdatedAndListed", testNamespacesCreatedUpdatedAndListed},
 	{"ConcurrentNamespaceUpdatesOneWins", testConcurrentNamespaceUpdatesOneWins},
+	{"NamespaceRenamedAndDeleted", testNamespaceRenamedAndDeleted},
 }
 
 const (

@@ -55,6 +55,37 @@ func (s *Store) UpdateNamespace(ctx context.Context, ns persistence.NamespaceRec
 	return &persistence.NamespaceVersionConflictError{Name: ns.Name, ExpectedVersion: ns.Version - 1}
 }
 
+// RenameNamespace implements persistence.NamespaceStore, like UpdateNamespace.
+func (s *Store) RenameNamespace(ctx context.Context, from string, ns persistence.NamespaceRecord) error {
+	data := ns.Data
+	if data == nil {
+		data = []byte{}
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE namespaces SET name = $1, data = $2, version = $3, update_time = $4 WHERE name = $5 AND version = $6`,
+		ns.Name, data, ns.Version, sqlcommon.OptionalTime(ns.UpdateTime), from, ns.Version-1)
+	if err != nil {
+		if pgErr, ok := statementError(err); ok && pgErr.Code == sqlstateUniqueViolation {
+			return &persistence.AlreadyExistsError{Msg: fmt.Sprintf("namespace %q already exists", ns.Name)}
+		}
+		return fmt.Errorf("postgres: rename namespace: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if _, err := s.GetNamespace(ctx, from); err != nil {
+		return err
+	}
+	return &persistence.NamespaceVersionConflictError{Name: from, ExpectedVersion: ns.Version - 1}
+}
+
+// DeleteNamespace implements persistence.NamespaceStore.
+func (s *Store) DeleteNamespace(ctx context.Context, name, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM namespaces WHERE name = $1 AND id = $2`, name, id); err != nil {
+		return fmt.Errorf("postgres: delete namespace: %w", err)
+	}
+	return nil
+}
+
 // GetNamespace implements persistence.NamespaceStore.
 func (s *Store) GetNamespace(ctx context.Context, name string) (*persistence.NamespaceRecord, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+sqlcommon.NamespaceColumns+` FROM namespaces WHERE name = $1`, name)

@@ -62,6 +62,51 @@ func (s *Store) UpdateNamespace(ctx context.Context, ns persistence.NamespaceRec
 	return nil
 }
 
+// RenameNamespace implements persistence.NamespaceStore.
+func (s *Store) RenameNamespace(ctx context.Context, from string, ns persistence.NamespaceRecord) error {
+	var found bool
+	var stored int64
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT version FROM namespaces WHERE name = ?`, from).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		if stored != ns.Version-1 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE namespaces SET name = ?, data = ?, version = ?, update_time = ? WHERE name = ?`,
+			ns.Name, nonNil(ns.Data), ns.Version, sqlcommon.OptionalTime(ns.UpdateTime), from)
+		return err
+	})
+	switch {
+	case err != nil && isConstraint(err):
+		return &persistence.AlreadyExistsError{Msg: fmt.Sprintf("namespace %q already exists", ns.Name)}
+	case err != nil:
+		return fmt.Errorf("sqlite: rename namespace: %w", err)
+	case !found:
+		return &persistence.NotFoundError{Msg: fmt.Sprintf("namespace %q not found", from)}
+	case stored != ns.Version-1:
+		return &persistence.NamespaceVersionConflictError{Name: from, ExpectedVersion: ns.Version - 1}
+	}
+	return nil
+}
+
+// DeleteNamespace implements persistence.NamespaceStore.
+func (s *Store) DeleteNamespace(ctx context.Context, name, id string) error {
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM namespaces WHERE name = ? AND id = ?`, name, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete namespace: %w", err)
+	}
+	return nil
+}
+
 // GetNamespace implements persistence.NamespaceStore.
 func (s *Store) GetNamespace(ctx context.Context, name string) (*persistence.NamespaceRecord, error) {
 	rows, err := s.readDB.QueryContext(ctx, `SELECT `+sqlcommon.NamespaceColumns+` FROM namespaces WHERE name = ?`, name)

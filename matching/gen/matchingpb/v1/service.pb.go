@@ -9,6 +9,7 @@ package matchingpb
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -341,8 +342,10 @@ type PollActivityTaskRequest struct {
 	TaskQueue         string                 `protobuf:"bytes,2,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	Identity          string                 `protobuf:"bytes,3,opt,name=identity,proto3" json:"identity,omitempty"`
 	WorkerInstanceKey string                 `protobuf:"bytes,4,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The worker's dispatch rate limit (0: none), for the queue's poller list.
+	RatePerSecond float64 `protobuf:"fixed64,5,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PollActivityTaskRequest) Reset() {
@@ -401,6 +404,13 @@ func (x *PollActivityTaskRequest) GetWorkerInstanceKey() string {
 		return x.WorkerInstanceKey
 	}
 	return ""
+}
+
+func (x *PollActivityTaskRequest) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
 }
 
 type PollActivityTaskResponse struct {
@@ -1056,11 +1066,216 @@ func (x *HandOverResponse) GetNotOwnedCommands() []*QueuedCommand {
 	return nil
 }
 
+type DescribeActivityQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceId   string                 `protobuf:"bytes,1,opt,name=namespace_id,json=namespaceId,proto3" json:"namespace_id,omitempty"`
+	TaskQueue     string                 `protobuf:"bytes,2,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeActivityQueueRequest) Reset() {
+	*x = DescribeActivityQueueRequest{}
+	mi := &file_matching_proto_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeActivityQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeActivityQueueRequest) ProtoMessage() {}
+
+func (x *DescribeActivityQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_matching_proto_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeActivityQueueRequest.ProtoReflect.Descriptor instead.
+func (*DescribeActivityQueueRequest) Descriptor() ([]byte, []int) {
+	return file_matching_proto_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DescribeActivityQueueRequest) GetNamespaceId() string {
+	if x != nil {
+		return x.NamespaceId
+	}
+	return ""
+}
+
+func (x *DescribeActivityQueueRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+// Poller is one identity that polled the queue recently (see matching.Poller).
+type Poller struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Identity          string                 `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	WorkerInstanceKey string                 `protobuf:"bytes,2,opt,name=worker_instance_key,json=workerInstanceKey,proto3" json:"worker_instance_key,omitempty"`
+	LastAccessTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_access_time,json=lastAccessTime,proto3" json:"last_access_time,omitempty"`
+	RatePerSecond     float64                `protobuf:"fixed64,4,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Poller) Reset() {
+	*x = Poller{}
+	mi := &file_matching_proto_v1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Poller) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Poller) ProtoMessage() {}
+
+func (x *Poller) ProtoReflect() protoreflect.Message {
+	mi := &file_matching_proto_v1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Poller.ProtoReflect.Descriptor instead.
+func (*Poller) Descriptor() ([]byte, []int) {
+	return file_matching_proto_v1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Poller) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *Poller) GetWorkerInstanceKey() string {
+	if x != nil {
+		return x.WorkerInstanceKey
+	}
+	return ""
+}
+
+func (x *Poller) GetLastAccessTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAccessTime
+	}
+	return nil
+}
+
+func (x *Poller) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+type DescribeActivityQueueResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	NotOwner          bool                   `protobuf:"varint,1,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
+	Pollers           []*Poller              `protobuf:"bytes,2,rep,name=pollers,proto3" json:"pollers,omitempty"`
+	BacklogCount      int64                  `protobuf:"varint,3,opt,name=backlog_count,json=backlogCount,proto3" json:"backlog_count,omitempty"`
+	BacklogAge        *durationpb.Duration   `protobuf:"bytes,4,opt,name=backlog_age,json=backlogAge,proto3" json:"backlog_age,omitempty"`
+	TasksAddRate      float64                `protobuf:"fixed64,5,opt,name=tasks_add_rate,json=tasksAddRate,proto3" json:"tasks_add_rate,omitempty"`
+	TasksDispatchRate float64                `protobuf:"fixed64,6,opt,name=tasks_dispatch_rate,json=tasksDispatchRate,proto3" json:"tasks_dispatch_rate,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DescribeActivityQueueResponse) Reset() {
+	*x = DescribeActivityQueueResponse{}
+	mi := &file_matching_proto_v1_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeActivityQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeActivityQueueResponse) ProtoMessage() {}
+
+func (x *DescribeActivityQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_matching_proto_v1_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeActivityQueueResponse.ProtoReflect.Descriptor instead.
+func (*DescribeActivityQueueResponse) Descriptor() ([]byte, []int) {
+	return file_matching_proto_v1_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DescribeActivityQueueResponse) GetNotOwner() bool {
+	if x != nil {
+		return x.NotOwner
+	}
+	return false
+}
+
+func (x *DescribeActivityQueueResponse) GetPollers() []*Poller {
+	if x != nil {
+		return x.Pollers
+	}
+	return nil
+}
+
+func (x *DescribeActivityQueueResponse) GetBacklogCount() int64 {
+	if x != nil {
+		return x.BacklogCount
+	}
+	return 0
+}
+
+func (x *DescribeActivityQueueResponse) GetBacklogAge() *durationpb.Duration {
+	if x != nil {
+		return x.BacklogAge
+	}
+	return nil
+}
+
+func (x *DescribeActivityQueueResponse) GetTasksAddRate() float64 {
+	if x != nil {
+		return x.TasksAddRate
+	}
+	return 0
+}
+
+func (x *DescribeActivityQueueResponse) GetTasksDispatchRate() float64 {
+	if x != nil {
+		return x.TasksDispatchRate
+	}
+	return 0
+}
+
 var File_matching_proto_v1_service_proto protoreflect.FileDescriptor
 
 const file_matching_proto_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmatching/proto/v1/service.proto\x12\x11vigil.matching.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe4\x01\n" +
+	"\x1fmatching/proto/v1/service.proto\x12\x11vigil.matching.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe4\x01\n" +
 	"\x0fActivityTaskRef\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1d\n" +
 	"\n" +
@@ -1080,13 +1295,14 @@ const file_matching_proto_v1_service_proto_rawDesc = "" +
 	"\x19ReturnActivityTaskRequest\x126\n" +
 	"\x04task\x18\x01 \x01(\v2\".vigil.matching.v1.ActivityTaskRefR\x04task\"9\n" +
 	"\x1aReturnActivityTaskResponse\x12\x1b\n" +
-	"\tnot_owner\x18\x01 \x01(\bR\bnotOwner\"\xa7\x01\n" +
+	"\tnot_owner\x18\x01 \x01(\bR\bnotOwner\"\xcf\x01\n" +
 	"\x17PollActivityTaskRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1d\n" +
 	"\n" +
 	"task_queue\x18\x02 \x01(\tR\ttaskQueue\x12\x1a\n" +
 	"\bidentity\x18\x03 \x01(\tR\bidentity\x12.\n" +
-	"\x13worker_instance_key\x18\x04 \x01(\tR\x11workerInstanceKey\"o\n" +
+	"\x13worker_instance_key\x18\x04 \x01(\tR\x11workerInstanceKey\x12&\n" +
+	"\x0frate_per_second\x18\x05 \x01(\x01R\rratePerSecond\"o\n" +
 	"\x18PollActivityTaskResponse\x126\n" +
 	"\x04task\x18\x01 \x01(\v2\".vigil.matching.v1.ActivityTaskRefR\x04task\x12\x1b\n" +
 	"\tnot_owner\x18\x02 \x01(\bR\bnotOwner\"q\n" +
@@ -1126,7 +1342,24 @@ const file_matching_proto_v1_service_proto_rawDesc = "" +
 	"\x0etasks_accepted\x18\x01 \x01(\x05R\rtasksAccepted\x12+\n" +
 	"\x11commands_accepted\x18\x02 \x01(\x05R\x10commandsAccepted\x12J\n" +
 	"\x0fnot_owned_tasks\x18\x03 \x03(\v2\".vigil.matching.v1.ActivityTaskRefR\rnotOwnedTasks\x12N\n" +
-	"\x12not_owned_commands\x18\x04 \x03(\v2 .vigil.matching.v1.QueuedCommandR\x10notOwnedCommands2\xf6\x06\n" +
+	"\x12not_owned_commands\x18\x04 \x03(\v2 .vigil.matching.v1.QueuedCommandR\x10notOwnedCommands\"`\n" +
+	"\x1cDescribeActivityQueueRequest\x12!\n" +
+	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x02 \x01(\tR\ttaskQueue\"\xc2\x01\n" +
+	"\x06Poller\x12\x1a\n" +
+	"\bidentity\x18\x01 \x01(\tR\bidentity\x12.\n" +
+	"\x13worker_instance_key\x18\x02 \x01(\tR\x11workerInstanceKey\x12D\n" +
+	"\x10last_access_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastAccessTime\x12&\n" +
+	"\x0frate_per_second\x18\x04 \x01(\x01R\rratePerSecond\"\xa8\x02\n" +
+	"\x1dDescribeActivityQueueResponse\x12\x1b\n" +
+	"\tnot_owner\x18\x01 \x01(\bR\bnotOwner\x123\n" +
+	"\apollers\x18\x02 \x03(\v2\x19.vigil.matching.v1.PollerR\apollers\x12#\n" +
+	"\rbacklog_count\x18\x03 \x01(\x03R\fbacklogCount\x12:\n" +
+	"\vbacklog_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"backlogAge\x12$\n" +
+	"\x0etasks_add_rate\x18\x05 \x01(\x01R\ftasksAddRate\x12.\n" +
+	"\x13tasks_dispatch_rate\x18\x06 \x01(\x01R\x11tasksDispatchRate2\xf2\a\n" +
 	"\x0fMatchingService\x12h\n" +
 	"\x0fAddActivityTask\x12).vigil.matching.v1.AddActivityTaskRequest\x1a*.vigil.matching.v1.AddActivityTaskResponse\x12q\n" +
 	"\x12ReturnActivityTask\x12,.vigil.matching.v1.ReturnActivityTaskRequest\x1a-.vigil.matching.v1.ReturnActivityTaskResponse\x12k\n" +
@@ -1135,7 +1368,8 @@ const file_matching_proto_v1_service_proto_rawDesc = "" +
 	"\x10AddWorkerCommand\x12*.vigil.matching.v1.AddWorkerCommandRequest\x1a+.vigil.matching.v1.AddWorkerCommandResponse\x12n\n" +
 	"\x11PollWorkerCommand\x12+.vigil.matching.v1.PollWorkerCommandRequest\x1a,.vigil.matching.v1.PollWorkerCommandResponse\x12k\n" +
 	"\x10AckWorkerCommand\x12*.vigil.matching.v1.AckWorkerCommandRequest\x1a+.vigil.matching.v1.AckWorkerCommandResponse\x12S\n" +
-	"\bHandOver\x12\".vigil.matching.v1.HandOverRequest\x1a#.vigil.matching.v1.HandOverResponseB@Z>github.com/vigilhq/vigil/matching/gen/matchingpb/v1;matchingpbb\x06proto3"
+	"\bHandOver\x12\".vigil.matching.v1.HandOverRequest\x1a#.vigil.matching.v1.HandOverResponse\x12z\n" +
+	"\x15DescribeActivityQueue\x12/.vigil.matching.v1.DescribeActivityQueueRequest\x1a0.vigil.matching.v1.DescribeActivityQueueResponseB@Z>github.com/vigilhq/vigil/matching/gen/matchingpb/v1;matchingpbb\x06proto3"
 
 var (
 	file_matching_proto_v1_service_proto_rawDescOnce sync.Once
@@ -1149,7 +1383,7 @@ func file_matching_proto_v1_service_proto_rawDescGZIP() []byte {
 	return file_matching_proto_v1_service_proto_rawDescData
 }
 
-var file_matching_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_matching_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_matching_proto_v1_service_proto_goTypes = []any{
 	(*ActivityTaskRef)(nil),               // 0: vigil.matching.v1.ActivityTaskRef
 	(*WorkerCommand)(nil),                 // 1: vigil.matching.v1.WorkerCommand
@@ -1170,10 +1404,14 @@ var file_matching_proto_v1_service_proto_goTypes = []any{
 	(*QueuedCommand)(nil),                 // 16: vigil.matching.v1.QueuedCommand
 	(*HandOverRequest)(nil),               // 17: vigil.matching.v1.HandOverRequest
 	(*HandOverResponse)(nil),              // 18: vigil.matching.v1.HandOverResponse
-	(*timestamppb.Timestamp)(nil),         // 19: google.protobuf.Timestamp
+	(*DescribeActivityQueueRequest)(nil),  // 19: vigil.matching.v1.DescribeActivityQueueRequest
+	(*Poller)(nil),                        // 20: vigil.matching.v1.Poller
+	(*DescribeActivityQueueResponse)(nil), // 21: vigil.matching.v1.DescribeActivityQueueResponse
+	(*timestamppb.Timestamp)(nil),         // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 23: google.protobuf.Duration
 }
 var file_matching_proto_v1_service_proto_depIdxs = []int32{
-	19, // 0: vigil.matching.v1.ActivityTaskRef.scheduled_time:type_name -> google.protobuf.Timestamp
+	22, // 0: vigil.matching.v1.ActivityTaskRef.scheduled_time:type_name -> google.protobuf.Timestamp
 	0,  // 1: vigil.matching.v1.AddActivityTaskRequest.task:type_name -> vigil.matching.v1.ActivityTaskRef
 	0,  // 2: vigil.matching.v1.ReturnActivityTaskRequest.task:type_name -> vigil.matching.v1.ActivityTaskRef
 	0,  // 3: vigil.matching.v1.PollActivityTaskResponse.task:type_name -> vigil.matching.v1.ActivityTaskRef
@@ -1184,27 +1422,32 @@ var file_matching_proto_v1_service_proto_depIdxs = []int32{
 	16, // 8: vigil.matching.v1.HandOverRequest.commands:type_name -> vigil.matching.v1.QueuedCommand
 	0,  // 9: vigil.matching.v1.HandOverResponse.not_owned_tasks:type_name -> vigil.matching.v1.ActivityTaskRef
 	16, // 10: vigil.matching.v1.HandOverResponse.not_owned_commands:type_name -> vigil.matching.v1.QueuedCommand
-	2,  // 11: vigil.matching.v1.MatchingService.AddActivityTask:input_type -> vigil.matching.v1.AddActivityTaskRequest
-	4,  // 12: vigil.matching.v1.MatchingService.ReturnActivityTask:input_type -> vigil.matching.v1.ReturnActivityTaskRequest
-	6,  // 13: vigil.matching.v1.MatchingService.PollActivityTask:input_type -> vigil.matching.v1.PollActivityTaskRequest
-	8,  // 14: vigil.matching.v1.MatchingService.CompletePollsOfWorker:input_type -> vigil.matching.v1.CompletePollsOfWorkerRequest
-	10, // 15: vigil.matching.v1.MatchingService.AddWorkerCommand:input_type -> vigil.matching.v1.AddWorkerCommandRequest
-	12, // 16: vigil.matching.v1.MatchingService.PollWorkerCommand:input_type -> vigil.matching.v1.PollWorkerCommandRequest
-	14, // 17: vigil.matching.v1.MatchingService.AckWorkerCommand:input_type -> vigil.matching.v1.AckWorkerCommandRequest
-	17, // 18: vigil.matching.v1.MatchingService.HandOver:input_type -> vigil.matching.v1.HandOverRequest
-	3,  // 19: vigil.matching.v1.MatchingService.AddActivityTask:output_type -> vigil.matching.v1.AddActivityTaskResponse
-	5,  // 20: vigil.matching.v1.MatchingService.ReturnActivityTask:output_type -> vigil.matching.v1.ReturnActivityTaskResponse
-	7,  // 21: vigil.matching.v1.MatchingService.PollActivityTask:output_type -> vigil.matching.v1.PollActivityTaskResponse
-	9,  // 22: vigil.matching.v1.MatchingService.CompletePollsOfWorker:output_type -> vigil.matching.v1.CompletePollsOfWorkerResponse
-	11, // 23: vigil.matching.v1.MatchingService.AddWorkerCommand:output_type -> vigil.matching.v1.AddWorkerCommandResponse
-	13, // 24: vigil.matching.v1.MatchingService.PollWorkerCommand:output_type -> vigil.matching.v1.PollWorkerCommandResponse
-	15, // 25: vigil.matching.v1.MatchingService.AckWorkerCommand:output_type -> vigil.matching.v1.AckWorkerCommandResponse
-	18, // 26: vigil.matching.v1.MatchingService.HandOver:output_type -> vigil.matching.v1.HandOverResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 11: vigil.matching.v1.Poller.last_access_time:type_name -> google.protobuf.Timestamp
+	20, // 12: vigil.matching.v1.DescribeActivityQueueResponse.pollers:type_name -> vigil.matching.v1.Poller
+	23, // 13: vigil.matching.v1.DescribeActivityQueueResponse.backlog_age:type_name -> google.protobuf.Duration
+	2,  // 14: vigil.matching.v1.MatchingService.AddActivityTask:input_type -> vigil.matching.v1.AddActivityTaskRequest
+	4,  // 15: vigil.matching.v1.MatchingService.ReturnActivityTask:input_type -> vigil.matching.v1.ReturnActivityTaskRequest
+	6,  // 16: vigil.matching.v1.MatchingService.PollActivityTask:input_type -> vigil.matching.v1.PollActivityTaskRequest
+	8,  // 17: vigil.matching.v1.MatchingService.CompletePollsOfWorker:input_type -> vigil.matching.v1.CompletePollsOfWorkerRequest
+	10, // 18: vigil.matching.v1.MatchingService.AddWorkerCommand:input_type -> vigil.matching.v1.AddWorkerCommandRequest
+	12, // 19: vigil.matching.v1.MatchingService.PollWorkerCommand:input_type -> vigil.matching.v1.PollWorkerCommandRequest
+	14, // 20: vigil.matching.v1.MatchingService.AckWorkerCommand:input_type -> vigil.matching.v1.AckWorkerCommandRequest
+	17, // 21: vigil.matching.v1.MatchingService.HandOver:input_type -> vigil.matching.v1.HandOverRequest
+	19, // 22: vigil.matching.v1.MatchingService.DescribeActivityQueue:input_type -> vigil.matching.v1.DescribeActivityQueueRequest
+	3,  // 23: vigil.matching.v1.MatchingService.AddActivityTask:output_type -> vigil.matching.v1.AddActivityTaskResponse
+	5,  // 24: vigil.matching.v1.MatchingService.ReturnActivityTask:output_type -> vigil.matching.v1.ReturnActivityTaskResponse
+	7,  // 25: vigil.matching.v1.MatchingService.PollActivityTask:output_type -> vigil.matching.v1.PollActivityTaskResponse
+	9,  // 26: vigil.matching.v1.MatchingService.CompletePollsOfWorker:output_type -> vigil.matching.v1.CompletePollsOfWorkerResponse
+	11, // 27: vigil.matching.v1.MatchingService.AddWorkerCommand:output_type -> vigil.matching.v1.AddWorkerCommandResponse
+	13, // 28: vigil.matching.v1.MatchingService.PollWorkerCommand:output_type -> vigil.matching.v1.PollWorkerCommandResponse
+	15, // 29: vigil.matching.v1.MatchingService.AckWorkerCommand:output_type -> vigil.matching.v1.AckWorkerCommandResponse
+	18, // 30: vigil.matching.v1.MatchingService.HandOver:output_type -> vigil.matching.v1.HandOverResponse
+	21, // 31: vigil.matching.v1.MatchingService.DescribeActivityQueue:output_type -> vigil.matching.v1.DescribeActivityQueueResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_matching_proto_v1_service_proto_init() }
@@ -1218,7 +1461,7 @@ func file_matching_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_matching_proto_v1_service_proto_rawDesc), len(file_matching_proto_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

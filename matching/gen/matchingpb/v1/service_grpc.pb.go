@@ -27,6 +27,7 @@ const (
 	MatchingService_PollWorkerCommand_FullMethodName     = "/vigil.matching.v1.MatchingService/PollWorkerCommand"
 	MatchingService_AckWorkerCommand_FullMethodName      = "/vigil.matching.v1.MatchingService/AckWorkerCommand"
 	MatchingService_HandOver_FullMethodName              = "/vigil.matching.v1.MatchingService/HandOver"
+	MatchingService_DescribeActivityQueue_FullMethodName = "/vigil.matching.v1.MatchingService/DescribeActivityQueue"
 )
 
 // MatchingServiceClient is the client API for MatchingService service.
@@ -58,6 +59,8 @@ type MatchingServiceClient interface {
 	// owns. What the receiver does not own (its view of the members lags) comes back, for the
 	// sender to route again.
 	HandOver(ctx context.Context, in *HandOverRequest, opts ...grpc.CallOption) (*HandOverResponse, error)
+	// DescribeActivityQueue returns an activity task queue's recent pollers and its backlog.
+	DescribeActivityQueue(ctx context.Context, in *DescribeActivityQueueRequest, opts ...grpc.CallOption) (*DescribeActivityQueueResponse, error)
 }
 
 type matchingServiceClient struct {
@@ -148,6 +151,16 @@ func (c *matchingServiceClient) HandOver(ctx context.Context, in *HandOverReques
 	return out, nil
 }
 
+func (c *matchingServiceClient) DescribeActivityQueue(ctx context.Context, in *DescribeActivityQueueRequest, opts ...grpc.CallOption) (*DescribeActivityQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeActivityQueueResponse)
+	err := c.cc.Invoke(ctx, MatchingService_DescribeActivityQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MatchingServiceServer is the server API for MatchingService service.
 // All implementations must embed UnimplementedMatchingServiceServer
 // for forward compatibility.
@@ -177,6 +190,8 @@ type MatchingServiceServer interface {
 	// owns. What the receiver does not own (its view of the members lags) comes back, for the
 	// sender to route again.
 	HandOver(context.Context, *HandOverRequest) (*HandOverResponse, error)
+	// DescribeActivityQueue returns an activity task queue's recent pollers and its backlog.
+	DescribeActivityQueue(context.Context, *DescribeActivityQueueRequest) (*DescribeActivityQueueResponse, error)
 	mustEmbedUnimplementedMatchingServiceServer()
 }
 
@@ -210,6 +225,9 @@ func (UnimplementedMatchingServiceServer) AckWorkerCommand(context.Context, *Ack
 }
 func (UnimplementedMatchingServiceServer) HandOver(context.Context, *HandOverRequest) (*HandOverResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HandOver not implemented")
+}
+func (UnimplementedMatchingServiceServer) DescribeActivityQueue(context.Context, *DescribeActivityQueueRequest) (*DescribeActivityQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeActivityQueue not implemented")
 }
 func (UnimplementedMatchingServiceServer) mustEmbedUnimplementedMatchingServiceServer() {}
 func (UnimplementedMatchingServiceServer) testEmbeddedByValue()                         {}
@@ -376,6 +394,24 @@ func _MatchingService_HandOver_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MatchingService_DescribeActivityQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeActivityQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MatchingServiceServer).DescribeActivityQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MatchingService_DescribeActivityQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MatchingServiceServer).DescribeActivityQueue(ctx, req.(*DescribeActivityQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MatchingService_ServiceDesc is the grpc.ServiceDesc for MatchingService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +450,10 @@ var MatchingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HandOver",
 			Handler:    _MatchingService_HandOver_Handler,
+		},
+		{
+			MethodName: "DescribeActivityQueue",
+			Handler:    _MatchingService_DescribeActivityQueue_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
