@@ -445,7 +445,8 @@ func (m *StoreMonitor) lapseLoop() {
 		case <-ticker.C:
 		}
 		m.mu.Lock()
-		lapse := !m.lapsed && time.Since(m.renewedAt) > limit
+		since := time.Since(m.renewedAt)
+		lapse := !m.lapsed && since > limit
 		if lapse {
 			m.lapsed = true
 			m.fenced.Store(true)
@@ -453,7 +454,7 @@ func (m *StoreMonitor) lapseLoop() {
 		m.mu.Unlock()
 		if lapse {
 			m.logger.Error("membership not renewed within the TTL: this host stops serving its shards",
-				zap.Duration("since-renewal", time.Since(m.renewedAt)))
+				zap.Duration("since-renewal", since))
 			m.publish()
 		}
 	}
