@@ -70,3 +70,21 @@ tidy:
 
 clean:
 	rm -rf $(BIN_DIR)
+
+# Shipping (docs/deployment.md). GoReleaser is pinned in tools/release/go.mod, Helm and
+# kubeconform in deploy/check/go.mod: neither is a dependency of vigil's module.
+.PHONY: release-snapshot image package-check
+
+# Release archives of the current commit for linux and darwin, amd64 and arm64, into dist/.
+release-snapshot:
+	@echo "== goreleaser release --snapshot (the first run compiles goreleaser, a few minutes)"
+	$(GO) tool -modfile=tools/release/go.mod goreleaser release --snapshot --clean
+
+# The container image, with buildah (no daemon, nothing pulled); IMAGE_BINARY: a static linux
+# binary to put in it instead of building one.
+image:
+	deploy/image/build.sh $(IMAGE_BINARY)
+
+# Builds and checks the archives, the image, the Helm chart, the alerts and the compose file.
+package-check:
+	deploy/package-check.sh
