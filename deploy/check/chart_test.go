@@ -31,11 +31,21 @@ const chartDir = "../helm/vigil"
 // masked.
 func render(t *testing.T, mode string) string {
 	t.Helper()
-	chrt, err := loader.Load(chartDir)
+	return renderValues(t, ciValues(t, mode))
+}
+
+func ciValues(t *testing.T, mode string) chartutil.Values {
+	t.Helper()
+	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "ci", mode+"-values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "ci", mode+"-values.yaml"))
+	return vals
+}
+
+func renderValues(t *testing.T, vals chartutil.Values) string {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +57,7 @@ func render(t *testing.T, mode string) string {
 	}
 	files, err := engine.Render(chrt, rv)
 	if err != nil {
-		t.Fatalf("%s: %v", mode, err)
+		t.Fatal(err)
 	}
 	names := make([]string, 0, len(files))
 	for n, content := range files {
@@ -232,5 +242,48 @@ func TestChartObjects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// podChecksum is the checksum/config annotation of the rendered workload's pod template: a
+// change of it restarts every pod.
+func podChecksum(t *testing.T, manifest string) string {
+	t.Helper()
+	for _, o := range decode(t, manifest) {
+		switch o := o.(type) {
+		case *appsv1.StatefulSet:
+			return o.Spec.Template.Annotations["checksum/config"]
+		case *appsv1.Deployment:
+			return o.Spec.Template.Annotations["checksum/config"]
+		}
+	}
+	t.Fatal("no workload")
+	return ""
+}
+
+// TestDynamicConfigChangeRestartsNothing: vigil reloads the dynamic configuration in place,
+// so a change of it must leave the pod template alone; a change of the static configuration,
+// read only at start, must roll the pods.
+func TestDynamicConfigChangeRestartsNothing(t *testing.T) {
+	for _, mode := range []string{"single", "cluster"} {
+		base := podChecksum(t, render(t, mode))
+		if base == "" {
+			t.Fatalf("%s: the pod template has no checksum/config annotation", mode)
+		}
+		vals := ciValues(t, mode)
+		vals["dynamicConfig"] = map[string]any{"worker.defaultLeaseDuration": []any{map[string]any{"value": "45s"}}}
+		if got := podChecksum(t, renderValues(t, vals)); got != base {
+			t.Errorf("%s: a dynamic configuration change rolls the pods", mode)
+		}
+		vals = ciValues(t, mode)
+		server, _ := vals["server"].(map[string]any)
+		if server == nil {
+			server = map[string]any{}
+			vals["server"] = server
+		}
+		server["log"] = map[string]any{"level": "debug"}
+		if got := podChecksum(t, renderValues(t, vals)); got == base {
+			t.Errorf("%s: a static configuration change does not roll the pods", mode)
+		}
 	}
 }
