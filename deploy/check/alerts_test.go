@@ -66,7 +66,7 @@ func TestAlertsFire(t *testing.T) {
 			failing: `vigil_worker_expiry_brake_engaged{job="vigil",instance="a",kind="server_behind",namespace=""} 0x5 1x20
 				vigil_worker_expiry_brake_engaged{job="vigil",instance="b",kind="server_behind",namespace=""} 0x25`,
 			healthy: `vigil_worker_expiry_brake_engaged{job="vigil",instance="a",kind="server_behind",namespace=""} 0x25`,
-			want:    `{job="vigil",instance="a",kind="server_behind",namespace=""} 1`,
+			want:    `{job="vigil",instance="a",kind="server_behind"} 1`,
 		},
 		{
 			alert: "VigilShardsUnowned",
@@ -107,19 +107,15 @@ func TestAlertsFire(t *testing.T) {
 			want:    `up{job="vigil",instance="b"} 0`,
 		},
 		{
-			// Host c lost its membership: it sees itself alone while all three answer scrapes.
+			// Host c lost its membership and dropped its shards; a and b took them over.
 			alert: "VigilHostNotReady",
-			failing: `up{job="vigil",instance="a"} 1x25
-				up{job="vigil",instance="b"} 1x25
-				up{job="vigil",instance="c"} 1x25
-				vigil_cluster_hosts_alive{job="vigil",instance="a"} 2x25
-				vigil_cluster_hosts_alive{job="vigil",instance="b"} 2x25
-				vigil_cluster_hosts_alive{job="vigil",instance="c"} 3x15 1x10`,
-			healthy: `up{job="vigil",instance="a"} 1x25
-				up{job="vigil",instance="b"} 1x25
-				vigil_cluster_hosts_alive{job="vigil",instance="a"} 2x25
-				vigil_cluster_hosts_alive{job="vigil",instance="b"} 2x25`,
-			want: `vigil_cluster_hosts_alive{job="vigil",instance="c"} 1`,
+			failing: `vigil_shards_owned{job="vigil",instance="a"} 5x15 8x10
+				vigil_shards_owned{job="vigil",instance="b"} 5x15 8x10
+				vigil_shards_owned{job="vigil",instance="c"} 6x15 0x10`,
+			healthy: `vigil_shards_owned{job="vigil",instance="a"} 5x25
+				vigil_shards_owned{job="vigil",instance="b"} 5x25
+				vigil_shards_owned{job="vigil",instance="c"} 6x25`,
+			want: `vigil_shards_owned{job="vigil",instance="c"} 0`,
 		},
 	}
 	tested := map[string]bool{}

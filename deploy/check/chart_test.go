@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -28,7 +29,7 @@ const chartDir = "../helm/vigil"
 
 // render renders the chart as `helm template vigil deploy/helm/vigil -n vigil -f ci/<mode>-values.yaml`
 // does, the files in name order. The generated cluster secret, random at every render, is
-// masked.
+// replaced by base64("generated").
 func render(t *testing.T, mode string) string {
 	t.Helper()
 	return renderValues(t, ciValues(t, mode))
@@ -75,7 +76,7 @@ func renderValues(t *testing.T, vals chartutil.Values) string {
 			b.WriteString("---\n# Source: " + n + "\n" + strings.TrimSpace(doc) + "\n")
 		}
 	}
-	return randomSecret.ReplaceAllString(b.String(), `$1: "<generated>"`)
+	return randomSecret.ReplaceAllString(b.String(), `$1: "Z2VuZXJhdGVk"`)
 }
 
 var randomSecret = regexp.MustCompile(`(cluster-secret): "[A-Za-z0-9+/=]+"`)
@@ -115,7 +116,9 @@ func TestChartLints(t *testing.T) {
 		lint.Namespace = "vigil"
 		res := lint.Run([]string{chartDir}, vals)
 		for _, m := range res.Messages {
-			t.Errorf("%s: %s", mode, m)
+			if m.Severity >= support.WarningSev { // INFO: the chart has no icon
+				t.Errorf("%s: %s", mode, m)
+			}
 		}
 		for _, err := range res.Errors {
 			t.Errorf("%s: %v", mode, err)
