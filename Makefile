@@ -78,6 +78,9 @@ clean:
 # Release archives of the current commit for linux and darwin, amd64 and arm64, into dist/.
 release-snapshot:
 	@echo "== goreleaser release --snapshot (the first run compiles goreleaser, a few minutes)"
+	@# GoReleaser reads the commit only when the clone names a remote (see deploy/package-check.sh).
+	git remote get-url origin >/dev/null 2>&1 || export GIT_CONFIG_COUNT=1 \
+		GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/vigilhq/vigil.git; \
 	$(GO) tool -modfile=tools/release/go.mod goreleaser release --snapshot --clean
 
 # The container image, with buildah (no daemon, nothing pulled); IMAGE_BINARY: a static linux

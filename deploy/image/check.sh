@@ -19,10 +19,10 @@ ports=$(inspect '{{range $p, $_ := .OCIv1.Config.ExposedPorts}}{{$p}} {{end}}')
 for p in 7233/tcp 7243/tcp 7235/tcp; do [[ " $ports" == *" $p "* ]] || fail "port $p not exposed (exposed: $ports)"; done
 volumes=$(inspect '{{range $v, $_ := .OCIv1.Config.Volumes}}{{$v}} {{end}}')
 [[ $volumes == "/var/lib/vigil " ]] || fail "volumes $volumes, want /var/lib/vigil"
-entrypoint=$(inspect '{{json .OCIv1.Config.Entrypoint}}')
-[[ $entrypoint == '["/usr/local/bin/vigil"]' ]] || fail "entrypoint $entrypoint"
-cmd=$(inspect '{{json .OCIv1.Config.Cmd}}')
-[[ $cmd == '["server","start","--config","/etc/vigil/server.yaml"]' ]] || fail "cmd $cmd"
+entrypoint=$(inspect '{{.OCIv1.Config.Entrypoint}}')
+[[ $entrypoint == '[/usr/local/bin/vigil]' ]] || fail "entrypoint $entrypoint"
+cmd=$(inspect '{{.OCIv1.Config.Cmd}}')
+[[ $cmd == '[server start --config /etc/vigil/server.yaml]' ]] || fail "cmd $cmd"
 label() { inspect "{{index .OCIv1.Config.Labels \"org.opencontainers.image.$1\"}}"; }
 [[ $(label version) == "$version" ]] || fail "label version $(label version), want $version"
 [[ $(label revision) == "$(git rev-parse HEAD)" ]] || fail "label revision $(label revision), want $(git rev-parse HEAD)"
