@@ -94,3 +94,24 @@ tidy:
 
 clean:
 	rm -rf $(BIN_DIR)
+
+# Shipping (docs/deployment.md). GoReleaser is pinned in tools/release/go.mod, Helm and
+# kubeconform in deploy/check/go.mod: neither is a dependency of vigil's module.
+.PHONY: release-snapshot image package-check
+
+# Release archives of the current commit for linux and darwin, amd64 and arm64, into dist/.
+release-snapshot:
+	@echo "== goreleaser release --snapshot (the first run compiles goreleaser, a few minutes)"
+	@# GoReleaser reads the commit only when the clone names a remote (see deploy/package-check.sh).
+	git remote get-url origin >/dev/null 2>&1 || export GIT_CONFIG_COUNT=1 \
+		GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/vigilhq/vigil.git; \
+	$(GO) tool -modfile=tools/release/go.mod goreleaser release --snapshot --clean
+
+# The container image, with buildah (no daemon, nothing pulled); IMAGE_BINARY: a static linux
+# binary to put in it instead of building one.
+image:
+	deploy/image/build.sh $(IMAGE_BINARY)
+
+# Builds and checks the archives, the image, the Helm chart, the alerts and the compose file.
+package-check:
+	deploy/package-check.sh
