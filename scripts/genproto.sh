@@ -46,13 +46,13 @@ install_plugin() {
 
 # vigil's protos: every .proto file outside the excluded directories (keep in sync with buf.yaml).
 vigil_protos() {
-	find . \( -path ./.git -o -path ./.bin -o -path ./proto/third_party -o -path ./tools \) -prune \
+	find . \( -path ./.git -o -path ./.bin -o -path ./proto/third_party -o -path ./tools -o -path ./tests/testdata \) -prune \
 		-o -type f -name '*.proto' -print | LC_ALL=C sort
 }
 
 # Generated Go files: every *.pb.go below a gen/ directory.
 generated_go() {
-	find . \( -path ./.git -o -path ./.bin -o -path ./proto/third_party -o -path ./tools \) -prune \
+	find . \( -path ./.git -o -path ./.bin -o -path ./proto/third_party -o -path ./tools -o -path ./tests/testdata \) -prune \
 		-o -type f -name '*.pb.go' -path '*/gen/*' -print
 }
 
