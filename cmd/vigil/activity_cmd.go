@@ -55,37 +55,30 @@ With -o json, jsonl or yaml: the ActivityExecutionListInfo records.`,
   vigil activity list --query 'ExecutionStatus = "Running" AND TaskQueue = "payments"' -o jsonl`,
 		Args: noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var items []*activitypb.ActivityExecutionListInfo
-			var token []byte
-			for {
-				ctx, cancel := cf.callContext(cmd.Context())
-				resp, err := c.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
-					Namespace: c.ns, Query: q, PageSize: 500, NextPageToken: token,
-				})
-				cancel()
-				if err != nil {
-					return err
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				var items []*activitypb.ActivityExecutionListInfo
+				var token []byte
+				for {
+					ctx, cancel := cf.callContext(cmd.Context())
+					resp, err := c.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
+						Namespace: c.ns, Query: q, PageSize: 500, NextPageToken: token,
+					})
+					cancel()
+					if err != nil {
+						return err
+					}
+					items = append(items, resp.GetExecutions()...)
+					if token = resp.GetNextPageToken(); len(token) == 0 {
+						break
+					}
 				}
-				items = append(items, resp.GetExecutions()...)
-				if token = resp.GetNextPageToken(); len(token) == 0 {
-					break
-				}
-			}
-			return list(p, items, []string{"ACTIVITY ID", "RUN ID", "TYPE", "TASK QUEUE", "STATUS", "SCHEDULED", "CLOSED"},
-				func(a *activitypb.ActivityExecutionListInfo) []string {
-					return []string{a.GetActivityId(), a.GetRunId(), a.GetActivityType().GetName(), a.GetTaskQueue(),
-						query.ActivityStatusName(a.GetStatus()), timestamp(a.GetScheduleTime(), a.ScheduleTime != nil),
-						orDash(timestamp(a.GetCloseTime(), a.CloseTime != nil))}
-				})
+				return list(p, items, []string{"ACTIVITY ID", "RUN ID", "TYPE", "TASK QUEUE", "STATUS", "SCHEDULED", "CLOSED"},
+					func(a *activitypb.ActivityExecutionListInfo) []string {
+						return []string{a.GetActivityId(), a.GetRunId(), a.GetActivityType().GetName(), a.GetTaskQueue(),
+							query.ActivityStatusName(a.GetStatus()), timestamp(a.GetScheduleTime(), a.ScheduleTime != nil),
+							orDash(timestamp(a.GetCloseTime(), a.CloseTime != nil))}
+					})
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&q, "query", "", "only activities matching this query")
@@ -105,25 +98,16 @@ DescribeActivityExecutionResponse, heartbeat details, last failure and outcome i
 		Args:              exactArgs("ACTIVITY_ID"),
 		ValidArgsFunction: completeActivityIDs(cf, false),
 		RunE: runner(func(cmd *cobra.Command, args []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.workflow.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
-				Namespace: c.ns, ActivityId: args[0], RunId: runID,
-				IncludeHeartbeatDetails: true, IncludeLastFailure: true, IncludeOutcome: true,
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				resp, err := c.workflow.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
+					Namespace: c.ns, ActivityId: args[0], RunId: runID,
+					IncludeHeartbeatDetails: true, IncludeLastFailure: true, IncludeOutcome: true,
+				})
+				if err != nil {
+					return err
+				}
+				return p.object(resp, func(io.Writer) error { return p.writeTable(activityTable(resp)) })
 			})
-			if err != nil {
-				return err
-			}
-			return p.object(resp, func(io.Writer) error { return p.writeTable(activityTable(resp)) })
 		}),
 	}
 	cmd.Flags().StringVar(&runID, "run-id", "", "the run to describe (default: the latest)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -28,26 +29,17 @@ stderr. With -o json, jsonl or yaml: the CreateAPIKeyResponse (the key and its r
 		Example: `  KEY=$(vigil apikey create --namespace orders --role worker,writer --description fleet)`,
 		Args:    noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.admin.CreateAPIKey(ctx, &adminpb.CreateAPIKeyRequest{Namespace: c.ns, Roles: role, Description: description})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "created API key %s (namespace %s, roles %s); it is shown only this once\n",
-				resp.GetInfo().GetId(), resp.GetInfo().GetNamespace(), resp.GetInfo().GetRoles())
-			return p.object(resp, func(w io.Writer) error {
-				_, err := fmt.Fprintln(w, resp.GetKey())
-				return err
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				resp, err := c.admin.CreateAPIKey(ctx, &adminpb.CreateAPIKeyRequest{Namespace: c.ns, Roles: role, Description: description})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "created API key %s (namespace %s, roles %s); it is shown only this once\n",
+					resp.GetInfo().GetId(), resp.GetInfo().GetNamespace(), resp.GetInfo().GetRoles())
+				return p.object(resp, func(w io.Writer) error {
+					_, err := fmt.Fprintln(w, resp.GetKey())
+					return err
+				})
 			})
 		}),
 	}
@@ -67,30 +59,21 @@ func newAPIKeyListCmd(cf *clientFlags, out *outputFlags) *cobra.Command {
 listed. With -o json, jsonl or yaml: the APIKeyInfo records.`,
 		Args: noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ns := c.ns
-			if all {
-				ns = ""
-			}
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.admin.ListAPIKeys(ctx, &adminpb.ListAPIKeysRequest{Namespace: ns})
-			if err != nil {
-				return err
-			}
-			return list(p, resp.GetKeys(), []string{"ID", "NAMESPACE", "ROLES", "CREATED", "REVOKED", "DESCRIPTION"},
-				func(k *adminpb.APIKeyInfo) []string {
-					return []string{k.GetId(), k.GetNamespace(), k.GetRoles(), timestamp(k.GetCreateTime(), k.CreateTime != nil),
-						orDash(timestamp(k.GetRevokeTime(), k.RevokeTime != nil)), k.GetDescription()}
-				})
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				ns := c.ns
+				if all {
+					ns = ""
+				}
+				resp, err := c.admin.ListAPIKeys(ctx, &adminpb.ListAPIKeysRequest{Namespace: ns})
+				if err != nil {
+					return err
+				}
+				return list(p, resp.GetKeys(), []string{"ID", "NAMESPACE", "ROLES", "CREATED", "REVOKED", "DESCRIPTION"},
+					func(k *adminpb.APIKeyInfo) []string {
+						return []string{k.GetId(), k.GetNamespace(), k.GetRoles(), timestamp(k.GetCreateTime(), k.CreateTime != nil),
+							orDash(timestamp(k.GetRevokeTime(), k.RevokeTime != nil)), k.GetDescription()}
+					})
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all-namespaces", false, "list the keys of every namespace (needs a cluster admin key)")
@@ -130,24 +113,15 @@ others within a minute; tokens signed with older versions stay valid. With -o js
 yaml: the RotateTaskTokenKeyResponse.`,
 		Args: noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.admin.RotateTaskTokenKey(ctx, &adminpb.RotateTaskTokenKeyRequest{})
-			if err != nil {
-				return err
-			}
-			return p.object(resp, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "task tokens are signed with key version %d (other hosts follow within a minute; older tokens stay valid)\n", resp.GetVersion())
-				return err
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				resp, err := c.admin.RotateTaskTokenKey(ctx, &adminpb.RotateTaskTokenKeyRequest{})
+				if err != nil {
+					return err
+				}
+				return p.object(resp, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "task tokens are signed with key version %d (other hosts follow within a minute; older tokens stay valid)\n", resp.GetVersion())
+					return err
+				})
 			})
 		}),
 	}

@@ -315,3 +315,20 @@ func (c *clientFlags) dial() (*clients, error) {
 		ns:       s.namespace,
 	}, nil
 }
+
+// call runs f with the printer of -o, the server's clients and the context of one call
+// (--timeout): what every command that asks the server something starts with.
+func call(cmd *cobra.Command, cf *clientFlags, out *outputFlags, f func(ctx context.Context, c *clients, p *printer) error) error {
+	p, err := out.printer(cmd)
+	if err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := cf.callContext(cmd.Context())
+	defer cancel()
+	return f(ctx, c, p)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -22,22 +23,13 @@ number of shards, the host that answered and any shard no live host owns. With -
 or yaml: the DescribeClusterResponse.`,
 		Args: noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.liveness.DescribeCluster(ctx, &livenesspb.DescribeClusterRequest{})
-			if err != nil {
-				return err
-			}
-			return p.object(resp, func(w io.Writer) error { return clusterTable(p, resp, time.Now()) })
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				resp, err := c.liveness.DescribeCluster(ctx, &livenesspb.DescribeClusterRequest{})
+				if err != nil {
+					return err
+				}
+				return p.object(resp, func(w io.Writer) error { return clusterTable(p, resp, time.Now()) })
+			})
 		}),
 	}
 	g := newGroup("cluster", "Describe the cluster of vigil hosts", describe)

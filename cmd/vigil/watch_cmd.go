@@ -35,16 +35,9 @@ yaml: one YAML document per event.`,
   vigil worker watch -o jsonl --cursor 3-1842`,
 		Args: noArgs,
 		RunE: runner(func(cmd *cobra.Command, _ []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return watchWorkers(cmd.Context(), c, p, cmd.ErrOrStderr(), query, cursor, every)
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				return watchWorkers(cmd.Context(), c, p, cmd.ErrOrStderr(), query, cursor, every)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&query, "query", "", `ListWorkers query, e.g. 'TaskQueue = "orders"'`)

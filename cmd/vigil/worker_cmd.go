@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -42,35 +43,28 @@ With -o json, jsonl or yaml: the WorkerLiveness records.`,
 				}
 				filter = livenesspb.LivenessState(v)
 			}
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			workers, brake, err := listWorkers(cmd, cf, c, filter)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			err = list(p, workers, []string{"WORKER INSTANCE KEY", "STATE", "TASK QUEUE", "HOST", "IDENTITY", "LEASE / SINCE", "BOUND", "RESURRECTIONS"},
-				func(w *livenesspb.WorkerLiveness) []string {
-					hb := w.GetLastHeartbeat()
-					return []string{w.GetWorkerInstanceKey(), stateName(w.GetState()), hb.GetTaskQueue(), hb.GetHostInfo().GetHostName(),
-						hb.GetWorkerIdentity(), leaseColumn(w, now), fmt.Sprint(w.GetBoundActivityCount()), fmt.Sprint(w.GetResurrectionCount())}
-				})
-			if err != nil {
-				return err
-			}
-			if brake.GetEngaged() {
-				// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
-				fmt.Fprintf(cmd.ErrOrStderr(), "expiry brake ON (%s) since %s: %d lease expiries held back\n",
-					strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
-			}
-			return nil
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				workers, brake, err := listWorkers(cmd, cf, c, filter)
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				err = list(p, workers, []string{"WORKER INSTANCE KEY", "STATE", "TASK QUEUE", "HOST", "IDENTITY", "LEASE / SINCE", "BOUND", "RESURRECTIONS"},
+					func(w *livenesspb.WorkerLiveness) []string {
+						hb := w.GetLastHeartbeat()
+						return []string{w.GetWorkerInstanceKey(), stateName(w.GetState()), hb.GetTaskQueue(), hb.GetHostInfo().GetHostName(),
+							hb.GetWorkerIdentity(), leaseColumn(w, now), fmt.Sprint(w.GetBoundActivityCount()), fmt.Sprint(w.GetResurrectionCount())}
+					})
+				if err != nil {
+					return err
+				}
+				if brake.GetEngaged() {
+					// Lease expiries are deferred: INACTIVE may be missing workers that are in fact gone.
+					fmt.Fprintf(cmd.ErrOrStderr(), "expiry brake ON (%s) since %s: %d lease expiries held back\n",
+						strings.Join(brake.GetReasons(), ", "), brake.GetSince().AsTime().Format(time.RFC3339), brake.GetHeldExpiries())
+				}
+				return nil
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only workers in this state: "+strings.Join(stateValues, ", "))
@@ -118,24 +112,15 @@ document, {"worker": ..., "expiryBrake": ..., "movedActivities": [...]}.`,
 		Args:              exactArgs("WORKER_INSTANCE_KEY"),
 		ValidArgsFunction: completeWorkerKeys(cf),
 		RunE: runner(func(cmd *cobra.Command, args []string) error {
-			p, err := out.printer(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := cf.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.callContext(cmd.Context())
-			defer cancel()
-			resp, err := c.liveness.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
-				Namespace: c.ns, WorkerInstanceKey: args[0], IncludeBoundActivities: bound, IncludeMovedActivities: moved,
+			return call(cmd, cf, out, func(ctx context.Context, c *clients, p *printer) error {
+				resp, err := c.liveness.DescribeWorkerLiveness(ctx, &livenesspb.DescribeWorkerLivenessRequest{
+					Namespace: c.ns, WorkerInstanceKey: args[0], IncludeBoundActivities: bound, IncludeMovedActivities: moved,
+				})
+				if err != nil {
+					return err
+				}
+				return p.object(resp, func(w io.Writer) error { return describeWorkerTable(p, resp, moved, time.Now()) })
 			})
-			if err != nil {
-				return err
-			}
-			return p.object(resp, func(w io.Writer) error { return describeWorkerTable(p, resp, moved, time.Now()) })
 		}),
 	}
 	cmd.Flags().BoolVar(&bound, "bound-activities", false, "include the activities bound to the worker")
