@@ -66,16 +66,6 @@ func WriteMarkdown(w io.Writer, settings []SettingDoc) error {
 	return err
 }
 
-// ReplaceDocBlock returns doc with the text between DocBegin and DocEnd replaced by table.
-func ReplaceDocBlock(doc, table string) (string, error) {
-	begin := strings.Index(doc, DocBegin)
-	end := strings.Index(doc, DocEnd)
-	if begin < 0 || end < begin {
-		return "", fmt.Errorf("dynamicconfig: the document has no %q ... %q block", DocBegin, DocEnd)
-	}
-	return doc[:begin+len(DocBegin)] + "\n" + table + doc[end:], nil
-}
-
 func typeName(v any) string {
 	switch v.(type) {
 	case int:

@@ -9,54 +9,16 @@
 package main
 
 import (
-	"bytes"
-	"flag"
-	"fmt"
-	"os"
+	"io"
 
 	"github.com/vigilhq/vigil/dynamicconfig"
+	"github.com/vigilhq/vigil/internal/docblock"
 	// Link every package that declares settings.
 	_ "github.com/vigilhq/vigil/server"
 )
 
-func main() {
-	check := flag.Bool("check", false, "exit 1 if the file is out of date instead of writing it")
-	flag.Parse()
-	path := "docs/configuration.md"
-	if flag.NArg() > 0 {
-		path = flag.Arg(0)
-	}
-	changed, err := update(path, !*check)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "configdoc:", err)
-		os.Exit(1)
-	}
-	if changed && *check {
-		fmt.Fprintf(os.Stderr, "configdoc: %s's settings table differs from the declarations; run make config-doc\n", path)
-		os.Exit(1)
-	}
-}
+var block = docblock.Block{Begin: dynamicconfig.DocBegin, End: dynamicconfig.DocEnd, Render: func(w io.Writer) error {
+	return dynamicconfig.WriteMarkdown(w, dynamicconfig.Declared())
+}}
 
-// update renders the table into path; it reports whether the file's block was out of date, and
-// writes the new content when write is set.
-func update(path string, write bool) (bool, error) {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return false, err
-	}
-	var table bytes.Buffer
-	if err := dynamicconfig.WriteMarkdown(&table, dynamicconfig.Declared()); err != nil {
-		return false, err
-	}
-	updated, err := dynamicconfig.ReplaceDocBlock(string(old), table.String())
-	if err != nil {
-		return false, err
-	}
-	if updated == string(old) {
-		return false, nil
-	}
-	if write {
-		return true, os.WriteFile(path, []byte(updated), 0o644)
-	}
-	return true, nil
-}
+func main() { block.Main("configdoc", "docs/configuration.md", "config-doc") }

@@ -8,54 +8,16 @@
 package main
 
 import (
-	"bytes"
-	"flag"
-	"fmt"
-	"os"
+	"io"
 
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/internal/docblock"
 	// Link every package that declares metrics.
 	_ "github.com/vigilhq/vigil/server"
 )
 
-func main() {
-	check := flag.Bool("check", false, "exit 1 if the file is out of date instead of writing it")
-	flag.Parse()
-	path := "docs/metrics.md"
-	if flag.NArg() > 0 {
-		path = flag.Arg(0)
-	}
-	changed, err := update(path, !*check)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metricsdoc:", err)
-		os.Exit(1)
-	}
-	if changed && *check {
-		fmt.Fprintf(os.Stderr, "metricsdoc: %s's metrics table differs from the declarations; run make metrics-doc\n", path)
-		os.Exit(1)
-	}
-}
+var block = docblock.Block{Begin: metrics.DocBegin, End: metrics.DocEnd, Render: func(w io.Writer) error {
+	return metrics.WriteMarkdown(w, metrics.Declared())
+}}
 
-// update renders the table into path; it reports whether the file's block was out of date, and
-// writes the new content when write is set.
-func update(path string, write bool) (bool, error) {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return false, err
-	}
-	var table bytes.Buffer
-	if err := metrics.WriteMarkdown(&table, metrics.Declared()); err != nil {
-		return false, err
-	}
-	updated, err := metrics.ReplaceDocBlock(string(old), table.String())
-	if err != nil {
-		return false, err
-	}
-	if updated == string(old) {
-		return false, nil
-	}
-	if write {
-		return true, os.WriteFile(path, []byte(updated), 0o644)
-	}
-	return true, nil
-}
+func main() { block.Main("metricsdoc", "docs/metrics.md", "metrics-doc") }

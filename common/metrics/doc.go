@@ -38,13 +38,3 @@ func WriteMarkdown(w io.Writer, defs []Definition) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-// ReplaceDocBlock returns doc with the text between DocBegin and DocEnd replaced by table.
-func ReplaceDocBlock(doc, table string) (string, error) {
-	begin := strings.Index(doc, DocBegin)
-	end := strings.Index(doc, DocEnd)
-	if begin < 0 || end < begin {
-		return "", fmt.Errorf("metrics: the document has no %q ... %q block", DocBegin, DocEnd)
-	}
-	return doc[:begin+len(DocBegin)] + "\n" + table + doc[end:], nil
-}
