@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,9 +68,12 @@ type PartitionConfig struct {
 	// Strand bounds the wait for every acknowledged activity's result after the fault ends
 	// (default 90 s).
 	Strand time.Duration
-	Dir    string
-	Bin    Binaries
-	Logf   func(format string, args ...any)
+	// LeaseIntervals is the lease of every worker in heartbeat intervals
+	// (worker.leaseIntervalMultiplier; default 5).
+	LeaseIntervals int
+	Dir            string
+	Bin            Binaries
+	Logf           func(format string, args ...any)
 }
 
 // PartitionReport is what a partition run measured and found.
@@ -309,7 +313,7 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		}
 		proc, err := newServerProc(p.cfg.Bin.Vigil, dir, []string{"--config", config}, []string{
 			`worker.defaultLeaseDuration="5s"`,
-			`worker.leaseIntervalMultiplier=5`,
+			fmt.Sprintf("worker.leaseIntervalMultiplier=%d", cmp.Or(p.cfg.LeaseIntervals, 5)),
 			`history.leaseExpiryGraceAfterRestart="10s"`,
 		})
 		if err != nil {
