@@ -206,6 +206,7 @@ func (n *numCompare) eval(r row) bool {
 	return compareHolds(n.op, c)
 }
 
+// compareHolds reports whether a comparison whose operands compared as c (-1, 0, 1) holds.
 func compareHolds(op string, c int) bool {
 	switch op {
 	case "=":

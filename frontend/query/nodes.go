@@ -144,22 +144,7 @@ func (n *timeCompare) eval(w row) bool {
 	if got.IsZero() {
 		return false
 	}
-	c := got.Compare(n.value)
-	switch n.op {
-	case "=":
-		return c == 0
-	case "!=":
-		return c != 0
-	case "<":
-		return c < 0
-	case ">":
-		return c > 0
-	case "<=":
-		return c <= 0
-	case ">=":
-		return c >= 0
-	}
-	return false
+	return compareHolds(n.op, got.Compare(n.value))
 }
 
 func (n *timeCompare) format(b *strings.Builder) {
