@@ -1,6 +1,7 @@
 package matching
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"slices"
@@ -47,40 +48,8 @@ type pollerRecord struct {
 	worker     workerKey // instanceKey empty when the poll carried none
 	lastAccess time.Time
 	rps        float64
-	elem       *rlistElem
-}
-
-// rlistElem and rlist are an intrusive list of poller records, oldest access first: a poll
-// moves its record to the back in O(1), and the sweep expires from the front.
-type rlistElem struct {
-	rec        *pollerRecord
-	prev, next *rlistElem
-}
-
-type rlist struct{ head, tail *rlistElem }
-
-func (l *rlist) pushBack(e *rlistElem) {
-	e.prev, e.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = e
-	} else {
-		l.head = e
-	}
-	l.tail = e
-}
-
-func (l *rlist) remove(e *rlistElem) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	// elem is the record in the matcher's pollerOrder.
+	elem *list.Element
 }
 
 // recordPoller notes that poll arrived now. Call under m.mu.
@@ -94,10 +63,8 @@ func (m *Matcher) recordPoller(qk queueKey, poll ActivityPoll, now time.Time) {
 	rec := byIdentity[poll.Identity]
 	if rec == nil {
 		rec = &pollerRecord{queue: qk, identity: poll.Identity}
-		rec.elem = &rlistElem{rec: rec}
+		rec.elem = m.pollerOrder.PushBack(rec)
 		byIdentity[poll.Identity] = rec
-	} else {
-		m.pollerOrder.remove(rec.elem)
 	}
 	wk := workerKey{qk.namespaceID, poll.WorkerInstanceKey}
 	if rec.worker != wk {
@@ -114,12 +81,12 @@ func (m *Matcher) recordPoller(qk queueKey, poll ActivityPoll, now time.Time) {
 	}
 	rec.lastAccess = now
 	rec.rps = poll.RatePerSecond
-	m.pollerOrder.pushBack(rec.elem)
+	m.pollerOrder.MoveToBack(rec.elem)
 }
 
 // forgetPoller removes rec from the poller history. Call under m.mu.
 func (m *Matcher) forgetPoller(rec *pollerRecord) {
-	m.pollerOrder.remove(rec.elem)
+	m.pollerOrder.Remove(rec.elem)
 	if byIdentity := m.pollers[rec.queue]; byIdentity != nil {
 		delete(byIdentity, rec.identity)
 		if len(byIdentity) == 0 {
@@ -165,8 +132,12 @@ func (m *Matcher) forgetPollersOfWorker(wk workerKey) {
 // expirePollers drops the poller history entries not refreshed within PollerHistoryTTL. Call
 // under m.mu.
 func (m *Matcher) expirePollers(now time.Time) {
-	for e := m.pollerOrder.head; e != nil && now.Sub(e.rec.lastAccess) >= m.opts.PollerHistoryTTL; e = m.pollerOrder.head {
-		m.forgetPoller(e.rec)
+	for e := m.pollerOrder.Front(); e != nil; e = m.pollerOrder.Front() {
+		rec := e.Value.(*pollerRecord)
+		if now.Sub(rec.lastAccess) < m.opts.PollerHistoryTTL {
+			return
+		}
+		m.forgetPoller(rec)
 	}
 }
 

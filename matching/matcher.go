@@ -57,7 +57,7 @@ type Matcher struct {
 	// queue and identity, kept PollerHistoryTTL after a poll whether or not the queue is;
 	// pollerOrder lists the records by last access, oldest first, for the sweep.
 	pollers         map[queueKey]map[string]*pollerRecord
-	pollerOrder     rlist
+	pollerOrder     list.List
 	pollersByWorker map[workerKey]map[*pollerRecord]struct{}
 	// idle lists the queues that are empty and unpolled, oldest first; the sweep drops those
 	// idle for QueueIdleTimeout. A queue leaves the list as soon as it is used again.
