@@ -17,8 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
-	"github.com/vigilhq/vigil/common/admission"
-	"github.com/vigilhq/vigil/frontend"
 )
 
 // What the simulated workers say about themselves, close to what the Go SDK reports.
@@ -274,11 +272,8 @@ func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err 
 		for i, w := range c.workers {
 			req.WorkerHeartbeat[i] = c.workerHeartbeat(w, now, enumspb.WORKER_STATUS_RUNNING)
 		}
-		if c.r.cfg.RetryResourceExhausted {
-			// It retries a refusal as the SDK does, so it says what the SDK says of itself: the
-			// server counts such a refusal as a heartbeat delayed, not lost.
-			ctx = metadata.AppendToOutgoingContext(ctx, "client-name", sdkName, "client-version", sdkVersion)
-		}
+		// It names itself as the SDK it plays; the server serves every client alike.
+		ctx = metadata.AppendToOutgoingContext(ctx, "client-name", sdkName, "client-version", sdkVersion)
 		_, err = c.wf.RecordWorkerHeartbeat(ctx, req)
 	case APILiveness:
 		w := c.workers[0]
@@ -293,12 +288,6 @@ func (c *simClient) send(ctx context.Context, now time.Time) (binding bool, err 
 		if !w.bound {
 			req.BoundActivities = activityBindings(w.key, c.r.cfg.Activities)
 			binding = len(req.BoundActivities) > 0
-		}
-		if c.r.cfg.RetryResourceExhausted && c.r.cfg.RPCTimeout <= admission.RetryHorizon {
-			// It keeps the promise the header makes (frontend.RetriesRefusalsHeader): retries
-			// at most a tenth of a deadline of at most 10 s apart. Its heartbeats may then wait
-			// for their turn, and a refusal of one is a heartbeat delayed, not lost.
-			ctx = metadata.AppendToOutgoingContext(ctx, frontend.RetriesRefusalsHeader, "true")
 		}
 		var resp *livenesspb.RecordHeartbeatResponse
 		resp, err = c.lv.RecordHeartbeat(ctx, req)

@@ -104,9 +104,7 @@ type Config struct {
 	RetryUnavailable bool
 	// RetryResourceExhausted retries a heartbeat refused with ResourceExhausted (the server is
 	// behind) as the SDK does: backoff from 200 ms, doubling up to a tenth of RPCTimeout,
-	// within RPCTimeout. Off: a refusal is counted as an error at once. On, the client also
-	// says so, as the server's contract asks: the SDK's client-name on the public API, and
-	// frontend.RetriesRefusalsHeader on the liveness API (when RPCTimeout is at most 10 s).
+	// within RPCTimeout. Off: a refusal is counted as an error at once.
 	RetryResourceExhausted bool
 	// Observe, when set, is called after every heartbeat RPC (warm-up included) with when it
 	// was sent, how long it took to its answer (retries included), how many retries it

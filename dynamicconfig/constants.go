@@ -211,30 +211,12 @@ var (
 		"frontend.earlyRefusalTargetWait",
 		500*time.Millisecond,
 		`While the writes queued in history, or the heartbeats on their way to it, would keep a
-new heartbeat waiting longer than this for a slot, the frontend refuses a share of heartbeats in
-the transport, before reading them (ResourceExhausted, which the SDK retries): the share grows
-with the excess, to all of them at twice this wait; a heartbeat whose wait would run past its
-own deadline is refused whatever the share. A heartbeat whose caller retries a refusal anyway
-(the Go SDK's) is judged against half of what is left of its deadline when that is more than
-this, since a refusal only brings it back. A refusal there costs a fraction of one made
-by history's admission after reading the call, and a call that waits holds a goroutine and its
-memory.
-Twice this stays well below history.admissionHeartbeatMaxQueueDelay, so that an overloaded
-host's queue, latency and memory stay small. 0 disables early refusal; history's admission still refuses
-what it cannot serve.`,
-	)
-	EarlyRefusalMaxOutstanding = NewGlobalIntSetting(
-		"frontend.earlyRefusalMaxOutstanding",
-		0,
-		`Most heartbeats the frontend lets through and has not answered yet (being read, decoded,
-authorized, queued in history or written); past it the transport refuses heartbeats before
-reading them (ResourceExhausted), whatever the wait. Each holds a goroutine and its memory, and
-a call that waits behind many is answered late or refused by history after it was read, at
-twice the cost. A host needs about its heartbeats per second × 0.1 s of them to keep its writes
-busy. 0 (the default): no bound. A bound cuts latency and memory at overload, but a count
-does not follow the host's pace: a large fleet reaches it after a hiccup of a fraction of a
-second, the refusals trip the expiry brake, and real deaths are then found long after their
-leases. Set it only where the fleet's rate is known.`,
+new heartbeat waiting longer than this, or than half of what is left of its deadline if that is
+more, the frontend refuses a share of heartbeats in the transport, before reading them
+(ResourceExhausted, which the SDKs retry): the share grows with the excess, to all of them at
+twice the wait; a heartbeat whose wait would run past its own deadline is refused whatever the
+share. A refusal there costs a fraction of one made by history after reading the call. 0
+disables early refusal; history's admission still refuses what it cannot serve.`,
 	)
 	AdmissionMaxInFlightPerShard = NewGlobalIntSetting(
 		"history.admissionMaxInFlightPerShard",
@@ -276,14 +258,12 @@ history.admissionHeartbeatMaxQueueDelay. 0: only the caller's deadline bounds th
 	AdmissionHeartbeatMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionHeartbeatMaxQueueDelay",
 		10*time.Second,
-		`Longest a heartbeat may be expected to wait for a slot, within its own deadline and at
-most 10 s (the longest the expiry brake allows a host to hold a heartbeat; 0 is 10 s too); one
-that would wait longer is refused at once with ResourceExhausted. Longer than the bound of
-other calls (history.admissionMaxQueueDelay): a heartbeat that reaches admission has been read,
-decoded and authorized already, and refused there it is lost (or, if its caller retries, read
-again), while the frontend's early refusal in front keeps the queue short by refusing
-heartbeats before they are read. A heartbeat whose caller retries refusals until its deadline
-anyway (the Go SDK's) may wait up to its deadline, at most 10 s, if this is shorter.`,
+		`Longest a heartbeat may be expected to wait for a slot, within its own deadline; one that
+would wait longer is refused at once with ResourceExhausted. Longer than the bound of other
+calls (history.admissionMaxQueueDelay): a heartbeat that reaches admission has been read,
+decoded and authorized already, and refused there that work is lost, while the frontend's
+early refusal in front keeps the queue short by refusing heartbeats before they are read. 0:
+only the heartbeat's deadline bounds its wait.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",
@@ -309,39 +289,26 @@ that refuses at once), this is about the server's own capacity.`,
 	ExpiryBrakeQueueDelay = NewGlobalDurationSetting(
 		"history.expiryBrakeQueueDelay",
 		2*time.Second,
-		`The expiry brake engages while heartbeats spend longer than this in history (waiting for
-a slot, then for their write):
-the host is behind, and a lease that runs out now more likely lost its heartbeat in the queue
-than its worker. 0 disables this trigger.`,
+		`The host is behind, and the expiry brake holds every lease expiry, while heartbeats spend
+longer than this in history (waiting for a slot, then for their write): a lease that runs out
+now more likely lost its heartbeat in the queue than its worker. 0 disables this trigger.`,
 	)
 	ExpiryBrakeRefusedShare = NewGlobalFloatSetting(
 		"history.expiryBrakeRefusedShare",
 		0.01,
-		`Share of the heartbeats of the last 5 seconds refused with ResourceExhausted or dropped
-past their deadline (at least 5 of them; an early refusal the Go SDK retries, with 2 s to 10 s
-of its deadline left, is a delayed heartbeat and not counted) above which the host counts as
-behind for history.expiryBrakeQueueDelay, as if those heartbeats had waited out their deadline.
-At a refused share r, a worker beating three times per lease loses all three with odds r³. <= 0: only the queueing delay counts.`,
-	)
-	ExpiryBrakeReleaseOdds = NewGlobalFloatSetting(
-		"history.expiryBrakeReleaseOdds",
-		1e-6,
-		`While the host is behind (and for a lease after), a held lease expiry still runs once the
-odds that the host refused every heartbeat of a live worker since its last one fall below this.
-Each span of a whole lease and 10 s of silence counts as one heartbeat sent (a live worker
-sends at least one per lease, and its next only once the last is answered, which a host that
-is behind may take 10 s to do), and of half a lease and 10 s for a worker whose last two
-heartbeats were at most 0.4 of a lease apart, at the share of heartbeats the host refused
-over that span and history.expiryBrakeCooldown (at least 10 s) after it (by then a heartbeat
-sent in it was answered or refused); the odds multiply. At half refused, a death is found
-after 20 such spans; without this, only once the host catches up. 0: hold every expiry while
-the host is behind.`,
+		`The host is behind, and the expiry brake holds every lease expiry, while more than this
+share of the last 5 seconds' heartbeats (at least 5 of them) were refused with
+ResourceExhausted, in the transport or by admission, or dropped past their deadline: at a
+refused share r, a worker beating three times per lease loses all three with odds r³. <= 0:
+only the queueing delay counts.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",
 		15*time.Second,
-		`How long the brake stays on after the host caught up, so that workers whose heartbeats
-were refused or delayed get one through before their expiries run.`,
+		`How long the host counts as behind after its heartbeats stopped waiting or being refused,
+so that a passing dip does not turn the brake on and off. After it, every lease the brake held
+gets one whole lease more (as etcd's leases after a leader change), so that workers whose
+heartbeats were refused get one through before their expiries run.`,
 	)
 	ExpiryBrakeRecheck = NewGlobalDurationSetting(
 		"history.expiryBrakeRecheck",
@@ -364,13 +331,6 @@ within worker.expiryBrakeWindow. >= 1 disables.`,
 		`How long an offered lease expiry (held or run) keeps counting against
 worker.expiryBrakeThreshold.`,
 	)
-	ExpiryBrakeSettle = NewNamespaceDurationSetting(
-		"worker.expiryBrakeSettle",
-		0,
-		`Every lease expiry waits this long before it runs. The share rule needs no wait to see a
-mass expiry (the workers of a burst are overdue before the first of them expires); a settle
-time adds this much to every detection.`,
-	)
 	ExpiryBrakeMinExpiries = NewNamespaceIntSetting(
 		"worker.expiryBrakeMinExpiries",
 		10,
@@ -384,30 +344,5 @@ namespace: a few real deaths are always detected.`,
 secondary eviction rate), oldest first, so that a real mass death is not hidden for ever; only
 of workers silent for worker.expiryBrakeWindow beyond their deadline.
 0 holds them all.`,
-	)
-	GCTargetInterval = NewGlobalDurationSetting(
-		"system.gcTargetInterval",
-		5*time.Second,
-		`While the host allocates fast, GOGC is raised so that the Go collector's cycles come about
-this far apart: room for this much of the allocation rate above the live heap, at most
-system.gcMaxExtraBytes. Idle, GOGC returns to the GOGC the process started with, or lower on a
-large heap (system.gcMinExtraBytes). 0 leaves GOGC alone, as does GOGC set in the environment
-(vigil_gc_percent shows it).`,
-	)
-	GCMaxExtraBytes = NewGlobalIntSetting(
-		"system.gcMaxExtraBytes",
-		512<<20,
-		`The most heap, in bytes above the live heap, that system.gcTargetInterval may let grow
-between collections.`,
-	)
-	GCMinExtraBytes = NewGlobalIntSetting(
-		"system.gcMinExtraBytes",
-		32<<20,
-		`The least heap, in bytes above the live heap, that the collector's pacing leaves between
-collections. A live heap larger than this at the starting GOGC (a large fleet's cached
-workers) is given the room system.gcTargetInterval's allocation needs, and at least this much,
-instead of as much again as itself; a smaller one keeps the starting GOGC. A process with
-GOMAXPROCS 1 gets twice this (its collector's marking shares the only core with the
-requests). 0 never goes below the starting GOGC.`,
 	)
 )

@@ -55,7 +55,6 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{ExpiryBrakeRecheck, "history.expiryBrakeRecheck", 2 * time.Second},
 		{ExpiryBrakeThreshold, "worker.expiryBrakeThreshold", 0.55},
 		{ExpiryBrakeWindow, "worker.expiryBrakeWindow", 30 * time.Second},
-		{ExpiryBrakeSettle, "worker.expiryBrakeSettle", time.Duration(0)},
 		{ExpiryBrakeMinExpiries, "worker.expiryBrakeMinExpiries", 10},
 		{ExpiryBrakeSecondaryRate, "worker.expiryBrakeSecondaryRate", 0.1},
 	}

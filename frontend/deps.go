@@ -8,8 +8,8 @@ import (
 
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
 	"github.com/vigilhq/vigil/chasm/worker/watch"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend/auth"
 	"github.com/vigilhq/vigil/frontend/namespace"
@@ -56,9 +56,9 @@ type Deps struct {
 	MetricsScope tally.Scope
 	// Cluster describes the vigil hosts for DescribeCluster; nil: Unimplemented.
 	Cluster ClusterDescriber
-	// Pressure is this host's history admission: while it is behind, the server refuses a
+	// Pressure is this host's overload controller: while history is behind, the server refuses a
 	// share of heartbeats before reading them (EarlyRefusal). nil: no early refusal.
-	Pressure admission.Pressure
+	Pressure overload.Pressure
 }
 
 // ClusterDescriber lists the vigil hosts of the cluster (history.Engine, adapted by the server).

@@ -153,7 +153,7 @@ func NewServer(cfg ServerConfig, deps Deps, workflow *WorkflowHandler, liveness 
 		opts = append(opts, grpc.StatsHandler(srv.conns))
 	}
 	if deps.Pressure != nil {
-		srv.early = NewEarlyRefusal(deps.DynamicConfig, deps.Pressure, deps.TimeSource, deps.MetricsScope)
+		srv.early = NewEarlyRefusal(deps.Pressure, deps.TimeSource, deps.MetricsScope)
 		opts = append(opts, grpc.InTapHandle(srv.early.Tap), grpc.StatsHandler(srv.early))
 	}
 	s := grpc.NewServer(opts...)

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/chasm"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/membership"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/tasks"
@@ -50,26 +50,21 @@ var Module = fx.Module("history",
 		func(e *Engine) chasm.Lister { return e },
 		func(c Config) chasm.ShardCount { return chasm.ShardCount(c.ShardCount()) },
 		func(r *Router) chasm.ShardConnector { return r },
-		func(a *Admission) admission.Admitter { return a },
-		func(a *Admission, ts clock.TimeSource, logger *zap.Logger) *ClusterLoad {
-			return NewClusterLoad(a, ts, logger.With(zap.String("component", "cluster-load")))
-		},
-		func(l *ClusterLoad) admission.LoadSignal { return l },
-		func(a *Admission) admission.Pressure { return a },
+		newOverloadFx,
+		func(c *overload.Controller) overload.Admitter { return c },
+		func(c *overload.Controller) overload.Signal { return c },
+		func(c *overload.Controller) overload.Pressure { return c },
 		newServerFx,
 		func() *LocalMembership { return &LocalMembership{} },
 		func() *StopMode { return &StopMode{} },
 		NewLocalConn,
 		newRouterFx,
-		func(dc *dynamicconfig.Collection, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Admission {
-			return NewAdmission(NewAdmissionConfig(dc), ts, scope.SubScope("history"), logger)
-		},
 	),
 	// Nothing in the host depends on the server: ask for it so that it exists and serves.
 	fx.Invoke(func(*Server) {}),
 	// Group commit waits for the writes of admitted calls to batch them (PostgreSQL's
 	// commit_siblings): under load, one commit for many heartbeats instead of a few.
-	fx.Invoke(func(c *persistence.GroupCommitter, a *Admission) { c.ExpectWritesFrom(a.WritersInFlight) }),
+	fx.Invoke(func(c *persistence.GroupCommitter, o *overload.Controller) { c.ExpectWritesFrom(o.WritersInFlight) }),
 )
 
 // StopMode lets a test stop a host as a crash would look to the others: no shard handoff, no
@@ -106,7 +101,7 @@ type monitorParams struct {
 	Store     persistence.Store
 	Listener  *historyListener
 	StopMode  *StopMode
-	Load      *ClusterLoad
+	Overload  *overload.Controller
 	Logger    *zap.Logger
 	Scope     tally.Scope
 }
@@ -129,7 +124,7 @@ func newMonitorFx(p monitorParams) (membership.Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.SetLoadExchange(p.Load)
+	m.SetLoadExchange(p.Overload)
 	stopHooks := installTestHooks(m, p.Logger)
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: m.Start,
@@ -154,7 +149,7 @@ type engineParams struct {
 	DynamicConfig *dynamicconfig.Collection
 	Monitor       membership.Monitor
 	StopMode      *StopMode
-	Admission     *Admission
+	Overload      *overload.Controller
 	Logger        *zap.Logger
 	Scope         tally.Scope
 }
@@ -167,7 +162,7 @@ func newEngineFx(p engineParams) (*Engine, error) {
 		TimeSource: p.TimeSource, DynamicConfig: p.DynamicConfig, Logger: p.Logger, MetricsScope: p.Scope,
 		Membership: p.Monitor,
 		YieldToCalls: func(ctx context.Context) {
-			p.Admission.YieldToCalls(ctx, dynamicconfig.OutboundYieldMax.Get(p.DynamicConfig)())
+			p.Overload.YieldToCalls(ctx, dynamicconfig.OutboundYieldMax.Get(p.DynamicConfig)())
 		},
 	})
 	if err != nil {

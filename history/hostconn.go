@@ -20,7 +20,7 @@ func (r *Router) ConnForHost(address string) (grpc.ClientConnInterface, error) {
 	}
 	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor, patienceClientInterceptor))...)
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {
 		return nil, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

@@ -101,7 +101,7 @@ type StoreMonitor struct {
 var _ membership.Monitor = (*StoreMonitor)(nil)
 
 // LoadExchange is what the membership carries between the hosts of a cluster for their expiry
-// brakes (ClusterLoad).
+// brakes: whether each is behind (overload.Controller).
 type LoadExchange interface {
 	// Report is this host's load report, stored with its membership row.
 	Report() []byte

@@ -50,7 +50,7 @@ func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logge
 		opt(&o)
 	}
 	s := grpc.NewServer(append(o.grpcOptions(),
-		grpc.ChainUnaryInterceptor(serviceErrorInterceptor, patienceServerInterceptor),
+		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)
 	for _, register := range services {
@@ -215,7 +215,7 @@ func (r *Router) connForShard(shardID int32) (string, grpc.ClientConnInterface, 
 	}
 	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor, patienceClientInterceptor))...)
+		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {
 		return "", nil, false, serviceerror.NewUnavailable(fmt.Sprintf("dial history host %s: %v", address, err))
 	}

@@ -41,7 +41,7 @@ type ClusterMember struct {
 	StartTime       time.Time
 	LastRenewal     time.Time
 	Expiry          time.Time
-	// Load is the host's load report as of its last renewal, opaque to the store (history's
-	// ClusterLoad): the other hosts' expiry brakes weigh the heartbeats it refused.
+	// Load is the host's load report as of its last renewal, opaque to the store (the overload
+	// controller's): the other hosts' expiry brakes hold while it is behind.
 	Load []byte
 }

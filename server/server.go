@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/uber-go/tally/v4"
@@ -19,14 +20,13 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/chasm/worker/watch"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/buildinfo"
 	"github.com/vigilhq/vigil/common/clock"
-	"github.com/vigilhq/vigil/common/gcpacer"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/frontend"
 	"github.com/vigilhq/vigil/frontend/auth"
@@ -204,7 +204,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		fx.Invoke(func(lc fx.Lifecycle, _ *history.Server, ws *watch.Server, mode *history.StopMode) {
 			lc.Append(fx.StopHook(func() { ws.Stop(!mode.Crashed()) }))
 		}),
-		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, live liveLog, pressure admission.Pressure) (*frontend.Server, *frontend.LivenessHandler, error) {
+		fx.Provide(func(lc fx.Lifecycle, router *history.Router, m *matching.Client, dc *dynamicconfig.Collection, a frontendAuth, live liveLog, pressure overload.Pressure) (*frontend.Server, *frontend.LivenessHandler, error) {
 			deps := frontend.Deps{
 				Auth:          a.Interceptor,
 				APIKeys:       a.APIKeys,
@@ -298,21 +298,6 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
 		}),
-		// The collector's pacing follows the allocation rate (common/gcpacer); one pacer per
-		// process, whichever server starts first.
-		fx.Invoke(func(lc fx.Lifecycle, ts clock.TimeSource, dc *dynamicconfig.Collection) {
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			cfg := gcpacer.Config{
-				TargetInterval: dynamicconfig.GCTargetInterval.Get(dc),
-				MaxExtra:       dynamicconfig.GCMaxExtraBytes.Get(dc),
-				MinExtra:       dynamicconfig.GCMinExtraBytes.Get(dc),
-			}
-			lc.Append(fx.StartStopHook(
-				func() { go func() { defer close(done); gcpacer.Run(ctx, cfg, ts, scope) }() },
-				func() { cancel(); <-done },
-			))
-		}),
 		clusterModule,
 		fx.Options(o.fxOptions...),
 		fx.Populate(&s.frontend, &s.http, &s.engine, &s.stopMode),
@@ -352,7 +337,7 @@ func (s *Server) Start(ctx context.Context) error {
 	bi := buildinfo.Get()
 	s.logger.Info("vigil is serving", zap.String("frontend", s.frontend.Address()), zap.String("http", s.http.Address()),
 		zap.Bool("auth", s.authEnabled), zap.String("version", bi.Version), zap.String("commit", bi.Commit),
-		zap.String("build_date", bi.Date), zap.String("go_version", bi.GoVersion))
+		zap.String("build_date", bi.Date), zap.String("go_version", bi.GoVersion), zap.Int64("go_memory_limit", debug.SetMemoryLimit(-1)))
 	warnIfOpen(s.logger, s.authEnabled, s.frontend.Address(), s.http.Address())
 	if s.historyUnauthenticated != "" {
 		s.logger.Warn("the history port listens on a non-loopback address without a cluster secret: anyone who reaches it can change any worker; set historyServer.clusterSecretFile on every host",

@@ -9,15 +9,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/common/shard"
 )
 
 // Admitter is the admission control in front of the worker's history calls (the host's,
 // history.Admission). Admit returns a release to call once the work is done, or the error to
 // answer.
-type Admitter = admission.Admitter
+type Admitter = overload.Admitter
 
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
@@ -124,24 +124,24 @@ func (k *knownWorkers) sizes() (cur, prev int) {
 // Except a worker whose registration this host turned away: the SDK reports the interval
 // since its refused first beat too, and a refused burst coming back as "known" heartbeats
 // would take the slots and the commit lane kept for live workers.
-func (h *Handler) heartbeatClass(namespaceID string, entry *workerpb.HeartbeatEntry) admission.Class {
+func (h *Handler) heartbeatClass(namespaceID string, entry *workerpb.HeartbeatEntry) overload.Class {
 	hb := entry.GetHeartbeat()
 	fp := fingerprint(namespaceID, hb.GetWorkerInstanceKey())
 	switch {
 	case entry.ConflictToken != nil || h.known.contains(fp):
-		return admission.ClassHeartbeat
+		return overload.ClassHeartbeat
 	case hb.GetElapsedSinceLastHeartbeat().AsDuration() > 0 && !h.turnedAway.contains(fp):
-		return admission.ClassHeartbeat
+		return overload.ClassHeartbeat
 	}
-	return admission.ClassRegistration
+	return overload.ClassRegistration
 }
 
 // admit takes a slot for a call on the worker's shard; without admission control it is free.
-func (h *Handler) admit(ctx context.Context, namespaceID, instanceKey string, class admission.Class, bytes int) (func(), error) {
+func (h *Handler) admit(ctx context.Context, namespaceID, instanceKey string, class overload.Class, bytes int) (func(), error) {
 	if h.admission == nil {
 		return func() {}, nil
 	}
-	gate := admission.ListGate
+	gate := overload.ListGate
 	if instanceKey != "" {
 		gate = shard.ForKey(namespaceID, instanceKey, h.config.NumShards)
 	}

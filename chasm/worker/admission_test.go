@@ -12,17 +12,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/chasm/worker"
-	"github.com/vigilhq/vigil/common/admission"
+	"github.com/vigilhq/vigil/common/overload"
 )
 
 // classAdmitter records the class of every call, refusing those refuse says to.
 type classAdmitter struct {
 	mu      sync.Mutex
-	classes []admission.Class
+	classes []overload.Class
 	refuse  bool
 }
 
-func (a *classAdmitter) Admit(_ context.Context, _ int32, class admission.Class, _ int) (func(), error) {
+func (a *classAdmitter) Admit(_ context.Context, _ int32, class overload.Class, _ int) (func(), error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.classes = append(a.classes, class)
@@ -32,7 +32,7 @@ func (a *classAdmitter) Admit(_ context.Context, _ int32, class admission.Class,
 	return func() {}, nil
 }
 
-func (a *classAdmitter) last() admission.Class {
+func (a *classAdmitter) last() overload.Class {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.classes[len(a.classes)-1]
@@ -49,16 +49,16 @@ func TestHeartbeatClass(t *testing.T) {
 
 		r := b.beat("new")
 		require.NotNil(t, r.Error)
-		require.Equal(t, admission.ClassRegistration, admitter.last())
+		require.Equal(t, overload.ClassRegistration, admitter.last())
 		// The SDK reports the interval since its refused beat: still a registration.
 		require.NotNil(t, b.beat("new", withElapsed(time.Second)).Error)
-		require.Equal(t, admission.ClassRegistration, admitter.last())
+		require.Equal(t, overload.ClassRegistration, admitter.last())
 
 		admitter.refuse = false
 		b.mustBeat("new", withElapsed(time.Second))
-		require.Equal(t, admission.ClassRegistration, admitter.last())
+		require.Equal(t, overload.ClassRegistration, admitter.last())
 		b.mustBeat("new", withElapsed(time.Second))
-		require.Equal(t, admission.ClassHeartbeat, admitter.last(), "registered: a known worker now")
+		require.Equal(t, overload.ClassHeartbeat, admitter.last(), "registered: a known worker now")
 	})
 
 	t.Run("AWorkerThatHeartbeatedBeforeIsKnownAfterARestart", func(t *testing.T) {
@@ -68,8 +68,8 @@ func TestHeartbeatClass(t *testing.T) {
 		b.handler = worker.NewHandler(b.engine, b.config, b.engine.Clock(), tally.NoopScope, zap.NewNop(), worker.WithAdmission(admitter))
 
 		b.mustBeat("old", withElapsed(10*time.Second))
-		require.Equal(t, admission.ClassHeartbeat, admitter.last(), "this host never saw it, but it says it beat before")
+		require.Equal(t, overload.ClassHeartbeat, admitter.last(), "this host never saw it, but it says it beat before")
 		b.mustBeat("fresh")
-		require.Equal(t, admission.ClassRegistration, admitter.last())
+		require.Equal(t, overload.ClassRegistration, admitter.last())
 	})
 }

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -11,11 +10,11 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -33,8 +32,9 @@ type bulkHold interface {
 	HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 }
 
-// LoadSignal tells the brake how far behind the host is (the host's admission control).
-type LoadSignal = admission.LoadSignal
+// LoadSignal tells the brake whether the host, or another of its cluster, is behind (the
+// host's overload controller).
+type LoadSignal = overload.Signal
 
 // BrakeReason names why the brake is on.
 const (
@@ -44,29 +44,23 @@ const (
 
 // BrakeConfig is what the brake reads at use time.
 type BrakeConfig struct {
-	QueueDelay    func() time.Duration
 	Cooldown      func() time.Duration
 	Recheck       func() time.Duration
 	Threshold     func(namespace string) float64
 	Window        func(namespace string) time.Duration
-	Settle        func(namespace string) time.Duration
 	MinExpiries   func(namespace string) int
 	SecondaryRate func(namespace string) float64
-	ReleaseOdds   func() float64
 }
 
 // NewBrakeConfig reads the settings from dynamic config.
 func NewBrakeConfig(dc *dynamicconfig.Collection) BrakeConfig {
 	return BrakeConfig{
-		QueueDelay:    dynamicconfig.ExpiryBrakeQueueDelay.Get(dc),
 		Cooldown:      dynamicconfig.ExpiryBrakeCooldown.Get(dc),
 		Recheck:       dynamicconfig.ExpiryBrakeRecheck.Get(dc),
 		Threshold:     dynamicconfig.ExpiryBrakeThreshold.Get(dc),
 		Window:        dynamicconfig.ExpiryBrakeWindow.Get(dc),
-		Settle:        dynamicconfig.ExpiryBrakeSettle.Get(dc),
 		MinExpiries:   dynamicconfig.ExpiryBrakeMinExpiries.Get(dc),
 		SecondaryRate: dynamicconfig.ExpiryBrakeSecondaryRate.Get(dc),
-		ReleaseOdds:   dynamicconfig.ExpiryBrakeReleaseOdds.Get(dc),
 	}
 }
 
@@ -82,42 +76,32 @@ type BrakeStatus struct {
 }
 
 // Brake defers lease expiries while they are more likely the server's fault than the
-// workers':
+// workers', on two rules that etcd and Kubernetes use for the same problem:
 //
-//   - the host is behind: heartbeats wait longer than history.expiryBrakeQueueDelay for a
-//     slot, or more than history.expiryBrakeRefusedShare of them are refused (LoadSignal
-//     folds both into one delay), and history.expiryBrakeCooldown after that stops, so that
-//     workers whose heartbeats were refused get one through); after that, no lease expires
-//     before a whole lease (the worker's own) has passed since the brake came off, as etcd
-//     refreshes leases after a leader change: a worker beating every 30 s whose beats were
-//     all refused needs up to an interval after the catch-up to get one through, and a
-//     cooldown shorter than that declared thousands of live workers INACTIVE at 100,000.
-//     An overload that lasts must not hide deaths for as long as it lasts, so an expiry held
-//     for this reason still runs once the host's own refusals no longer explain the silence
-//     (history.expiryBrakeReleaseOdds, see weighLocked). A heartbeat refused early that its
-//     caller sends again (the Go SDK, which retries a refusal within its 10 s deadline) is
-//     not refused in this sense: a burst of those loses nothing, and made the brake hold
-//     every death for a lease after it. Only a lease shorter than 2 × admission.RetryHorizon
-//     can run out while its worker's beats are still being retried; such an expiry waits
-//     until they can no longer come (LoadSignal.RetriesPendingUntil, retriesPending);
-//   - more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on this host are
-//     running out of lease (at least worker.expiryBrakeMinExpiries of them; while the host is
-//     behind, only those whose silence its refusals do not explain, see
-//     evaluateNamespaceLocked); then only
-//     worker.expiryBrakeSecondaryRate expiries per second still run, of workers silent for
-//     longer than their lease and worker.expiryBrakeWindow: an overloaded server makes a
-//     large share of its workers overdue too, and their heartbeats may still be on the way.
+//   - the host is behind (overload.Signal: its heartbeats wait long, or a share of them is
+//     refused, on this host or another of its cluster). Every expiry waits while it is, and
+//     history.expiryBrakeCooldown after, so that a passing dip does not flap the rule. Then,
+//     as etcd promotes every lease after a leader change, no lease expires before a whole
+//     lease of its own has passed since the host caught up: a worker whose heartbeats were
+//     all refused needs up to an interval of normal service to get one through. A real death
+//     during an overload is found that much after the overload ends, never before;
+//   - a mass expiry: more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on
+//     this host are running out of lease (at least worker.expiryBrakeMinExpiries of them),
+//     Kubernetes' unhealthyZoneThreshold. Then only worker.expiryBrakeSecondaryRate expiries
+//     per second still run (its secondary eviction rate), oldest first, and only of workers
+//     silent for worker.expiryBrakeWindow beyond their deadline, whose heartbeats can no
+//     longer be on their way. The rule is not judged while the host is behind or promoting
+//     leases: the host's own refusals make many live workers overdue then, and the first
+//     rule holds every expiry anyway.
 //
 // A worker is running out of lease once it is overdue, that is once less than a third of its
 // lease is left without a heartbeat (with the usual lease of three intervals: it missed a
 // whole beat), or once its expiry has been offered within worker.expiryBrakeWindow. The brake
 // sees every committed lease (its commit observer), so a mass silence shows whole at its
-// first expiry: each silent worker is overdue by then, since its own last beat was no later
-// than the last beat of the first to expire, plus an interval. No expiry need wait to see
-// the others come. (worker.expiryBrakeSettle can still make every expiry wait.) A restart or
-// shard move is covered by the timer queue's restart grace
-// (history.leaseExpiryGraceAfterRestart). Held expiries are offered again on a grid of
-// history.expiryBrakeRecheck, so when the brake comes off they run together, oldest first.
+// first expiry: each silent worker is overdue by then. A restart or shard move is covered by
+// the timer queue's restart grace (history.leaseExpiryGraceAfterRestart). Held expiries are
+// offered again on a grid of history.expiryBrakeRecheck, so when the brake comes off they run
+// together, oldest first.
 type Brake struct {
 	cfg    BrakeConfig
 	load   LoadSignal
@@ -127,7 +111,6 @@ type Brake struct {
 	// deferredBehind and deferredShare count deferrals by reason, looked up once: every held
 	// expiry counts at every offer, thousands a second on a host that is behind.
 	deferredBehind, deferredShare tally.Counter
-	releasedOnEvidence            tally.Counter
 
 	mu          sync.Mutex
 	behindOn    bool
@@ -149,10 +132,8 @@ type namespaceBrake struct {
 	// expiring and tracked are the last count of the share rule (countLocked), taken at
 	// countedAt and exact until countedAt + countedFor (its countLookahead).
 	expiring, tracked int
-	// doubtful is how many candidates' silences the weighing already doubts (countLocked).
-	doubtful   int
-	countedAt  time.Time
-	countedFor time.Duration
+	countedAt         time.Time
+	countedFor        time.Duration
 	// longestLease is the longest lease among the records at the last count.
 	longestLease time.Duration
 	// candidates are the workers whose lease ran out within the window, by instance key.
@@ -171,30 +152,10 @@ type trackedLease struct {
 	// counts until deadline + window: by then its expiry either ran (and dropped the record),
 	// or is held and counted as a candidate, or the worker's shard moved to another host.
 	overdue, deadline int64
-	// often: the worker's last two heartbeats were at most oftenGap of its lease apart, so a
-	// live one sends a heartbeat in every half lease (weighLocked weighs its silence by halves).
-	often bool
 }
-
-// oftenGap is the largest gap between two heartbeats, as a share of the lease, of a worker
-// weighed by half leases: with a quarter of margin for jitter (a gap of 0.4 leases may be
-// followed by one of 0.5), such a worker beats at least once in any half lease. An SDK worker
-// (lease three intervals) and vigil bench's (±10 % jitter) qualify. A gap much shorter than
-// the interval (a retried call committed twice) still gives half a lease, no less: the rule
-// assumes that a worker seen beating that often beats at least twice per lease, as every SDK
-// worker does.
-const oftenGap = 0.4
 
 // lease is the length of the lease, from its overdue point (a third of it before the deadline).
 func (l trackedLease) lease() time.Duration { return 3 * time.Duration(l.deadline-l.overdue) }
-
-// span is the length of silence in which a live worker sends at least one heartbeat.
-func (l trackedLease) span() time.Duration {
-	if l.often {
-		return l.lease() / 2
-	}
-	return l.lease()
-}
 
 // countLookahead is how long a count of the share rule over n records is reused: it counts
 // the workers that will be overdue by then, which a live worker (overdue an interval after its
@@ -221,28 +182,19 @@ const leaseRecordsPruneEvery = time.Minute
 type expiryCandidate struct {
 	firstSeen, lastSeen time.Time
 	held                bool
-	// settled, when set, replaces firstSeen + settle: a suspect worker (NoteSuspect) was
-	// counted when its suspicion began, and its grace served as the settle time.
+	// settled, when set, is when the expiry may run: a suspect worker (NoteSuspect) was
+	// counted when its suspicion began, and its grace must run out first.
 	settled time.Time
-	// The silence being weighed (weighLocked): the lease that ran out, the span in which a
-	// live worker sends at least one heartbeat (its lease, or half of it), the odds so far
-	// that the host refused every heartbeat of a live worker since, and the end of the spans
-	// weighed so far. Zero span: not known (the brake never saw the lease committed).
-	deadline time.Time
-	span     time.Duration
-	odds     float64
-	weighed  time.Time
 }
 
 // NewBrake returns a brake; load may be nil (no host-load trigger).
 func NewBrake(cfg BrakeConfig, load LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 	return &Brake{
 		cfg: cfg, load: load, ts: ts, scope: scope, logger: logger,
-		deferredBehind:     metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonBehind)),
-		deferredShare:      metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonShare)),
-		releasedOnEvidence: metrics.LeaseExpiriesReleasedOnEvidence.With(scope),
-		namespaces:         make(map[string]*namespaceBrake),
-		stop:               make(chan struct{}), done: make(chan struct{}),
+		deferredBehind: metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonBehind)),
+		deferredShare:  metrics.LeaseExpiriesDeferred.With(scope, metrics.KindTag(BrakeReasonShare)),
+		namespaces:     make(map[string]*namespaceBrake),
+		stop:           make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
@@ -257,27 +209,15 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	b.evaluateBehindLocked(now)
 	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
 
-	recheck := b.recheckAfter(now)
 	c.held = true
-	c.silence(deadline, lease, ns.spanOf(instanceKey, deadline, lease))
-	// Held while the host is behind, and until a lease after it caught up: the worker has not
-	// yet had a whole lease of normal service to get a heartbeat through (this holds for a
-	// lease that ran out after the catch-up too: its last beats may have been the ones
-	// refused). Unless the weighing proves the silence is not the host's doing.
-	behind := b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(lease))) ||
-		b.retriesPending(now, lease)
-	proved := behind && b.weighLocked(c, now)
-	if behind && !proved {
+	if until, held := b.behindHoldLocked(now, lease); held {
 		b.deferredBehind.Inc(1)
-		return recheck, true
+		return b.recheckAfter(until.Add(-time.Nanosecond)), true
 	}
-	settled := c.firstSeen.Add(b.cfg.Settle(namespace))
-	if !c.settled.IsZero() {
-		settled = c.settled
+	if now.Before(c.settled) {
+		return b.recheckAfter(c.settled.Add(-time.Nanosecond)), true
 	}
-	if now.Before(settled) {
-		return b.recheckAfter(settled.Add(-time.Nanosecond)), true
-	}
+	recheck := b.recheckAfter(now)
 	if ns.shareOn {
 		if now.Sub(deadline) < b.cfg.Window(namespace) {
 			// Silent for less than its lease and a window: a server that was slow or
@@ -297,22 +237,28 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 		}
 	}
 	c.held = false
-	if proved {
-		b.releasedOnEvidence.Inc(1)
+	return time.Time{}, false
+}
+
+// behindHoldLocked says whether the behind rule holds an expiry of a lease of that length now,
+// and until when at least: while the host is behind, the end of its cooldown; after, a whole
+// lease from the moment it caught up (etcd's lease promotion).
+func (b *Brake) behindHoldLocked(now time.Time, lease time.Duration) (time.Time, bool) {
+	if b.behindOn {
+		return b.behindUntil, true
+	}
+	if until := b.behindOffAt.Add(lease); !b.behindOffAt.IsZero() && now.Before(until) {
+		return until, true
 	}
 	return time.Time{}, false
 }
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
-// state says: the host is behind, or caught up less than the worker's lease ago (its lease as
-// this host last committed it), or the namespace's share rule holds it (holdForShareLocked).
-// It is the lease-expiry task's gate (chasm.WithGate): while it holds, expiries are deferred
-// without their workers being loaded, and counted as held. They are offered again at the
-// first recheck at which the brake could be off, or the weighing could release them.
-// Expiries it lets through still go through Hold (with the worker's own lease, the settle
-// time, the share rule). Each offer that reaches Hold costs the worker's lock, a read and a
-// decode: in the 100,000-worker run, the share rule's holds re-offered that way every recheck
-// were 2.1 million, thousands a second on a host that was already behind.
+// state says: the behind rule holds it (with the worker's lease as this host last committed
+// it), or the namespace's share rule does (holdForShareLocked). It is the lease-expiry task's
+// gate (chasm.WithGate): while it holds, expiries are deferred without their workers being
+// loaded, which a host that is behind cannot afford for every held expiry at every recheck.
+// Expiries it lets through still go through Hold, with the worker's own lease.
 func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -322,53 +268,34 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	// Heartbeats renewed the lease since the timer was armed: the timer only re-arms (the
 	// executor), it is no expiry to count as one.
 	renewed := known && l.deadline > now.UnixNano()
-	// The earliest the brake could let this expiry through without the weighing.
 	var until time.Time
 	switch {
 	case b.behindOn:
 		until = b.behindUntil
 	case renewed:
 		return time.Time{}, false
-	case known && !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(l.lease())):
-		until = b.behindOffAt.Add(l.lease())
-	case known && b.retriesPending(now, l.lease()):
-		until = b.load.RetriesPendingUntil() // asked again only when they are, which is rare
+	case known:
+		var held bool
+		if until, held = b.behindHoldLocked(now, l.lease()); !held {
+			return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, now)
+		}
 	default:
-		return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, known, now)
+		return time.Time{}, false
 	}
-	if renewed {
-		// Its re-arm is a write, which can wait until the host has caught up.
-		return b.recheckAfter(until.Add(-time.Nanosecond)), true
+	if !renewed {
+		ns.candidateLocked(key.BusinessID, now).held = true
+		b.deferredBehind.Inc(1)
 	}
-	c := ns.candidateLocked(key.BusinessID, now)
-	c.held = true
-	if known {
-		c.silence(time.Unix(0, l.deadline), l.lease(), l.span())
-	}
-	if b.weighLocked(c, now) {
-		return time.Time{}, false // Hold weighs it again, with the worker's own lease
-	}
-	b.deferredBehind.Inc(1)
-	// Offering the expiry again before then would only hold it again. Still on the grid, so
+	// Its re-arm, or its expiry, waits until the brake could let it through; on the grid, so
 	// that the held expiries come back together.
-	if next := b.nextWeighing(c); next.After(now) && next.Before(until) {
-		until = next
-	}
-	from := until.Add(-time.Nanosecond)
-	if from.Before(now) {
-		from = now
-	}
-	return b.recheckAfter(from), true
+	return b.recheckAfter(until.Add(-time.Nanosecond)), true
 }
 
 // holdForShareLocked holds, for HoldAll, the expiries Hold would hold for the share rule: the
 // rule is on, and the worker (its lease known here) has been silent for less than a window past
 // its deadline. They come back at every recheck, as from Hold, so that they run together
 // when the rule comes off. Longer silences go to Hold, for the secondary rate.
-func (b *Brake) holdForShareLocked(namespaceID string, ns *namespaceBrake, instanceKey string, l trackedLease, known bool, now time.Time) (time.Time, bool) {
-	if !known {
-		return time.Time{}, false
-	}
+func (b *Brake) holdForShareLocked(namespaceID string, ns *namespaceBrake, instanceKey string, l trackedLease, now time.Time) (time.Time, bool) {
 	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
 	if !ns.shareOn || now.Sub(time.Unix(0, l.deadline)) >= b.cfg.Window(ns.name) {
 		return time.Time{}, false
@@ -432,28 +359,14 @@ func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *worker
 	ns := b.namespaceLocked(namespaceID, namespace)
 	deadline := st.GetLeaseDeadline().AsTime().UnixNano()
 	lease := st.GetLeaseDuration().AsDuration()
-	prev, known := ns.leases[instanceKey]
-	if known && prev.deadline == deadline {
+	if prev, known := ns.leases[instanceKey]; known && prev.deadline == deadline {
 		return // a change other than a heartbeat (a binding): the lease did not move
 	}
-	l := trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
-	if known {
-		// The gap between the heartbeats that set the two leases.
-		gap := (deadline - int64(lease)) - (prev.deadline - int64(prev.lease()))
-		l.often = gap > 0 && float64(gap) <= oftenGap*float64(lease)
-	}
-	ns.leases[instanceKey] = l
+	ns.leases[instanceKey] = trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
+	// A worker that beat again is no longer running out of lease, whatever was offered
+	// before: a host that was behind offered the expiries of many live workers.
+	delete(ns.candidates, instanceKey)
 	ns.leasesPeak = max(ns.leasesPeak, len(ns.leases))
-}
-
-// spanOf is the span weighLocked weighs the silence of the worker whose lease of that length
-// ran out at deadline by: half of it if the host saw the worker beating often (its record is of
-// this lease), else the whole lease.
-func (ns *namespaceBrake) spanOf(instanceKey string, deadline time.Time, lease time.Duration) time.Duration {
-	if l, ok := ns.leases[instanceKey]; ok && l.often && l.deadline == deadline.UnixNano() {
-		return lease / 2
-	}
-	return lease
 }
 
 // Status returns the brake as it applies to a namespace.
@@ -507,96 +420,6 @@ func (b *Brake) Stop() {
 	<-b.done
 }
 
-// silence notes the lease whose expiry the candidate is, and the span its silence is weighed
-// by: a new one (the worker beat since) starts its weighing over, from the heartbeat that set
-// the lease.
-//
-// The span is the gap between two heartbeats of a live worker answered at once (a lease, or
-// half of one), plus heldGap: a worker sends its next heartbeat only once its last one is
-// answered (the SDK's heartbeat loop waits for its call, and so does vigil bench), and a host
-// that is behind may hold a heartbeat that long before it answers it, served or dropped. A
-// span without it would count, as a silence the host's refusals did not explain, the time a
-// live worker's heartbeat sat in the host's own queue, and at twice capacity with patient
-// heartbeats held close to a short lease that declared a few live workers INACTIVE.
-func (c *expiryCandidate) silence(deadline time.Time, lease, span time.Duration) {
-	if lease <= 0 || span <= 0 || c.deadline.Equal(deadline) {
-		return
-	}
-	span += heldGap
-	c.deadline, c.span, c.odds, c.weighed = deadline, span, 1, deadline.Add(-lease).Add(span)
-}
-
-// heldGap is the longest a host holds a heartbeat before answering it: a patient one
-// (admission.WithPatience) waits for its turn until its deadline, at most
-// admission.RetryHorizon, and a refused one that its caller retries is sent again until then.
-const heldGap = admission.RetryHorizon
-
-// weighLocked says whether the candidate's silence is no longer the host's doing: whether
-// the odds that the host refused every heartbeat a live worker sent since its last one are
-// below history.expiryBrakeReleaseOdds. A live worker sends at least one heartbeat per span
-// (a lease, or it would lose its lease in good times too; half a lease if the host saw it
-// beating that often, see oftenGap), at a time that does not follow the host's load; so each
-// whole span since its last heartbeat multiplies the odds by the share of heartbeats the host
-// refused over that span, and over the time after it by when a heartbeat sent in it was
-// served or lost (answered). A span is weighed once that time has passed, so its share is
-// final; the odds are kept, so each is weighed once. Refused here means lost: a heartbeat
-// refused early that its caller sends again (the Go SDK) is not, its retry is counted. A span
-// of which the host knows nothing (before it started, or no heartbeat at all) weighs nothing:
-// it leaves the odds as they were. Weighed by halves, a silence is found in about half the
-// time: at a refused share s the odds fall by s² per lease instead of s.
-//
-// This rests on the host's refusals falling evenly on its workers, which the early refusal
-// makes them do (it refuses a share of arrivals, spread evenly). On a host of a cluster, the
-// load signal is the cluster's (history.ClusterLoad): a worker's heartbeats may be refused by
-// whichever host its SDK is connected to, so each second weighs at the largest share any host
-// refused, and the host counts as behind while any host is.
-func (b *Brake) weighLocked(c *expiryCandidate, now time.Time) bool {
-	bound := b.cfg.ReleaseOdds()
-	if bound <= 0 || b.load == nil || c.span <= 0 {
-		return false
-	}
-	answered := b.answered()
-	for c.odds >= bound {
-		from, to := c.weighed.Add(-c.span), c.weighed
-		if to.Add(answered).After(now) {
-			return false
-		}
-		if share, known := b.load.RefusedShare(from, to.Add(answered)); known {
-			c.odds *= share
-		}
-		c.weighed = to.Add(c.span)
-	}
-	return true
-}
-
-// retriesPending says whether a lease of that length that runs out now may have run out
-// while its worker's heartbeats are still being retried: refused early, but by callers that
-// send them again within admission.RetryHorizon, so not counted as lost (LoadSignal). Only a
-// short lease can: a worker beats at least three times per lease, so one whose lease runs
-// out with every beat still being retried sent none in the lease's first
-// lease − RetryHorizon, more than its interval once the lease is 2 × RetryHorizon or more:
-// it missed a beat that no refusal explains, or one counted as lost, which the rules above
-// weigh.
-func (b *Brake) retriesPending(now time.Time, lease time.Duration) bool {
-	return b.load != nil && lease < 2*admission.RetryHorizon && now.Before(b.load.RetriesPendingUntil())
-}
-
-// nextWeighing is when weighLocked could next change its answer for c (its next span is
-// final), or zero if it cannot weigh c.
-func (b *Brake) nextWeighing(c *expiryCandidate) time.Time {
-	if b.cfg.ReleaseOdds() <= 0 || b.load == nil || c.span <= 0 {
-		return time.Time{}
-	}
-	return c.weighed.Add(b.answered())
-}
-
-// answered is how long after a heartbeat is sent the host knows whether it was served or lost:
-// history.expiryBrakeCooldown, and at least admission.RetryHorizon, by when a heartbeat
-// refused early and retried has been served or counted as lost.
-func (b *Brake) answered() time.Duration {
-	return max(b.cfg.Cooldown(), admission.RetryHorizon)
-}
-
 // recheckAfter is the next tick of the recheck grid after t: every held expiry waits for the
 // same ticks, so that the timer queue offers them again together, in deadline order.
 func (b *Brake) recheckAfter(t time.Time) time.Time {
@@ -637,17 +460,12 @@ func (b *Brake) evaluateLocked(now time.Time) {
 }
 
 func (b *Brake) evaluateBehindLocked(now time.Time) {
-	if b.load != nil {
-		if limit := b.cfg.QueueDelay(); limit > 0 {
-			if delay := b.load.HeartbeatQueueDelay(); delay > limit {
-				b.behindUntil = now.Add(b.cfg.Cooldown())
-				if !b.behindOn {
-					b.behindOn, b.behindSince = true, now
-					metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(1)
-					b.logger.Warn("expiry brake on: the server (this host, or another of its cluster) is behind, lease expiries are deferred",
-						zap.Duration("heartbeat-queue-delay", delay), zap.Duration("threshold", limit))
-				}
-			}
+	if b.load != nil && b.load.Behind() {
+		b.behindUntil = now.Add(b.cfg.Cooldown())
+		if !b.behindOn {
+			b.behindOn, b.behindSince = true, now
+			metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(1)
+			b.logger.Warn("expiry brake on: the server (this host, or another of its cluster) is behind, lease expiries are deferred")
 		}
 	}
 	if b.behindOn && !now.Before(b.behindUntil) {
@@ -691,20 +509,14 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 	default:
 		return
 	}
-	n, base := ns.expiring, ns.tracked
-	catchingUp := !b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(ns.longestLease))
-	if (b.behindOn || catchingUp) && b.cfg.ReleaseOdds() > 0 {
+	if b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(ns.longestLease))) {
 		// A host that is behind makes many live workers overdue itself (it refused their
-		// heartbeats), and the behind rule holds their expiries anyway, through the lease
-		// after it caught up. What the share rule must still catch is a mass silence that the
-		// refusals do not explain, before the weighing releases its first member: the workers
-		// whose silence is already doubtful (odds below the square root of the release bound,
-		// reached halfway to a release). Workers silenced together reach that point within
-		// about a lease of each other, long before the first of them is released. Counting
-		// every overdue worker in the lease after the catch-up turned the rule on after each
-		// overload, and its secondary rate then held real deaths for minutes.
-		n = ns.doubtful
+		// heartbeats), and the behind rule holds every expiry anyway, through the lease after
+		// it caught up: judged now, the rule would turn on after every overload, and its
+		// secondary rate then hold real deaths for minutes.
+		return
 	}
+	n, base := ns.expiring, ns.tracked
 	threshold := b.cfg.Threshold(ns.name)
 	on := threshold < 1 && n >= b.cfg.MinExpiries(ns.name) && float64(n) > threshold*float64(max(base, n))
 	if on == ns.shareOn {
@@ -747,18 +559,13 @@ func (b *Brake) countLocked(ns *namespaceBrake, now time.Time) {
 			expiring++
 		}
 	}
-	doubt := math.Sqrt(b.cfg.ReleaseOdds())
-	doubtful := 0
-	for key, c := range ns.candidates {
+	for key := range ns.candidates {
 		if _, ok := ns.leases[key]; !ok {
 			tracked++ // held long past its deadline, or known only by its suspicion
 		}
-		if c.span > 0 && c.odds < doubt {
-			doubtful++
-		}
 	}
 	expiring += len(ns.candidates)
-	ns.expiring, ns.tracked, ns.doubtful, ns.countedAt, ns.countedFor = expiring, tracked, doubtful, now, lookahead
+	ns.expiring, ns.tracked, ns.countedAt, ns.countedFor = expiring, tracked, now, lookahead
 	ns.longestLease = longest
 	ns.leases, _ = memrelease.ShrinkMap(ns.leases, &ns.leasesPeak, memrelease.ShrinkMapMin)
 }

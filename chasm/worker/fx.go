@@ -10,8 +10,8 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -27,7 +27,7 @@ var Module = fx.Module("worker",
 		func(r chasm.ShardConnector) ActivityRescheduler { return &RemoteRescheduler{Router: r} },
 		NewStateCounts,
 		func() RescheduleReceiver { return NotFoundRescheduler{} },
-		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a admission.LoadSignal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
+		func(lc fx.Lifecycle, dc *dynamicconfig.Collection, a overload.Signal, ts clock.TimeSource, scope tally.Scope, logger *zap.Logger) *Brake {
 			b := NewBrake(NewBrakeConfig(dc), a, ts, scope.SubScope("worker"), logger.With(zap.String("component", "worker")))
 			lc.Append(fx.StartStopHook(b.Start, b.Stop))
 			return b
@@ -35,7 +35,7 @@ var Module = fx.Module("worker",
 		chasm.AsLibrary(func(p libraryParams) *Library {
 			return NewLibrary(p.Config, p.Rescheduler, p.Scope.SubScope("worker"), p.Logger, WithExpiryBrake(p.Brake), WithStateCounts(p.Counts)).WithChangeSink(p.Changes)
 		}),
-		func(e chasm.Engine, l chasm.Lister, c *Config, ts clock.TimeSource, a admission.Admitter, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
+		func(e chasm.Engine, l chasm.Lister, c *Config, ts clock.TimeSource, a overload.Admitter, b *Brake, scope tally.Scope, logger *zap.Logger) *Handler {
 			return NewHandler(listingEngine{e, l}, c, ts, scope.SubScope("worker"), logger, WithAdmission(a), WithBrakeStatus(b))
 		},
 		chasm.AsService(func(h *Handler, receiver RescheduleReceiver) chasm.ServiceRegistration {

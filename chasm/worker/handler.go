@@ -18,10 +18,10 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/overload"
 )
 
 // Engine is what the handler needs of the host: transactions and listing.
@@ -139,7 +139,7 @@ func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsR
 	if err == nil {
 		result, err = h.heartbeat(ctx, req, entry)
 		release()
-	} else if class == admission.ClassRegistration {
+	} else if class == overload.ClassRegistration {
 		h.turnedAway.add(fingerprint(namespaceID, instanceKey))
 	}
 	metrics.WorkerHeartbeatLatency.With(h.scope).Record(h.timeSource.Now().Sub(start))
@@ -353,7 +353,7 @@ func (h *Handler) ShutdownWorker(ctx context.Context, req *workerpb.ShutdownWork
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" || req.GetWorkerInstanceKey() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id, namespace and worker_instance_key are required")
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), overload.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +395,7 @@ func (h *Handler) DrainWorker(ctx context.Context, req *workerpb.DrainWorkerRequ
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), overload.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +420,7 @@ func (h *Handler) DescribeWorker(ctx context.Context, req *workerpb.DescribeWork
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassRead, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), overload.ClassRead, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (h *Handler) ListWorkers(ctx context.Context, req *workerpb.ListWorkersRequ
 	if pageSize <= 0 || pageSize > ListWorkerPageSizeMax {
 		pageSize = ListWorkerPageSizeMax
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), "", admission.ClassRead, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), "", overload.ClassRead, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +496,7 @@ func (h *Handler) UpdateBindings(ctx context.Context, req *workerpb.UpdateBindin
 	if err != nil {
 		return nil, err
 	}
-	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(req))
+	release, err := h.admit(ctx, req.GetNamespaceId(), req.GetWorkerInstanceKey(), overload.ClassHeartbeat, proto.Size(req))
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,6 @@ worker.cleanedUpRetention:
   - value: 200ms
 worker.expiryBrakeThreshold:
   - value: 1
-worker.expiryBrakeSettle:
-  - value: 10ms
 `, cacheDecoded)
 	key := func(i int) string { return fmt.Sprintf("mem-w%d", i) }
 	tokens := make([]int64, workers)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -185,7 +185,7 @@ func (h *Handler) reportConnection(ctx context.Context, r *workerpb.ConnectionRe
 	if err != nil {
 		return err
 	}
-	release, err := h.admit(ctx, r.GetNamespaceId(), r.GetWorkerInstanceKey(), admission.ClassHeartbeat, proto.Size(r))
+	release, err := h.admit(ctx, r.GetNamespaceId(), r.GetWorkerInstanceKey(), overload.ClassHeartbeat, proto.Size(r))
 	if err != nil {
 		return err
 	}

@@ -222,8 +222,6 @@ func TestSuspicionAndTheExpiryBrake(t *testing.T) {
 	t.Run("OneLostWorkerIsNotHeldBeyondItsGrace", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// With a settle time configured, a suspect's grace serves as its settle time.
-		b.dc.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeSettle.Key(), testNamespace, 2*time.Second)
 		keys := workerKeys("w", 10)
 		for _, k := range keys {
 			b.mustBeat(k, withLease(time.Minute))
@@ -231,7 +229,7 @@ func TestSuspicionAndTheExpiryBrake(t *testing.T) {
 		b.report(keys[0], true)
 		b.engine.AdvanceTime(500 * time.Millisecond)
 		s := b.describe(keys[0]).State
-		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, s.Status, "the grace was its settle time (2s otherwise)")
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, s.Status, "found when its grace ran out")
 		require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, s.InactiveReason)
 	})
 

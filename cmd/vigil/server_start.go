@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -142,6 +143,10 @@ console.`,
 			cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: ns})
 		}
 
+		// The Go runtime's own knobs: GOGC as set, and a soft memory limit of 90 % of the
+		// container's (its cgroup's) unless GOMEMLIMIT is set, so that the collector works
+		// harder before the kernel's OOM killer would.
+		_, _ = memlimit.Set(memlimit.WithProvider(memlimit.FromCgroup))
 		srv, err := server.New(cfg)
 		if err != nil {
 			return err

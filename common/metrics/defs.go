@@ -280,26 +280,16 @@ var (
 	LeaseExpiriesDeferred = NewCounterDef("worker_lease_expiries_deferred",
 		"Lease expiries the expiry brake held back, by reason (kind); each recheck counts.", TagKind).
 		WithValues(TagKind, "server_behind", "mass_expiry")
-	// LeaseExpiriesReleasedOnEvidence counts lease expiries the brake let run while the host
-	// was behind, because the host's refusals no longer explain the worker's silence.
-	LeaseExpiriesReleasedOnEvidence = NewCounterDef("worker_lease_expiries_released_on_evidence",
-		"Lease expiries the expiry brake let run while the host was behind: the odds that the host refused all of a live worker's heartbeats fell below history.expiryBrakeReleaseOdds.")
 )
 
 // Early refusal (frontend): heartbeats refused in the transport while history is behind.
 var (
 	// EarlyRefusals counts heartbeats refused before they were read.
 	EarlyRefusals = NewCounterDef("early_refusals",
-		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than frontend.earlyRefusalTargetWait (a share, growing with the excess), or past their own deadline.")
-	// EarlyRefusalsRetried counts the early refusals whose callers send the heartbeat again.
-	EarlyRefusalsRetried = NewCounterDef("early_refusals_retried",
-		"Of vigil_early_refusals_total, the heartbeats of callers that send them again (the Temporal Go SDK, with 2 s to 10 s of their deadline left): the expiry brake does not count them as lost heartbeats.")
+		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than half their deadline, and at least frontend.earlyRefusalTargetWait (a share, growing with the excess), or past their own deadline.")
 	// HeartbeatsOutstanding is the heartbeats let through the tap and not yet answered.
 	HeartbeatsOutstanding = NewGaugeDef("heartbeats_outstanding",
 		"Heartbeats the frontend let through its early refusal and has not answered yet: being read, decoded, authorized, queued in history or served. Early refusal counts them in the wait a new heartbeat would meet.")
-	// GCPercent is the GOGC the process runs with (common/gcpacer).
-	GCPercent = NewGaugeDef("gc_percent",
-		"The Go collector's GOGC the process runs with: raised from its base while the host allocates fast, so that cycles come about system.gcTargetInterval apart (common/gcpacer).")
 )
 
 // Live view (WatchWorkers and the web page's stream).

@@ -46,11 +46,8 @@ type WorkerLivenessServiceClient interface {
 	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
 	// behind and would not answer in time.
 	//
-	// A caller that retries a ResourceExhausted as the Go SDK does (again after at most 1 s,
-	// while at least that much of a deadline of at most 10 s is left) says so with the request
-	// header "vigil-retries-refusals: true": its heartbeat then waits for its turn when the
-	// server is behind, instead of being refused at once. A caller that gives up must not send
-	// it: a refusal of such a heartbeat is counted as delayed, not lost.
+	// When the server is behind, a heartbeat waits for its turn as long as half of what is left
+	// of its deadline allows, so a deadline of a few seconds (the SDKs use 10 s) gives it room.
 	RecordHeartbeat(ctx context.Context, in *RecordHeartbeatRequest, opts ...grpc.CallOption) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).
@@ -185,11 +182,8 @@ type WorkerLivenessServiceServer interface {
 	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
 	// behind and would not answer in time.
 	//
-	// A caller that retries a ResourceExhausted as the Go SDK does (again after at most 1 s,
-	// while at least that much of a deadline of at most 10 s is left) says so with the request
-	// header "vigil-retries-refusals: true": its heartbeat then waits for its turn when the
-	// server is behind, instead of being refused at once. A caller that gives up must not send
-	// it: a refusal of such a heartbeat is counted as delayed, not lost.
+	// When the server is behind, a heartbeat waits for its turn as long as half of what is left
+	// of its deadline allows, so a deadline of a few seconds (the SDKs use 10 s) gives it room.
 	RecordHeartbeat(context.Context, *RecordHeartbeatRequest) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).

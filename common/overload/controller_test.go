@@ -1,4 +1,4 @@
-package history
+package overload
 
 import (
 	"context"
@@ -9,32 +9,30 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/vigilhq/vigil/common/admission"
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
 )
 
-type admissionBundle struct {
-	a  *Admission
+type controllerBundle struct {
+	a  *Controller
 	ts *clock.FakeTimeSource
 }
 
-// newAdmissionBundle returns an Admission with a fixed in-flight limit (no adaptation) and no
+// newControllerBundle returns a Controller with a fixed in-flight limit (no adaptation) and no
 // queue delay cap beyond the callers' deadlines.
-func newAdmissionBundle(t *testing.T, inFlight, maxQueued, maxBytes int, regRPS float64) admissionBundle {
-	return newAdmissionBundleWith(t, AdmissionConfig{
-		MaxInFlightPerShard:  func() int { return inFlight },
-		MaxQueued:            func() int { return maxQueued },
-		MaxQueuedBytes:       func() int { return maxBytes },
-		RegistrationAdmitRPS: func() float64 { return regRPS },
+func newControllerBundle(t *testing.T, inFlight, maxQueued, maxBytes int, regRPS float64) controllerBundle {
+	return newControllerBundleWith(t, Config{
+		MaxInFlightPerShard: func() int { return inFlight },
+		MaxQueued:           func() int { return maxQueued },
+		MaxQueuedBytes:      func() int { return maxBytes },
+		RegistrationRPS:     func() float64 { return regRPS },
 	})
 }
 
-// newAdmissionBundleWith fills the fields cfg leaves nil: limits 1..1, no adaptation, no queue
+// newControllerBundleWith fills the fields cfg leaves nil: limits 1..1, no adaptation, no queue
 // delay cap, room for 100 calls, no registration pacing.
-func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
+func newControllerBundleWith(t *testing.T, cfg Config) controllerBundle {
 	ts := clock.NewFakeTimeSource()
 	// Near the wall clock, so contexts' real deadlines compare sensibly with the fake now.
 	ts.Update(time.Now())
@@ -60,18 +58,24 @@ func newAdmissionBundleWith(t *testing.T, cfg AdmissionConfig) admissionBundle {
 		// The tests of refusals past the cap use heartbeats: the same cap, unless a test says.
 		cfg.HeartbeatMaxQueueDelay = cfg.MaxQueueDelay
 	}
-	if cfg.RegistrationAdmitRPS == nil {
-		cfg.RegistrationAdmitRPS = func() float64 { return 0 }
+	if cfg.RegistrationRPS == nil {
+		cfg.RegistrationRPS = func() float64 { return 0 }
 	}
-	if cfg.RefusedShareBehind == nil {
-		cfg.RefusedShareBehind = func() float64 { return 0.01 }
+	if cfg.EarlyRefusalTargetWait == nil {
+		cfg.EarlyRefusalTargetWait = func() time.Duration { return 500 * time.Millisecond }
 	}
-	return admissionBundle{a: NewAdmission(cfg, ts, tally.NoopScope, zaptest.NewLogger(t)), ts: ts}
+	if cfg.BehindDelay == nil {
+		cfg.BehindDelay = func() time.Duration { return 2 * time.Second }
+	}
+	if cfg.BehindRefusedShare == nil {
+		cfg.BehindRefusedShare = func() float64 { return 0.01 }
+	}
+	return controllerBundle{a: New(cfg, ts, tally.NoopScope), ts: ts}
 }
 
 // within moves the host's clock to left before ctx's deadline: a deadline that short on the
 // wall clock could run out on a busy machine before the call even reached admission.
-func (b admissionBundle) within(ctx context.Context, left time.Duration) {
+func (b controllerBundle) within(ctx context.Context, left time.Duration) {
 	deadline, _ := ctx.Deadline()
 	b.ts.Update(deadline.Add(-left))
 }
@@ -83,7 +87,7 @@ func longCtx(t *testing.T) context.Context {
 }
 
 // admitAsync starts an Admit and returns where its outcome arrives.
-func admitAsync(ctx context.Context, a *Admission, shardID int32, class AdmissionClass) <-chan error {
+func admitAsync(ctx context.Context, a *Controller, shardID int32, class Class) <-chan error {
 	out := make(chan error, 1)
 	go func() {
 		release, err := a.Admit(ctx, shardID, class, 100)
@@ -95,17 +99,17 @@ func admitAsync(ctx context.Context, a *Admission, shardID int32, class Admissio
 	return out
 }
 
-func waitQueued(t *testing.T, a *Admission, n int) {
+func waitQueued(t *testing.T, a *Controller, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { calls, _ := a.Queued(); return calls == n }, 10*time.Second, time.Millisecond)
 }
 
-func TestAdmission(t *testing.T) {
+func TestController(t *testing.T) {
 	t.Parallel()
 
 	t.Run("BoundsWorkInFlightPerShard", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		release, err := b.a.Admit(longCtx(t), 3, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		// Another shard has its own slots.
@@ -122,7 +126,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("RegistrationsLeaveAQuarterOfTheSlotsToHeartbeats", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 8, 100, 1<<20, 0)
+		b := newControllerBundle(t, 8, 100, 1<<20, 0)
 		var releases []func()
 		for range 6 {
 			release, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
@@ -147,14 +151,14 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("ServesHeartbeatsBeforeRegistrationsAndRefusesReadsWhileTheyWait", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 
 		// Hold the slot of whoever is served first, to see the order.
-		order := make(chan AdmissionClass, 2)
+		order := make(chan Class, 2)
 		hold := make(chan struct{})
-		admitAndRecord := func(class AdmissionClass) {
+		admitAndRecord := func(class Class) {
 			go func() {
 				r, err := b.a.Admit(longCtx(t), 0, class, 100)
 				if err != nil {
@@ -182,7 +186,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("RefusesAtOnceWhatCannotBeServedBeforeTheDeadline", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -205,7 +209,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("RefusesAtOnceWhatWouldWaitLongerThanTheQueueDelayCap", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		b := newControllerBundleWith(t, Config{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -215,56 +219,24 @@ func TestAdmission(t *testing.T) {
 		waitQueued(t, b.a, 5)
 
 		// An hour to spare, but six calls of about 5ms each are ahead: over the 30ms cap.
-		for i := range refusalsBehindMin {
+		for i := range behindMinRefused {
 			if i == 1 {
-				require.Less(t, b.a.HeartbeatQueueDelay(), time.Second, "one refusal is no sign of being behind")
+				require.False(t, b.a.Behind(), "one refusal is no sign of being behind")
 			}
 			_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 			var exhausted *serviceerror.ResourceExhausted
 			require.ErrorAs(t, err, &exhausted)
 		}
-		// Refused heartbeats, a real share of the recent ones, count as lost for the host's
-		// delay measure (the expiry brake's).
-		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
-	})
-
-	t.Run("LetsACallerThatRetriesRefusalsWaitUntilItsDeadline", func(t *testing.T) {
-		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
-		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-		require.NoError(t, err)
-		for range 5 {
-			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
-		}
-		waitQueued(t, b.a, 5)
-
-		// Six calls of about 5ms each are ahead, over the 30ms cap. A caller that gives up is
-		// refused; one that would send the call again anyway (the Go SDK's heartbeat) waits
-		// for its turn, since its deadline allows it.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = b.a.Admit(ctx, 0, ClassHeartbeat, 100)
-		var exhausted *serviceerror.ResourceExhausted
-		require.ErrorAs(t, err, &exhausted, "a caller that gives up")
-		patient := admitAsync(admission.WithPatience(ctx), b.a, 0, ClassHeartbeat)
-		waitQueued(t, b.a, 6)
-
-		// Not past its own deadline, though: refused at once, as any call.
-		short, cancelShort := context.WithTimeout(context.Background(), time.Second)
-		defer cancelShort()
-		b.within(short, 20*time.Millisecond)
-		_, err = b.a.Admit(admission.WithPatience(short), 0, ClassHeartbeat, 100)
-		require.ErrorAs(t, err, &exhausted, "a patient call that cannot be served before its deadline")
-
-		release()
-		require.NoError(t, <-patient, "the patient call is served in its turn")
+		// Refused heartbeats, a real share of the recent ones, make the host behind for the
+		// expiry brake.
+		require.True(t, b.a.Behind())
 	})
 
 	// A heartbeat that reached admission has been read and decoded already: it waits longer
 	// than other calls before it is refused (history.admissionHeartbeatMaxQueueDelay).
 	t.Run("LetsAHeartbeatWaitLongerThanOtherCalls", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{
+		b := newControllerBundleWith(t, Config{
 			MaxQueueDelay:          func() time.Duration { return 30 * time.Millisecond },
 			HeartbeatMaxQueueDelay: func() time.Duration { return 102 * time.Millisecond },
 		})
@@ -295,38 +267,9 @@ func TestAdmission(t *testing.T) {
 		require.NoError(t, <-heartbeat, "the heartbeat is served in its turn")
 	})
 
-	// The expiry brake allows a host to hold a heartbeat 10s (admission.RetryHorizon) before it
-	// answers, and no longer: a longer setting is cut to that.
-	t.Run("NeverHoldsAHeartbeatLongerThanTheBrakeAllows", func(t *testing.T) {
-		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{HeartbeatMaxQueueDelay: func() time.Duration { return time.Hour }})
-		// A write that held its slot 30s makes the shard's service time about 3s.
-		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-		require.NoError(t, err)
-		b.ts.Advance(30 * time.Second)
-		release()
-		release, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-		require.NoError(t, err)
-		defer release()
-		for range 2 {
-			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
-		}
-		waitQueued(t, b.a, 2)
-
-		// Two ahead, the slot's holder and its own service: about 12s, with an hour of its
-		// deadline left.
-		select {
-		case err := <-admitAsync(longCtx(t), b.a, 0, ClassHeartbeat):
-			var exhausted *serviceerror.ResourceExhausted
-			require.ErrorAs(t, err, &exhausted)
-		case <-time.After(10 * time.Second):
-			t.Fatal("a heartbeat was queued to wait longer than the brake allows")
-		}
-	})
-
 	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		b := newControllerBundleWith(t, Config{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		var waiting []<-chan error
@@ -351,22 +294,22 @@ func TestAdmission(t *testing.T) {
 			}
 		}
 		// Served heartbeats are quick again, but 10 of the last few seconds' ~165 were refused:
-		// still behind (an average of the served and the refused would say about a second).
+		// still behind.
 		serve(150)
-		require.Greater(t, b.a.HeartbeatQueueDelay(), time.Minute)
+		require.True(t, b.a.Behind())
 		// Once refusals are rare among the recent heartbeats, the host has caught up.
 		serve(1000)
-		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+		require.False(t, b.a.Behind())
 		// The window passes: the refusals of long ago count no more.
 		b.ts.Advance(6 * time.Second)
-		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+		require.False(t, b.a.Behind())
 	})
 
 	// A fleet's passing burst of a few refusals is not "behind": it would hold every expiry
 	// for another lease after the catch-up.
 	t.Run("AFewRefusalsAreNotBehind", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
+		b := newControllerBundleWith(t, Config{MaxQueueDelay: func() time.Duration { return 30 * time.Millisecond }})
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		var waiting []<-chan error
@@ -374,7 +317,7 @@ func TestAdmission(t *testing.T) {
 			waiting = append(waiting, admitAsync(longCtx(t), b.a, 0, ClassHeartbeat))
 		}
 		waitQueued(t, b.a, 5)
-		for range refusalsBehindMin - 1 {
+		for range behindMinRefused - 1 {
 			_, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 			var exhausted *serviceerror.ResourceExhausted
 			require.ErrorAs(t, err, &exhausted)
@@ -383,12 +326,12 @@ func TestAdmission(t *testing.T) {
 		for _, w := range waiting {
 			require.NoError(t, <-w)
 		}
-		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
+		require.False(t, b.a.Behind())
 	})
 
 	t.Run("ServesFewerAtOnceWhileWritesAreSlowAndMoreOnceTheyAreQuick", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundleWith(t, AdmissionConfig{
+		b := newControllerBundleWith(t, Config{
 			MinInFlightPerShard: func() int { return 2 },
 			MaxInFlightPerShard: func() int { return 8 },
 			TargetLatency:       func() time.Duration { return 100 * time.Millisecond },
@@ -452,7 +395,7 @@ func TestAdmission(t *testing.T) {
 	})
 	t.Run("DropsCallsWhoseDeadlinePassed", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		cancel()
 		_, err := b.a.Admit(ctx, 0, ClassHeartbeat, 100)
@@ -477,7 +420,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("CapsQueuedCallsAndBytes", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 2, 250, 0)
+		b := newControllerBundle(t, 1, 2, 250, 0)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -494,7 +437,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("PacesRegistrationsWithinTheirDeadline", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 10, 100, 1<<20, 1)
+		b := newControllerBundle(t, 10, 100, 1<<20, 1)
 		r, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
 		require.NoError(t, err)
 		r()
@@ -563,12 +506,12 @@ func TestAdaptiveLimit(t *testing.T) {
 	require.Equal(t, hi, fixed.current(lo, hi, 0))
 }
 
-func TestAdmissionPressure(t *testing.T) {
+func TestControllerPressure(t *testing.T) {
 	t.Parallel()
 
 	t.Run("EstimatedWaitFollowsTheWritesQueued", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		require.Zero(t, b.a.EstimatedWait(), "nothing queued")
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
@@ -592,8 +535,8 @@ func TestAdmissionPressure(t *testing.T) {
 
 	t.Run("WaitBehindSpreadsTheWritesOnTheirWayOverTheSlots", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 2, 100, 1<<20, 0)
-		require.Zero(t, b.a.WaitBehind(1000), "nothing measured yet")
+		b := newControllerBundle(t, 2, 100, 1<<20, 0)
+		require.Zero(t, b.a.waitBehind(1000), "nothing measured yet")
 		// Two shards, two slots each; a write holds its slot 5ms.
 		var releases []func()
 		for _, shard := range []int32{0, 1} {
@@ -605,102 +548,36 @@ func TestAdmissionPressure(t *testing.T) {
 		for _, release := range releases {
 			release()
 		}
-		require.Zero(t, b.a.WaitBehind(4), "four slots take four writes at once")
+		require.Zero(t, b.a.waitBehind(4), "four slots take four writes at once")
 		// Eight more, four slots, 5ms each: 10ms.
-		require.Equal(t, 10*time.Millisecond, b.a.WaitBehind(12))
+		require.Equal(t, 10*time.Millisecond, b.a.waitBehind(12))
 	})
 
 	t.Run("EarlyRefusalsMakeTheHostBehindForTheBrake", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
+		b := newControllerBundle(t, 4, 100, 1<<20, 0)
 		for range 100 {
 			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 			require.NoError(t, err)
 			release()
 		}
-		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second, "every heartbeat was served at once")
+		require.False(t, b.a.Behind(), "every heartbeat was served at once")
 
-		// The frontend refused as many before they reached history, each 10s from its deadline.
-		b.a.RefusedEarly(100, 10*time.Second)
-		require.Greater(t, b.a.HeartbeatQueueDelay(), 5*time.Second,
-			"half the heartbeats were refused: the host is behind, whoever refused them")
-	})
-
-	t.Run("RetriedEarlyRefusalsAreNotLostButMayStillCome", func(t *testing.T) {
-		t.Parallel()
-		b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
-		for range 100 {
-			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-			require.NoError(t, err)
-			release()
-		}
-		require.True(t, b.a.RetriesPendingUntil().IsZero())
-
-		// The frontend reports heartbeats it refused early whose callers send them again, the
-		// latest within 9s: none is lost, so the host is not behind, and no second's share
-		// counts them.
-		now := b.ts.Now()
-		b.a.RetriedEarly(9 * time.Second)
-		b.a.RetriedEarly(3 * time.Second)
-		require.Less(t, b.a.HeartbeatQueueDelay(), time.Second)
-		share, known := b.a.RefusedShare(now.Truncate(time.Second), now.Truncate(time.Second).Add(time.Second))
-		require.True(t, known)
-		require.Zero(t, share)
-		// But until they can no longer come, a worker's heartbeats may be among them.
-		require.Equal(t, now.Add(9*time.Second), b.a.RetriesPendingUntil())
+		// The frontend refused as many before they reached history.
+		b.a.RefusedEarly(100)
+		require.True(t, b.a.Behind(), "half the heartbeats were refused: the host is behind, whoever refused them")
 	})
 }
 
-// RefusedShare is what the expiry brake weighs a silence by: the share of heartbeats refused,
-// second by second, over a span, known only where the host kept count.
-func TestAdmissionRefusedShare(t *testing.T) {
-	t.Parallel()
-	b := newAdmissionBundle(t, 4, 100, 1<<20, 0)
-	start := b.ts.Now()
-	serve := func(n int) {
-		for range n {
-			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-			require.NoError(t, err)
-			release()
-		}
-	}
-	// Second 1: 30 served, 10 refused (a quarter). Second 2: nothing at all. Second 3: 10
-	// served, 30 refused (three quarters).
-	b.ts.Update(start.Truncate(time.Second).Add(time.Second))
-	s1 := b.ts.Now()
-	serve(30)
-	b.a.RefusedEarly(10, time.Second)
-	b.ts.Advance(2 * time.Second)
-	serve(10)
-	b.a.RefusedEarly(30, time.Second)
-	b.ts.Advance(time.Second)
-
-	share, known := b.a.RefusedShare(s1, s1.Add(time.Second))
-	require.True(t, known)
-	require.InDelta(t, 0.25, share, 1e-9)
-	share, known = b.a.RefusedShare(s1, s1.Add(3*time.Second))
-	require.True(t, known)
-	require.InDelta(t, 0.5, share, 1e-9, "the mean of the seconds that saw heartbeats; the empty one tells nothing")
-	_, known = b.a.RefusedShare(s1.Add(time.Second), s1.Add(2*time.Second))
-	require.False(t, known, "a second without heartbeats")
-	_, known = b.a.RefusedShare(start.Add(-time.Minute), s1)
-	require.False(t, known, "before the host started")
-
-	// Half an hour on, the record has moved past those seconds.
-	b.ts.Advance(heartbeatRecord * time.Second)
-	_, known = b.a.RefusedShare(s1, s1.Add(time.Second))
-	require.False(t, known)
-}
-
-// TestAdmissionQueuedGauge: once the queue is empty, the exported queue reads empty, however
+// TestControllerQueuedGauge: once the queue is empty, the exported queue reads empty, however
 // its callers raced. The gauge was once set after the lock was let go: a waiter granted with
 // another still queued could be slow to set its count, set it after the other had left and
 // emptied the queue, and the gauge then read one call queued for good.
-func TestAdmissionQueuedGauge(t *testing.T) {
+func TestControllerQueuedGauge(t *testing.T) {
 	t.Parallel()
 	scope := &pausableScope{Scope: tally.NewTestScope("", nil), gauge: metrics.AdmissionQueued.Name()}
-	b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
-	b.a = NewAdmission(b.a.cfg, b.ts, scope, zaptest.NewLogger(t))
+	b := newControllerBundle(t, 1, 100, 1<<20, 0)
+	b.a = New(b.a.cfg, b.ts, scope)
 
 	hold, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 	require.NoError(t, err)
@@ -782,10 +659,10 @@ func (g pausableGauge) Update(v float64) {
 	g.s.mu.Unlock()
 }
 
-func TestAdmissionYieldToCalls(t *testing.T) {
+func TestControllerYieldToCalls(t *testing.T) {
 	t.Parallel()
 
-	yieldAsync := func(a *Admission, ctx context.Context, most time.Duration) <-chan struct{} {
+	yieldAsync := func(a *Controller, ctx context.Context, most time.Duration) <-chan struct{} {
 		done := make(chan struct{})
 		go func() {
 			a.YieldToCalls(ctx, most)
@@ -796,7 +673,7 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 
 	t.Run("ReturnsAtOnceWhileNoCallWaits", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -806,7 +683,7 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 
 	t.Run("WaitsUntilTheWaitingCallsAreServed", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
@@ -825,9 +702,9 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 
 	t.Run("WaitsNoLongerThanItsBound", func(t *testing.T) {
 		t.Parallel()
-		b := newAdmissionBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20, 0)
 		scope := tally.NewTestScope("", nil)
-		b.a = NewAdmission(b.a.cfg, b.ts, scope, zaptest.NewLogger(t))
+		b.a = New(b.a.cfg, b.ts, scope)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -853,4 +730,109 @@ func TestAdmissionYieldToCalls(t *testing.T) {
 		cancel()
 		require.Error(t, <-waiting, "the waiting call gave up, unserved")
 	})
+}
+
+// The early refusal rule, with the host's queue set directly: each write queued or on its
+// way adds perWrite to the wait a new heartbeat meets.
+func TestControllerRefuseEarly(t *testing.T) {
+	t.Parallel()
+	setup := func(t *testing.T, target time.Duration) controllerBundle {
+		return newControllerBundleWith(t, Config{EarlyRefusalTargetWait: func() time.Duration { return target }})
+	}
+	refusedOf := func(b controllerBundle, n, outstanding int, left time.Duration) int {
+		refused := 0
+		for range n {
+			if b.a.RefuseEarly(outstanding, left) {
+				refused++
+			}
+		}
+		return refused
+	}
+
+	// Past the target a share of heartbeats is refused, growing with the excess wait, rather
+	// than all of them: refusing all or nothing made the load oscillate.
+	t.Run("RefusesAShareGrowingWithTheExcessWait", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 400*time.Millisecond)
+		for _, c := range []struct {
+			wait    time.Duration
+			refused int // of 1,000 heartbeats
+		}{
+			{0, 0},
+			{400 * time.Millisecond, 0}, // at the target: none
+			{500 * time.Millisecond, 250},
+			{600 * time.Millisecond, 500},
+			{700 * time.Millisecond, 750},
+			{800 * time.Millisecond, 1000}, // twice the target: all
+			{time.Minute, 1000},
+		} {
+			b.a.writeWait.Store(int64(c.wait))
+			require.InDelta(t, c.refused, refusedOf(b, 1000, 0, 0), 1, "estimated wait %v", c.wait)
+		}
+	})
+
+	// A heartbeat is judged against half of what is left of its deadline when that is more
+	// than the target: refused early, it would only come back to be read again, while its
+	// deadline gives it time to be served in its turn. Every caller alike.
+	t.Run("JudgesAHeartbeatAgainstHalfOfItsDeadline", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 500*time.Millisecond)
+		b.a.writeWait.Store(int64(3 * time.Second))
+		require.Equal(t, 100, refusedOf(b, 100, 0, 0), "no deadline: judged against the target")
+		require.Equal(t, 100, refusedOf(b, 100, 0, time.Second), "a short deadline: against the target")
+		require.Zero(t, refusedOf(b, 100, 0, 10*time.Second), "3s of a 10s deadline can wait")
+		// Past half of its deadline a share is refused, growing to all of them at the
+		// deadline: 7.5s of 10s is half-way.
+		b.a.writeWait.Store(int64(7500 * time.Millisecond))
+		require.InDelta(t, 50, refusedOf(b, 100, 0, 10*time.Second), 2)
+	})
+
+	// A heartbeat that would wait past its own deadline is refused whatever the share, below
+	// the target too: let through, admission would refuse it after reading it.
+	t.Run("RefusesWhatWouldWaitPastItsDeadline", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 400*time.Millisecond)
+		require.Zero(t, refusedOf(b, 100, 0, 50*time.Millisecond), "nothing queued")
+		b.a.writeWait.Store(int64(300 * time.Millisecond))
+		require.Zero(t, refusedOf(b, 100, 0, 10*time.Second))
+		require.Equal(t, 100, refusedOf(b, 100, 0, 250*time.Millisecond))
+	})
+
+	// Heartbeats let through but not yet queued (being read, decoded, authorized) count in the
+	// wait a new one would meet: the queue alone cannot see a burst on its way.
+	t.Run("CountsTheHeartbeatsOnTheirWay", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 500*time.Millisecond)
+		b.a.slots.Store(4)
+		b.a.perWrite.Store(int64(100 * time.Millisecond))
+		require.Zero(t, refusedOf(b, 100, 9, 0), "five past the slots: 500ms, the target")
+		require.Equal(t, 100, refusedOf(b, 100, 14, 0), "ten past them: 1s, twice the target")
+	})
+
+	t.Run("ZeroTargetTurnsItOff", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 0)
+		b.a.writeWait.Store(int64(time.Hour))
+		require.Zero(t, refusedOf(b, 100, 1000, time.Second))
+	})
+}
+
+// A host is behind while another host of its cluster says it is: its membership renewal
+// carries the word, and a host missing from the members says nothing.
+func TestControllerBehindAcrossTheCluster(t *testing.T) {
+	t.Parallel()
+	b := newControllerBundle(t, 4, 100, 1<<20, 0)
+	other := newControllerBundle(t, 4, 100, 1<<20, 0)
+	require.False(t, b.a.Behind())
+	require.JSONEq(t, `{"behind":false}`, string(other.a.Report()))
+
+	other.a.RefusedEarly(100)
+	require.True(t, other.a.LocalBehind())
+	b.a.Received(map[string][]byte{"other": other.a.Report(), "old": []byte(`{"d":1}`), "bad": []byte("{")})
+	require.True(t, b.a.Behind(), "another host is behind")
+	require.False(t, b.a.LocalBehind())
+	require.JSONEq(t, `{"behind":false}`, string(b.a.Report()), "what it reports is its own state")
+
+	b.a.Received(map[string][]byte{})
+	require.False(t, b.a.Behind(), "the other host left the cluster")
 }

@@ -1,25 +1,25 @@
-package history
+package overload
 
 import (
 	"math"
 	"time"
 )
 
-// adaptiveLimit is the in-flight limit per shard that Admission enforces, adjusted by additive
-// increase and multiplicative decrease (AIMD) on the time admitted writes hold their slot.
+// adaptiveLimit is the in-flight limit per shard, adjusted by additive increase and
+// multiplicative decrease (AIMD) on the time admitted writes hold their slot.
 //
 // A write holds its slot mostly while it waits for its group commit, so that time is the
-// store's latency as this host loads it. While it stays under the target, and the limit was
+// store's latency as this host loads it. While it stays under the target and the limit was
 // reached (calls had to wait for a slot), the limit grows by one per window: more calls at
 // once make larger group commits, which is how the store's throughput grows. Once it passes
 // the target, the limit shrinks by a quarter per window: calls already admitted are served
-// sooner, and the rest wait in the admission queue, where their wait can be estimated, ordered
-// (heartbeats first) and refused at once when it would not fit, instead of in the committer,
-// where a caller that gave up still costs a write.
+// sooner, and the rest wait in the queue, where their wait can be estimated, ordered and
+// refused at once when it would not fit, instead of in the committer, where a call whose
+// caller gave up still costs a write.
 //
 // The limit converges near throughput × target (Little's law): enough calls in flight to keep
-// the writer busy with full batches, no more. It is not safe for concurrent use; Admission
-// calls it under its lock.
+// the writer busy with full batches, no more. It is not safe for concurrent use; the
+// Controller calls it under its lock.
 type adaptiveLimit struct {
 	limit float64
 	// windowStart opens the current window; sum, n and saturated summarize it.
