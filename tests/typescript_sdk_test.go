@@ -48,10 +48,20 @@ func typescriptSDK(t *testing.T) (node, dir string) {
 		if err != nil {
 			fail("no npm on PATH to install the TypeScript SDK (npm ci in tests/testdata/typescript)")
 		}
-		out, err := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefix", dir).CombinedOutput()
-		require.NoError(t, err, "npm ci in %s: %s", dir, out)
+		// Once for every test of the package: two npm ci in one folder at once undo each other.
+		tsInstall.Do(func() {
+			tsInstall.out, tsInstall.err = exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefix", dir).CombinedOutput()
+		})
+		require.NoError(t, tsInstall.err, "npm ci in %s: %s", dir, tsInstall.out)
 	}
 	return node, dir
+}
+
+// tsInstall is the one npm ci of the package's TypeScript tests, when node_modules is missing.
+var tsInstall struct {
+	sync.Once
+	out []byte
+	err error
 }
 
 // tsEvent is one line a script printed.

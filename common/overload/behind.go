@@ -47,6 +47,9 @@ func (c *Controller) localBehindLocked() bool {
 
 func (c *Controller) oldestHeartbeatWaitLocked(now time.Time) time.Duration {
 	var oldest time.Duration
+	if c.queuedByCls[ClassHeartbeat] == 0 {
+		return 0 // the brake asks at every expiry: no walk of every shard while none waits
+	}
 	for _, g := range c.gates {
 		if q := g.waiting[ClassHeartbeat]; len(q) > 0 {
 			oldest = max(oldest, now.Sub(q[0].enqueued))
