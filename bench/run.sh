@@ -121,17 +121,35 @@ wait_port() { # host port seconds
   return 1
 }
 
+# wait_line FILE TEXT PID SECONDS: waits until FILE holds TEXT; fails if PID exits first or
+# the time runs out.
+wait_line() {
+  for _ in $(seq $(($4 * 10))); do
+    grep -q "$2" "$1" && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 server_args=()
 pinned=0
 if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then pinned=1; fi
 
+# pin PIN: srv and gen become the prefixes that pin a server to CPU 0 and the generator to
+# CPU 1, GOMAXPROCS 1 each, when PIN is 1 and the machine can; empty otherwise.
+pin() {
+  srv=() gen=()
+  if [[ $1 == 1 && $pinned == 1 ]]; then
+    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
+  fi
+}
+
 # vigil_run NAME PIN BENCH_ARGS...: a fresh vigil (new SQLite database) for one `vigil bench`.
 vigil_run() {
   local name=$1 pin=$2; shift 2
-  local dir spid srv=() gen=()
-  if [[ $pin == 1 && $pinned == 1 ]]; then
-    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
-  fi
+  local dir spid srv gen
+  pin "$pin"
   dir=$(mktemp -d)
   "${srv[@]}" bin/vigil server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
     --log-level warn "${server_args[@]}" >"$out/$name.server.log" 2>&1 &
@@ -151,21 +169,19 @@ vigil_run() {
 # raised.
 peer_run() {
   local name=$1 pin=$2; shift 2
-  local srv=() gen=()
+  local srv gen
   if [[ -n ${SKIP_PEER:-} ]]; then return 0; fi
-  if [[ $pin == 1 && $pinned == 1 ]]; then
-    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
-  fi
+  pin "$pin"
   "${srv[@]}" tools/peer/run.sh --port "$peer_port" --dynamic-config-value matching.rps=100000 \
     --dynamic-config-value frontend.rps=100000 --dynamic-config-value frontend.namespaceRPS=100000 \
     >"$out/$name.server.log" 2>&1 &
   local pid=$!
   # The first call builds the peer; it prints this line once its namespace is registered.
-  for _ in $(seq 12000); do
-    grep -q "peer listening on" "$out/$name.server.log" && break
-    kill -0 "$pid" 2>/dev/null || { log "$name: the peer did not start (see $name.server.log)"; return 0; }
-    sleep 0.1
-  done
+  if ! wait_line "$out/$name.server.log" "peer listening on" "$pid" 1200; then
+    log "$name: the peer did not start (see $name.server.log)"
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+    return 0
+  fi
   log "$name: vigil bench $* (stock Temporal)"
   # run.sh execs the peer (and taskset and env exec it), so $pid is the server itself.
   "${gen[@]}" bin/vigil bench --address "127.0.0.1:$peer_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
@@ -178,19 +194,18 @@ peer_run() {
 # database), pinned like the cost scenario's other servers.
 floor_run() {
   local name=$1 store=$2; shift 2
-  local dir pid srv=() gen=() db=()
-  if [[ $pinned == 1 ]]; then
-    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
-  fi
+  local dir pid srv gen db=()
+  pin 1
   dir=$(mktemp -d)
   if [[ $store == sqlite ]]; then db=(-db "$dir/floor.db"); fi
   "${srv[@]}" bin/vigil-floor -address "127.0.0.1:$floor_port" -store "$store" "${db[@]}" >"$out/$name.server.log" 2>&1 &
   pid=$!
-  for _ in $(seq 300); do
-    grep -q "floor listening on" "$out/$name.server.log" && break
-    kill -0 "$pid" 2>/dev/null || { log "$name: the floor did not start (see $name.server.log)"; rm -rf "$dir"; return 0; }
-    sleep 0.1
-  done
+  if ! wait_line "$out/$name.server.log" "floor listening on" "$pid" 30; then
+    log "$name: the floor did not start (see $name.server.log)"
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+    rm -rf "$dir"
+    return 0
+  fi
   log "$name: vigil bench $* (floor, store $store)"
   "${gen[@]}" bin/vigil bench --address "127.0.0.1:$floor_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
