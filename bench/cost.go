@@ -17,9 +17,9 @@ import (
 // are counted when answered, which is when the server has spent what they cost.
 //
 // A registration (the first heartbeat of a worker key: a durable create where an ordinary
-// heartbeat is an update) is read as its marginal cost over an ordinary heartbeat, in a window
-// of its own that is mostly registrations: the window's CPU less its ordinary heartbeats at the
-// steady window's cost per heartbeat, divided by its registrations. That window is the
+// heartbeat is an update) is read in a window of its own that is mostly registrations: the
+// window's CPU less its ordinary heartbeats at the steady window's cost per heartbeat, divided
+// by its registrations. That window is the
 // registration burst (--register-burst) from its start to its last registration, or else the
 // fleet's own registrations in the run's first interval when the warm-up holds it whole, so that
 // it does not overlap the steady window.
@@ -60,7 +60,8 @@ type CostSummary struct {
 	// the window holds registrations and shutdowns too, and the figure is their blend.
 	CPUPerHeartbeatUs float64 `json:"cpu_us_per_heartbeat"`
 	// Registrations is the window of registrations (RegistrationBasis: "burst" or "fleet
-	// start"); CPUPerRegistrationUs the marginal cost of one over an ordinary heartbeat.
+	// start"); CPUPerRegistrationUs the CPU per registration in it, its ordinary heartbeats
+	// counted at CPUPerHeartbeatUs.
 	Registrations        *CostWindow `json:"registrations,omitempty"`
 	RegistrationBasis    string      `json:"registration_basis,omitempty"`
 	CPUPerRegistrationUs *float64    `json:"cpu_us_per_registration,omitempty"`
@@ -94,8 +95,9 @@ func (w CostWindow) perHeartbeatUs() (us float64, ok bool) {
 	return w.ServerCPUMs * 1000 / float64(w.HeartbeatsOK), true
 }
 
-// perRegistrationUs is a registration window's CPU per registration beyond what its ordinary
-// heartbeats cost at heartbeatUs each; ok is false when the window holds no registration.
+// perRegistrationUs is a registration window's CPU per registration, once its ordinary
+// heartbeats are counted at heartbeatUs each; ok is false when the window holds no
+// registration.
 func (w CostWindow) perRegistrationUs(heartbeatUs float64) (us float64, ok bool) {
 	if w.RegistrationsOK <= 0 {
 		return 0, false

@@ -33,7 +33,7 @@ func TestCostArithmetic(t *testing.T) {
 		require.False(t, ok)
 	})
 
-	t.Run("ARegistrationCostsWhatItsWindowSpentBeyondItsOrdinaryHeartbeats", func(t *testing.T) {
+	t.Run("ARegistrationCostsWhatItsWindowSpentLessItsOrdinaryHeartbeats", func(t *testing.T) {
 		// 1 s with 2,000 registrations and 100 ordinary heartbeats; 1.3 s of CPU. At 200 µs per
 		// ordinary heartbeat, they spent 20 ms; the registrations the other 1,280 ms.
 		w := costWindow(t0, reading(0, 0, 0, 0, 0), reading(1, 130, 2_100, 2_000, 0))

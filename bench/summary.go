@@ -365,7 +365,7 @@ func (s Summary) WriteText(w io.Writer) error {
 		row("server cost", "%.1f µs CPU per heartbeat: %.0f ms over %d heartbeats ok from %.1f to %.1f s (%.0f%% of one core)",
 			c.CPUPerHeartbeatUs, w.ServerCPUMs, w.HeartbeatsOK, w.FromS, w.ToS, w.ServerCPUPct)
 		if r := c.Registrations; r != nil && c.CPUPerRegistrationUs != nil {
-			row("registration cost", "%.1f µs CPU per registration beyond a heartbeat: %.0f ms over %d registrations and %d other heartbeats from %.1f to %.1f s (%s)",
+			row("registration cost", "%.1f µs CPU per registration: %.0f ms over %d registrations and %d other heartbeats from %.1f to %.1f s (%s)",
 				*c.CPUPerRegistrationUs, r.ServerCPUMs, r.RegistrationsOK, r.HeartbeatsOK-r.RegistrationsOK, r.FromS, r.ToS, c.RegistrationBasis)
 		}
 		for _, n := range c.Notes {
