@@ -21,8 +21,9 @@ import (
 // window's CPU less its ordinary heartbeats at the steady window's cost per heartbeat, divided
 // by its registrations. That window is the
 // registration burst (--register-burst) from its start to its last registration, or else the
-// fleet's own registrations in the run's first interval when the warm-up holds it whole, so that
-// it does not overlap the steady window.
+// fleet's own registrations, from the start until the last of its workers was answered, when
+// that came within the warm-up (and before the first --churn restart), so that the window does
+// not overlap the steady one.
 
 // costReading is what one end of a window reads.
 type costReading struct {
@@ -154,24 +155,20 @@ func startCostMeter(r *runner, pid int, start time.Time) *costMeter {
 		})
 		m.scheduled = append(m.scheduled, scheduledReading{name: name, at: start.Add(d), timer: t})
 	}
-	if d, ok := fleetRegistrationWindow(cfg); ok {
-		at(readFleetStarted, d)
-	}
 	from, to := cfg.steadyWindow()
 	at(readSteadyFrom, from)
 	at(readSteadyTo, to)
 	return m
 }
 
-// fleetRegistrationWindow is how long the fleet's own registrations last from the start (its
-// clients start spread over one interval), and whether the warm-up holds them whole. With
-// churn the window ends at the first restart.
-func fleetRegistrationWindow(cfg Config) (time.Duration, bool) {
-	d := cfg.Interval
+// fleetRegistrationDeadline is how long from the start the fleet's own registrations may take
+// to make a window of registrations: the warm-up, or until the first restart with churn.
+func fleetRegistrationDeadline(cfg Config) time.Duration {
+	d := cfg.Warmup
 	if cfg.Churn > 0 {
 		d = min(d, cfg.ChurnPeriod)
 	}
-	return d, cfg.Warmup >= d
+	return d
 }
 
 // steadyWindow is the steady window's bounds from the start: from the end of the warm-up over
@@ -227,11 +224,12 @@ func (m *costMeter) stop() *CostSummary {
 	m.pending.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return costSummary(m.start, m.readings, m.err)
+	return costSummary(m.start, m.readings, fleetRegistrationDeadline(m.r.cfg), m.err)
 }
 
 // costSummary computes the windows from the readings taken; nil without a steady window.
-func costSummary(start time.Time, readings map[string]costReading, readErr error) *CostSummary {
+// fleetDeadline is fleetRegistrationDeadline.
+func costSummary(start time.Time, readings map[string]costReading, fleetDeadline time.Duration, readErr error) *CostSummary {
 	from, okFrom := readings[readSteadyFrom]
 	to, okTo := readings[readSteadyTo]
 	if !okFrom || !okTo {
@@ -255,8 +253,10 @@ func costSummary(start time.Time, readings map[string]costReading, readErr error
 		} else {
 			s.Notes = append(s.Notes, "the burst's workers were not all registered before the load ended: no CPU per registration")
 		}
-	} else if a, b := readings[readStart], readings[readFleetStarted]; !a.at.IsZero() && !b.at.IsZero() {
+	} else if a, b := readings[readStart], readings[readFleetStarted]; !a.at.IsZero() && !b.at.IsZero() && !b.at.After(start.Add(fleetDeadline)) {
 		regFrom, regTo, s.RegistrationBasis = a, b, fleetStartBasis
+	} else if fleetDeadline > 0 {
+		s.Notes = append(s.Notes, "the fleet's workers were not all registered within the warm-up (or before the first restart): no CPU per registration")
 	}
 	if s.RegistrationBasis != "" {
 		w := costWindow(start, regFrom, regTo)
@@ -282,5 +282,11 @@ func (r *runner) countAnswered(c *simClient) {
 		}
 	}
 	r.cnt.answeredOK.Add(int64(len(c.workers)))
-	r.cnt.registeredOK.Add(reg)
+	if reg == 0 {
+		return
+	}
+	// The fleet's own registrations end with the last of its workers' first answers.
+	if total := r.cnt.registeredOK.Add(reg); total >= int64(r.cfg.Workers) && total-reg < int64(r.cfg.Workers) {
+		r.cost.read(readFleetStarted)
+	}
 }

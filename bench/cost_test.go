@@ -54,7 +54,7 @@ func TestCostArithmetic(t *testing.T) {
 			readBurst:         reading(30, 900, 30_000, 1_000, 0),
 			readBurstFinished: reading(32, 1000, 32_500, 1_500, 0),
 		}
-		s := costSummary(t0, readings, nil)
+		s := costSummary(t0, readings, 10*time.Second, nil)
 		require.NotNil(t, s)
 		require.InDelta(t, 200, s.CPUPerHeartbeatUs, 1e-9, "2 s of CPU over 10,000 heartbeats")
 		require.Equal(t, registerBurstBasis, s.RegistrationBasis)
@@ -66,9 +66,13 @@ func TestCostArithmetic(t *testing.T) {
 
 		delete(readings, readBurst)
 		delete(readings, readBurstFinished)
-		s = costSummary(t0, readings, nil)
+		s = costSummary(t0, readings, 10*time.Second, nil)
 		require.Equal(t, fleetStartBasis, s.RegistrationBasis)
 		require.InDelta(t, 1000, *s.CPUPerRegistrationUs, 1e-9, "1 s of CPU over the fleet's 1,000 registrations")
+
+		s = costSummary(t0, readings, 500*time.Millisecond, nil)
+		require.Nil(t, s.CPUPerRegistrationUs, "the fleet's last registration came after the warm-up")
+		require.Contains(t, s.Notes[0], "not all registered within the warm-up")
 	})
 
 	t.Run("ABurstNotAllRegisteredGivesNoCostPerRegistration", func(t *testing.T) {
@@ -77,7 +81,7 @@ func TestCostArithmetic(t *testing.T) {
 			readSteadyFrom: reading(10, 500, 10_000, 1_000, 0),
 			readSteadyTo:   reading(20, 700, 20_000, 1_000, 0),
 			readBurst:      reading(30, 900, 30_000, 1_000, 0),
-		}, nil)
+		}, 10*time.Second, nil)
 		require.Nil(t, s.CPUPerRegistrationUs)
 		require.Nil(t, s.Registrations)
 		require.Contains(t, s.Notes[0], "not all registered")
@@ -87,14 +91,14 @@ func TestCostArithmetic(t *testing.T) {
 		s := costSummary(t0, map[string]costReading{
 			readSteadyFrom: reading(10, 500, 10_000, 1_000, 40),
 			readSteadyTo:   reading(20, 700, 20_000, 1_500, 540),
-		}, nil)
+		}, 0, nil)
 		require.Equal(t, int64(500), s.Steady.RegistrationsOK)
 		require.Equal(t, int64(500), s.Steady.Shutdowns)
 		require.Contains(t, s.Notes[0], "500 registrations and 500 shutdowns")
 	})
 
 	t.Run("NoSteadyWindowNoSummary", func(t *testing.T) {
-		require.Nil(t, costSummary(t0, map[string]costReading{readSteadyFrom: reading(10, 0, 0, 0, 0)}, nil))
+		require.Nil(t, costSummary(t0, map[string]costReading{readSteadyFrom: reading(10, 0, 0, 0, 0)}, 10*time.Second, nil))
 	})
 }
 
@@ -115,9 +119,7 @@ func TestSteadyWindow(t *testing.T) {
 	require.ErrorContains(t, Config{Duration: 60 * time.Second, Warmup: 10 * time.Second, CPUWindow: 30 * time.Second, RegisterBurst: 100}.Validate(), "by the burst")
 	require.NoError(t, Config{Duration: 30 * time.Second, Warmup: 10 * time.Second, CPUWindow: 16 * time.Second}.Validate())
 
-	d, ok := fleetRegistrationWindow(Config{Interval: time.Second, Warmup: 10 * time.Second})
-	require.True(t, ok)
-	require.Equal(t, time.Second, d)
-	_, ok = fleetRegistrationWindow(Config{Interval: 10 * time.Second, Warmup: 5 * time.Second})
-	require.False(t, ok, "a warm-up shorter than the fleet's registrations would overlap the steady window")
+	require.Equal(t, 10*time.Second, fleetRegistrationDeadline(Config{Interval: time.Second, Warmup: 10 * time.Second}))
+	require.Equal(t, 2*time.Second, fleetRegistrationDeadline(Config{Interval: time.Second, Warmup: 10 * time.Second, Churn: 10, ChurnPeriod: 2 * time.Second}),
+		"with churn, the first restart's registrations are not the fleet's")
 }

@@ -53,7 +53,7 @@ for arg in "$@"; do
   esac
 done
 
-out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick)}"
+out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick || true)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 all_scenarios="churn scale recovery equal burst capacity overload fleet memory postgres cost"
@@ -155,6 +155,12 @@ vigil_run() {
     --log-level warn "${server_args[@]}" >"$out/$name.server.log" 2>&1 &
   spid=$!
   wait_port 127.0.0.1 "$port" 60
+  # Something else on the port (another checkout's server) would be measured instead.
+  if ! kill -0 "$spid" 2>/dev/null; then
+    log "$name: vigil did not start (see $name.server.log); PORT=N picks other ports"
+    rm -rf "$dir"
+    return 0
+  fi
   log "$name: vigil bench $*"
   "${gen[@]}" bin/vigil bench --address "127.0.0.1:$port" --server-pid "$spid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
@@ -187,7 +193,7 @@ peer_run() {
   "${gen[@]}" bin/vigil bench --address "127.0.0.1:$peer_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+  grep -E '^(throughput|latency|server cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
 # floor_run NAME STORE BENCH_ARGS...: a fresh tools/floor (STORE none or sqlite, on a new
