@@ -100,6 +100,7 @@ func renderCost(runs map[string]*bench.Summary) string {
 		return ""
 	}
 	var b strings.Builder
+	var short []string // servers that did not carry the offered rate
 	b.WriteString("| server | runs | CPU per heartbeat | CPU per registration | p50 | p99 | ok/s | errors | server CPU |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, srv := range costServers {
 		byRound := rounds[srv.name]
@@ -120,6 +121,10 @@ func renderCost(runs map[string]*bench.Summary) string {
 		p50 := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.P50Ms, true }))
 		p99 := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.P99Ms, true }))
 		okps := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.ThroughputPerS, true }))
+		offered := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.OfferedPerS, true }))
+		if okps.median < 0.98*offered.median {
+			short = append(short, fmt.Sprintf("%s carried %s of the %s heartbeats/s offered", srv.label, num(okps.median), num(offered.median)))
+		}
 		errs := 0.0
 		for _, s := range byRound {
 			errs += float64(s.Errors)
@@ -127,6 +132,10 @@ func renderCost(runs map[string]*bench.Summary) string {
 		cpuPct := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.Cost.Steady.ServerCPUPct, true }))
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", srv.label, len(byRound), cpu.text(us, true), regText,
 			p50.text(ms, false), p99.text(ms, false), num(okps.median), num(errs), cpuPct.text(pct, false))
+	}
+	b.WriteString("\nEach figure is the median of the runs, with their range; errors are summed over the runs; server CPU is the share of one core over the window.\n")
+	if len(short) > 0 {
+		b.WriteString("\n**Not below capacity**: " + strings.Join(short, "; ") + " (medians): its figures are those of a server at its limit on that core, in those minutes.\n")
 	}
 	vigil := rounds["vigil"]
 	var ratios strings.Builder

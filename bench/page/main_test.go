@@ -125,3 +125,13 @@ func TestASubsetLeavesTheMachineBlock(t *testing.T) {
 	require.NotContains(t, blocks, "machine")
 	require.Contains(t, blocks["cost"], "Measured 2026-12-01 on `abc1234`")
 }
+
+// A server that did not carry the offered rate is said to have been at its limit: its CPU per
+// heartbeat is not one of a server below capacity.
+func TestCostTableSaysWhoDidNotCarryTheLoad(t *testing.T) {
+	vigil, peer := costRunSummary(200, 600, 1.2, 5), costRunSummary(330, 650, 1000, 3000)
+	vigil.OfferedPerS, peer.OfferedPerS, peer.ThroughputPerS = 2000, 2000, 1300
+	got := renderCost(map[string]*bench.Summary{"cost-vigil-1": &vigil, "cost-peer-1": &peer})
+	require.Contains(t, got, "**Not below capacity**: stock Temporal carried 1,300 of the 2,000 heartbeats/s offered")
+	require.NotContains(t, got, "vigil (SQLite) carried")
+}
