@@ -47,6 +47,8 @@ type runner struct {
 	measureFrom time.Time
 	clients     []*simClient
 	burst       *burstWatch // nil without --register-burst
+	// cost reads the server's CPU per heartbeat (cost.go); nil without ServerPID.
+	cost *costMeter
 }
 
 // Run drives the server described by cfg until the load ends (and, with Kill, until the killed
@@ -85,6 +87,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Summary, error) {
 	churnRNG := rand.New(rand.NewPCG(uint64(cfg.Seed), math.MaxUint32-1))
 	start := time.Now()
 	r.measureFrom = start.Add(cfg.Warmup)
+	if cfg.ServerPID > 0 {
+		r.cost = startCostMeter(r, cfg.ServerPID, start)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, c := range r.clients {
@@ -142,6 +147,7 @@ wait:
 		}
 	}
 	close(background)
+	cost := r.cost.stop()
 	close(stop)
 	wg.Wait()
 	end := time.Now()
@@ -167,6 +173,7 @@ wait:
 		s.BurstAllRegisteredMs = bs.AllRegisteredMs
 	}
 	s.ServerAtLoadEnd = atLoadEnd
+	s.Cost = cost
 	if procs != nil {
 		ps := procs.stop()
 		s.Server = &ps

@@ -51,6 +51,8 @@ func TestRun(t *testing.T) {
 		require.NotNil(t, s.Server)
 		require.Positive(t, s.Server.MaxRSSMiB)
 		require.Equal(t, int64(20-2), s.Shutdowns, "every worker still alive shut down at the end")
+		require.NotNil(t, s.Cost, "with a server pid, the server's CPU per heartbeat over the run")
+		require.Positive(t, s.Cost.Steady.HeartbeatsOK)
 		require.Contains(t, progress.String(), "hb/s")
 
 		requireJSONFields(t, s, "offered_per_s", "throughput_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms",

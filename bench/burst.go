@@ -61,6 +61,7 @@ func newBurstWatch(r *runner, firstIndex int) *burstWatch {
 
 // fire starts every burst client at once; they register, then heartbeat until stop.
 func (b *burstWatch) fire(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) {
+	b.r.cost.read(readBurst)
 	now := time.Now()
 	b.firedAt.Store(now.UnixNano())
 	for _, c := range b.clients {
@@ -103,6 +104,7 @@ func (b *burstWatch) registeredOne(c *simClient, at time.Time, attempts int) {
 		b.retried.Add(n)
 	}
 	if b.pending.Add(-n) == 0 {
+		b.r.cost.read(readBurstFinished)
 		b.finishedAt.Store(at.UnixNano())
 		close(b.done)
 	}
@@ -141,6 +143,7 @@ func (c *simClient) register(ctx context.Context, stop <-chan struct{}) bool {
 		}
 		if err == nil {
 			c.registered = true
+			c.r.countAnswered(c)
 			b.registeredOne(c, time.Now(), attempt)
 			return true
 		}

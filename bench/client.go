@@ -45,6 +45,9 @@ type simWorker struct {
 	lastSent  time.Time
 	// bound is set once a heartbeat carrying the worker's activity bindings succeeded.
 	bound bool
+	// answered is set once a heartbeat of the worker was answered OK: the next ones are not
+	// its registration.
+	answered bool
 	// leaseDeadline is the deadline returned by the last successful liveness heartbeat;
 	// lastFailed tells that a later heartbeat failed, so the server may hold another one.
 	leaseDeadline time.Time
@@ -233,6 +236,9 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	}
 	if c.r.cfg.Observe != nil {
 		c.r.cfg.Observe(now, took, retries, err)
+	}
+	if err == nil {
+		c.r.countAnswered(c)
 	}
 	if !measured {
 		return

@@ -86,8 +86,13 @@ type Config struct {
 	WorkersPerClient int
 	// Connections is the number of gRPC connections the clients are spread over.
 	Connections int
-	// ServerPID, when set, is sampled from /proc for RSS and CPU during the run.
+	// ServerPID, when set, is sampled from /proc for RSS and CPU during the run, and its CPU
+	// time per heartbeat is read over the steady window (cost.go).
 	ServerPID int
+	// CPUWindow is the length of the steady window over which the server's CPU per heartbeat
+	// is read, from the end of Warmup; zero means until the load ends, or until the
+	// registration burst.
+	CPUWindow time.Duration
 	// MetricsURL, when set (http://127.0.0.1:7243/metrics), is read after the killed workers
 	// are INACTIVE to wait until the server's outbound backlog (the reschedule batches still
 	// to deliver) is empty.
@@ -250,6 +255,14 @@ func (c Config) Validate() error {
 		return errors.New("address: want host:port, or several separated by commas")
 	case c.ServerPID < 0:
 		return errors.New("server-pid must not be negative")
+	case c.CPUWindow < 0:
+		return errors.New("cpu-window must not be negative")
+	case c.Warmup+c.CPUWindow > c.Duration:
+		return errors.New("cpu-window must end within the duration (warmup + cpu-window <= duration)")
+	case c.RegisterBurst > 0 && c.Warmup >= c.RegisterBurstAt:
+		return errors.New("with register-burst, the burst must come after the warm-up (the steady window lies between them)")
+	case c.RegisterBurst > 0 && c.Warmup+c.CPUWindow > c.RegisterBurstAt:
+		return errors.New("with register-burst, cpu-window must end by the burst (warmup + cpu-window <= register-burst-at)")
 	}
 	if c.MetricsURL != "" {
 		if err := checkLoopbackURL(c.MetricsURL); err != nil {

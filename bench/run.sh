@@ -28,11 +28,16 @@
 #              cluster behind a client that balances over them (VIGIL_POSTGRES_DSN, default
 #              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
 #              with psql when it is installed)
+#   cost       the server's CPU per heartbeat at 2,000 SDK heartbeats/s: vigil, the gRPC +
+#              SQLite floor, the gRPC floor (tools/floor) and stock Temporal, alternating round
+#              after round (COST_ROUNDS, default 3) so that each round shares the same minutes;
+#              bench/cost.sh runs it alone
 #
-# capacity and overload pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1 each)
-# when the machine has two cores or more; the others share every core, as a small deployment
-# would. The generator's own CPU is in each run's JSON beside the server's. On a shared or busy
-# machine every figure is pessimistic: machine.txt records the load average before and after.
+# capacity, overload and cost pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1
+# each) when the machine has two cores or more; the others share every core, as a small
+# deployment would. The generator's own CPU is in each run's JSON beside the server's. On a
+# shared or busy machine every figure is pessimistic: machine.txt records the load average
+# before and after.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,16 +48,17 @@ for arg in "$@"; do
   case $arg in
   --quick) quick=1 ;;
   --no-page) page=0 ;;
-  -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench/run.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
 
-out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick)}"
+out="${OUT:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)$([[ $quick == 1 ]] && echo -quick || true)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-scenarios="${SCENARIOS:-churn scale recovery equal burst capacity overload fleet memory postgres}"
-port="${PORT:-17233}" http=$((${PORT:-17233} + 10)) peer_port="${PEER_PORT:-17234}"
+all_scenarios="churn scale recovery equal burst capacity overload fleet memory postgres cost"
+scenarios="${SCENARIOS:-$all_scenarios}"
+port="${PORT:-17233}" http=$((${PORT:-17233} + 10)) peer_port="${PEER_PORT:-17234}" floor_port="${FLOOR_PORT:-17235}"
 
 # Sizes: the published ones, or small ones that exercise the same code in a few minutes.
 if [[ $quick == 1 ]]; then
@@ -66,6 +72,7 @@ if [[ $quick == 1 ]]; then
   fleet_args=(--workers 2000 --interval 5s --lease 15s --duration 40s --warmup 10s --kill 10)
   memory_ns="${MEMORY_NS:-2000}" memory_env=(INTERVAL=5s LEASE=15s SETTLE=10s)
   pg_rates="${PG_RATES:-200}" pg_args=(--duration 10s --warmup 2s)
+  cost_rounds="${COST_ROUNDS:-1}" cost_args=(--workers 200 --interval 1s --duration 12s --warmup 4s --cpu-window 6s)
 else
   churn_args=(--workers 1000 --activities 100 --interval 20s --duration 120s --churn-period 10s)
   scale_ns="${SCALE_NS:-10000 20000 25000 30000 40000 50000 100000}"
@@ -78,12 +85,19 @@ else
   fleet_args=(--workers 100000 --interval 30s --lease 90s --duration 200s --warmup 60s --kill 100)
   memory_ns="${MEMORY_NS:-100000}" memory_env=(INTERVAL=120s LEASE=180s SETTLE=150s)
   pg_rates="${PG_RATES:-1000 2000 4000}" pg_args=(--duration 60s --warmup 5s)
+  # 2,000 workers heartbeating every second: well below one core's capacity for each server.
+  # The first 10 s (the fleet registering, the server warming) and the last 4 s are left out of
+  # the 16 s window.
+  cost_rounds="${COST_ROUNDS:-3}" cost_args=(--workers 2000 --interval 1s --duration 30s --warmup 10s --cpu-window 16s)
 fi
 pg_dsn="${VIGIL_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 
 log() { echo "$(date -u +%T) $*" | tee -a "$out/run.log" >&2; }
 
 go build -o bin/vigil ./cmd/vigil
+if [[ " $scenarios " == *" cost "* ]]; then
+  (cd tools/floor && go build -o ../../bin/vigil-floor .)
+fi
 {
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo ' (with local changes)')"
   echo "date: $(date -u +%F)"
@@ -94,6 +108,8 @@ go build -o bin/vigil ./cmd/vigil
   echo "go: $(go env GOVERSION)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "mode: $([[ $quick == 1 ]] && echo quick || echo full)"
+  echo "scenarios: $scenarios"
+  echo "all scenarios: $([[ $scenarios == "$all_scenarios" ]] && echo yes || echo no)"
 } >"$out/machine.txt"
 
 wait_port() { # host port seconds
@@ -105,22 +121,46 @@ wait_port() { # host port seconds
   return 1
 }
 
+# wait_line FILE TEXT PID SECONDS: waits until FILE holds TEXT; fails if PID exits first or
+# the time runs out.
+wait_line() {
+  for _ in $(seq $(($4 * 10))); do
+    grep -q "$2" "$1" && return 0
+    kill -0 "$3" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 server_args=()
 pinned=0
 if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then pinned=1; fi
 
+# pin PIN: srv and gen become the prefixes that pin a server to CPU 0 and the generator to
+# CPU 1, GOMAXPROCS 1 each, when PIN is 1 and the machine can; empty otherwise.
+pin() {
+  srv=() gen=()
+  if [[ $1 == 1 && $pinned == 1 ]]; then
+    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
+  fi
+}
+
 # vigil_run NAME PIN BENCH_ARGS...: a fresh vigil (new SQLite database) for one `vigil bench`.
 vigil_run() {
   local name=$1 pin=$2; shift 2
-  local dir spid srv=() gen=()
-  if [[ $pin == 1 && $pinned == 1 ]]; then
-    srv=(env GOMAXPROCS=1 taskset -c 0) gen=(env GOMAXPROCS=1 taskset -c 1)
-  fi
+  local dir spid srv gen
+  pin "$pin"
   dir=$(mktemp -d)
   "${srv[@]}" bin/vigil server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
     --log-level warn "${server_args[@]}" >"$out/$name.server.log" 2>&1 &
   spid=$!
   wait_port 127.0.0.1 "$port" 60
+  # Something else on the port (another checkout's server) would be measured instead.
+  if ! kill -0 "$spid" 2>/dev/null; then
+    log "$name: vigil did not start (see $name.server.log); PORT=N picks other ports"
+    rm -rf "$dir"
+    return 0
+  fi
   log "$name: vigil bench $*"
   "${gen[@]}" bin/vigil bench --address "127.0.0.1:$port" --server-pid "$spid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
@@ -128,29 +168,56 @@ vigil_run() {
   curl -sf "http://127.0.0.1:$http/metrics" >"$out/$name.metrics" || true
   kill "$spid"; wait "$spid" 2>/dev/null || true
   rm -rf "$dir"
-  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+  grep -E '^(throughput|latency|server cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
-# peer_run NAME BENCH_ARGS...: a fresh stock Temporal (tools/peer) with its rate limits raised.
+# peer_run NAME PIN BENCH_ARGS...: a fresh stock Temporal (tools/peer) with its rate limits
+# raised.
 peer_run() {
-  local name=$1; shift
+  local name=$1 pin=$2; shift 2
+  local srv gen
   if [[ -n ${SKIP_PEER:-} ]]; then return 0; fi
-  tools/peer/run.sh --port "$peer_port" --dynamic-config-value matching.rps=100000 \
+  pin "$pin"
+  "${srv[@]}" tools/peer/run.sh --port "$peer_port" --dynamic-config-value matching.rps=100000 \
     --dynamic-config-value frontend.rps=100000 --dynamic-config-value frontend.namespaceRPS=100000 \
     >"$out/$name.server.log" 2>&1 &
   local pid=$!
   # The first call builds the peer; it prints this line once its namespace is registered.
-  for _ in $(seq 12000); do
-    grep -q "peer listening on" "$out/$name.server.log" && break
-    kill -0 "$pid" 2>/dev/null || { log "$name: the peer did not start (see $name.server.log)"; return 0; }
-    sleep 0.1
-  done
+  if ! wait_line "$out/$name.server.log" "peer listening on" "$pid" 1200; then
+    log "$name: the peer did not start (see $name.server.log)"
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+    return 0
+  fi
   log "$name: vigil bench $* (stock Temporal)"
-  # run.sh execs the peer, so $pid is the server itself.
-  bin/vigil bench --address "127.0.0.1:$peer_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
+  # run.sh execs the peer (and taskset and env exec it), so $pid is the server itself.
+  "${gen[@]}" bin/vigil bench --address "127.0.0.1:$peer_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+  grep -E '^(throughput|latency|server cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
+
+# floor_run NAME STORE BENCH_ARGS...: a fresh tools/floor (STORE none or sqlite, on a new
+# database), pinned like the cost scenario's other servers.
+floor_run() {
+  local name=$1 store=$2; shift 2
+  local dir pid srv gen db=()
+  pin 1
+  dir=$(mktemp -d)
+  if [[ $store == sqlite ]]; then db=(-db "$dir/floor.db"); fi
+  "${srv[@]}" bin/vigil-floor -address "127.0.0.1:$floor_port" -store "$store" "${db[@]}" >"$out/$name.server.log" 2>&1 &
+  pid=$!
+  if ! wait_line "$out/$name.server.log" "floor listening on" "$pid" 30; then
+    log "$name: the floor did not start (see $name.server.log)"
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+    rm -rf "$dir"
+    return 0
+  fi
+  log "$name: vigil bench $* (floor, store $store)"
+  "${gen[@]}" bin/vigil bench --address "127.0.0.1:$floor_port" --server-pid "$pid" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -rf "$dir"
+  grep -E '^(throughput|latency|server cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
 # pg_config FILE SCHEMA: a static configuration putting vigil on PostgreSQL in SCHEMA.
@@ -210,11 +277,11 @@ for s in $scenarios; do
   equal)
     for r in $rates; do
       vigil_run "equal-vigil-$r" 0 --api public --workers "$r" --interval 1s "${equal_args[@]}"
-      peer_run "equal-peer-$r" --api public --workers "$r" --interval 1s "${equal_args[@]}"
+      peer_run "equal-peer-$r" 0 --api public --workers "$r" --interval 1s "${equal_args[@]}"
     done ;;
   burst)
     vigil_run burst-vigil 0 --api public "${burst_args[@]}"
-    peer_run burst-peer --api public "${burst_args[@]}" ;;
+    peer_run burst-peer 0 --api public "${burst_args[@]}" ;;
   capacity)
     # Offered rate R by a fleet of ladder_workers: interval = workers / R, lease 3 intervals.
     best=0
@@ -266,6 +333,23 @@ for s in $scenarios; do
       cluster_run "postgres-1-$r" 1 --api public --workers "$r" --interval 1s "${pg_args[@]}"
       cluster_run "postgres-3-$r" 3 --api public --workers "$r" --interval 1s "${pg_args[@]}"
     done ;;
+  cost)
+    # The servers alternate, round after round, so that what the shared box's speed does to
+    # one round falls on all four servers alike; the ratios are taken round by round.
+    if [[ -z ${SKIP_PEER:-} && ! -x bin/temporal-peer ]]; then
+      log "cost: stock Temporal's first build takes ten minutes or more (tools/peer/run.sh; SKIP_PEER=1 leaves it out)"
+    fi
+    for round in $(seq "$cost_rounds"); do
+      vigil_run "cost-vigil-$round" 1 --api public "${cost_args[@]}"
+      floor_run "cost-floor-sqlite-$round" sqlite --api public "${cost_args[@]}"
+      floor_run "cost-floor-$round" none --api public "${cost_args[@]}"
+      peer_run "cost-peer-$round" 1 --api public "${cost_args[@]}"
+      if [[ -z ${SKIP_PEER:-} && ! -s $out/cost-peer-$round.json ]]; then
+        log "cost: stock Temporal did not run (see cost-peer-$round.server.log); the other servers go on without it"
+        SKIP_PEER=1
+      fi
+    done
+    go run ./bench/page -results "$out" -print cost | tee "$out/cost.md" >&2 || log "cost: no table" ;;
   *) echo "bench/run.sh: unknown scenario $s" >&2; exit 2 ;;
   esac
 done

@@ -74,6 +74,11 @@ type counters struct {
 	retries   atomic.Int64 // the retried Unavailable answers
 	// retriesRefused are the retried ResourceExhausted answers.
 	retriesRefused atomic.Int64
+	// answeredOK counts every worker heartbeat answered OK, when it was answered, warm-up and
+	// the burst's included, and registeredOK the registrations among them (a worker key's
+	// first OK): the server's CPU per heartbeat is read against them (cost.go).
+	answeredOK   atomic.Int64
+	registeredOK atomic.Int64
 
 	churned        atomic.Int64 // clients restarted with fresh keys
 	shutdowns      atomic.Int64 // ShutdownWorker calls

@@ -94,6 +94,9 @@ type Summary struct {
 	RedispatchAllMs *float64 `json:"redispatch_all_ms,omitempty"`
 
 	Server *ProcStats `json:"server,omitempty"`
+	// Cost is the server's CPU time per heartbeat (and per registration) over the steady
+	// window; with --server-pid only.
+	Cost *CostSummary `json:"cost,omitempty"`
 	// ServerAtLoadEnd holds server counters (worker_lease_expiries, worker_resurrections) read
 	// from --metrics-url as the load ended, before the shutdowns.
 	ServerAtLoadEnd map[string]float64 `json:"server_at_load_end,omitempty"`
@@ -356,6 +359,18 @@ func (s Summary) WriteText(w io.Writer) error {
 			continue
 		}
 		row(p.name, "pid %d: max RSS %.1f MiB, CPU mean %.0f%% max %.0f%% (of one core)", p.ps.PID, p.ps.MaxRSSMiB, p.ps.MeanCPUPct, p.ps.MaxCPUPct)
+	}
+	if c := s.Cost; c != nil {
+		w := c.Steady
+		row("server cost", "%.1f µs CPU per heartbeat: %.0f ms over %d heartbeats ok from %.1f to %.1f s (%.0f%% of one core)",
+			c.CPUPerHeartbeatUs, w.ServerCPUMs, w.HeartbeatsOK, w.FromS, w.ToS, w.ServerCPUPct)
+		if r := c.Registrations; r != nil && c.CPUPerRegistrationUs != nil {
+			row("registration cost", "%.1f µs CPU per registration: %.0f ms over %d registrations and %d other heartbeats from %.1f to %.1f s (%s)",
+				*c.CPUPerRegistrationUs, r.ServerCPUMs, r.RegistrationsOK, r.HeartbeatsOK-r.RegistrationsOK, r.FromS, r.ToS, c.RegistrationBasis)
+		}
+		for _, n := range c.Notes {
+			row("cost note", "%s", n)
+		}
 	}
 	row("schedule lag ms", "p50 %.2f  p99 %.2f  max %.2f (heartbeats sent after they were due, by the generator itself)",
 		s.ScheduleLagP50Ms, s.ScheduleLagP99Ms, s.ScheduleLagMaxMs)

@@ -30,17 +30,27 @@ import (
 func main() {
 	results := flag.String("results", "", "folder written by bench/run.sh")
 	page := flag.String("page", "BENCHMARKS.md", "page whose generated tables to rewrite")
+	print := flag.String("print", "", "write this block (e.g. cost) to stdout instead of rewriting the page")
 	flag.Parse()
 	if *results == "" {
 		fmt.Fprintln(os.Stderr, "page: -results is required")
 		os.Exit(2)
 	}
-	old, err := os.ReadFile(*page)
+	blocks, err := render(*results)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "page:", err)
 		os.Exit(1)
 	}
-	blocks, err := render(*results)
+	if *print != "" {
+		block, ok := blocks[*print]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "page: %s holds no runs of %q\n", *results, *print)
+			os.Exit(1)
+		}
+		fmt.Print(block)
+		return
+	}
+	old, err := os.ReadFile(*page)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "page:", err)
 		os.Exit(1)
@@ -119,10 +129,15 @@ func render(dir string) (map[string]string, error) {
 		}
 		runs[strings.TrimSuffix(filepath.Base(f), ".json")] = &s
 	}
-	blocks := map[string]string{"machine": renderMachine(m)}
+	blocks := map[string]string{}
+	// The machine block speaks for the whole page: a run of some scenarios only leaves it, as
+	// each of their tables' captions says when and where it was measured.
+	if m["all scenarios"] != "no" {
+		blocks["machine"] = renderMachine(m)
+	}
 	for name, fn := range map[string]func(map[string]*bench.Summary) string{
 		"churn": renderChurn, "scale": renderScale, "recovery": renderRecovery, "equal": renderEqual,
-		"burst": renderBurst, "fleet": renderFleet, "postgres": renderPostgres,
+		"burst": renderBurst, "fleet": renderFleet, "postgres": renderPostgres, "cost": renderCost,
 	} {
 		if t := fn(runs); t != "" {
 			blocks[name] = m.caption() + t

@@ -81,3 +81,57 @@ func TestUntimedDetectionIsNotShownAsZero(t *testing.T) {
 	require.Contains(t, got, "Note: 10 killed workers never had a heartbeat accepted")
 	require.NotContains(t, got, "0.00 ms, 0.00 ms")
 }
+
+func costRunSummary(cpuUs, regUs, p50, p99 float64) bench.Summary {
+	return bench.Summary{P50Ms: p50, P99Ms: p99, ThroughputPerS: 2000, Cost: &bench.CostSummary{
+		CPUPerHeartbeatUs: cpuUs, CPUPerRegistrationUs: &regUs, Steady: bench.CostWindow{ServerCPUPct: cpuUs / 5},
+	}}
+}
+
+// The cost table gives each server's median and range over its runs, and vigil's ratio over
+// each other server round by round: a round's runs share the same minutes of the box.
+func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
+	runs := map[string]*bench.Summary{}
+	add := func(name string, s bench.Summary) { runs[name] = &s }
+	// Round 2 ran on a box twice as slow: every server's cost doubled, the ratios did not.
+	add("cost-vigil-1", costRunSummary(200, 600, 1.2, 5))
+	add("cost-vigil-2", costRunSummary(400, 700, 1.4, 9))
+	add("cost-vigil-3", costRunSummary(220, 650, 1.3, 6))
+	add("cost-floor-1", costRunSummary(100, 120, 0.5, 2))
+	add("cost-floor-2", costRunSummary(200, 130, 0.6, 3))
+	add("cost-floor-3", costRunSummary(100, 125, 0.55, 2.5))
+	add("cost-peer-1", costRunSummary(350, 400, 1, 8))
+	got := renderCost(runs)
+
+	require.Contains(t, got, "| vigil (SQLite) | 3 | **220 µs** (200 µs–400 µs) | 650 µs (600 µs–700 µs) | 1.30 ms (1.20 ms–1.40 ms) | 6.00 ms (5.00 ms–9.00 ms) | 2,000 | 0 | 44 % (40 %–80 %) |")
+	require.Contains(t, got, "| floor: gRPC only | 3 | **100 µs** (100 µs–200 µs) |")
+	require.Contains(t, got, "| stock Temporal | 1 | **350 µs** |")
+	require.NotContains(t, got, "SQLite group commit", "a server without runs has no row")
+	require.Contains(t, got, "| vigil ÷ gRPC floor | 3 | **2.00×** (2.00×–2.20×) |")
+	require.Contains(t, got, "| vigil ÷ stock Temporal | 1 | **0.57×** |", "only the rounds both ran")
+	require.NotContains(t, got, "vigil ÷ gRPC + SQLite floor")
+	require.Less(t, strings.Index(got, "vigil (SQLite)"), strings.Index(got, "floor: gRPC only"))
+}
+
+// A run of some scenarios leaves the machine block, which speaks for the whole page.
+func TestASubsetLeavesTheMachineBlock(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "machine.txt"), []byte(
+		"commit: abc1234\ndate: 2026-12-01\ncpu: 2 x Test CPU\nmemory: 24 GiB\nload before: 0.50 0.40 0.30\nmode: full\nscenarios: cost\nall scenarios: no\n"), 0o644))
+	s := costRunSummary(200, 600, 1.2, 5)
+	writeJSON(t, filepath.Join(dir, "cost-vigil-1.json"), s)
+	blocks, err := render(dir)
+	require.NoError(t, err)
+	require.NotContains(t, blocks, "machine")
+	require.Contains(t, blocks["cost"], "Measured 2026-12-01 on `abc1234`")
+}
+
+// A server that did not carry the offered rate is said to have been at its limit: its CPU per
+// heartbeat is not one of a server below capacity.
+func TestCostTableSaysWhoDidNotCarryTheLoad(t *testing.T) {
+	vigil, peer := costRunSummary(200, 600, 1.2, 5), costRunSummary(330, 650, 1000, 3000)
+	vigil.OfferedPerS, peer.OfferedPerS, peer.ThroughputPerS = 2000, 2000, 1300
+	got := renderCost(map[string]*bench.Summary{"cost-vigil-1": &vigil, "cost-peer-1": &peer})
+	require.Contains(t, got, "**Not below capacity**: stock Temporal carried 1,300 of the 2,000 heartbeats/s offered")
+	require.NotContains(t, got, "vigil (SQLite) carried")
+}
