@@ -236,6 +236,13 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	if c.r.cfg.Observe != nil {
 		c.r.cfg.Observe(now, took, retries, err)
 	}
+	if c.r.cfg.ObserveWorkers != nil {
+		keys := make([]string, len(c.workers))
+		for i, w := range c.workers {
+			keys[i] = w.key
+		}
+		c.r.cfg.ObserveWorkers(keys, now, took, err)
+	}
 	if !measured {
 		return
 	}

@@ -46,11 +46,20 @@ const (
 	// the host serving on and reaching PostgreSQL, until its shards are served by the others;
 	// then resumes it (SIGUSR2).
 	ScenarioRenewalsStopped = "renewals-stopped"
+	// ScenarioPGRestart restarts PostgreSQL under the three hosts (a fast shutdown: every
+	// connection closed, every open transaction rolled back; then a start). It runs on an
+	// instance the suite starts for the run (initdb, pg_ctl), so that no other user of the
+	// machine's PostgreSQL is disturbed.
+	ScenarioPGRestart = "pg-restart"
 )
 
 // Scenarios are the partition scenarios PartitionRun knows, in the order the long form runs
 // them.
-var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped}
+var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart}
+
+// ownsPostgres reports whether scenario runs on a PostgreSQL instance of its own rather than
+// on PartitionConfig.Postgres.
+func ownsPostgres(scenario string) bool { return scenario == ScenarioPGRestart }
 
 // PartitionConfig is one partition run: a cluster of three `vigil server` processes on one
 // PostgreSQL, each reaching it through a proxy of the suite, under a fleet of simulated SDK
@@ -59,7 +68,11 @@ var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsSto
 type PartitionConfig struct {
 	Scenario string
 	// Postgres is the DSN (URL) of an existing database; the run creates a fresh one next to it.
+	// A scenario that restarts PostgreSQL ignores it and starts an instance of its own.
 	Postgres string
+	// PGBin is the directory of initdb and pg_ctl for a scenario that owns its PostgreSQL
+	// (default: the newest under /usr/lib/postgresql/*/bin).
+	PGBin string
 	// Fleet is the number of simulated workers heartbeating every second (default 300).
 	Fleet int
 	// SDKWorkers is the number of stock-SDK activity workers (default 3); one is SIGKILLed
@@ -80,9 +93,13 @@ type PartitionConfig struct {
 type PartitionReport struct {
 	Scenario string
 	// ShardsServedAfter is the time from the fault to every shard owned by a host other than
-	// host 1 (as host 2 describes the cluster).
+	// host 1 (as host 2 describes the cluster). When PostgreSQL restarts under every host, it
+	// is the time from the restart's beginning to every simulated worker's heartbeat succeeding
+	// again.
 	ShardsServedAfter time.Duration
-	// RejoinedAfter is the time from the end of the fault to host 1 owning shards again.
+	// RejoinedAfter is the time from the end of the fault to host 1 owning shards again (for
+	// a PostgreSQL restart: from PostgreSQL accepting connections again to every simulated
+	// worker's heartbeat succeeding).
 	RejoinedAfter time.Duration
 	// FleetHeartbeats and FleetErrors count the fleet's heartbeat calls from the fault to the
 	// end of the run, and those that failed (after the retries an SDK makes), by code.
@@ -115,8 +132,13 @@ func (r *PartitionReport) FleetErrorCount() int64 {
 func (r *PartitionReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s, %v\n", r.Scenario, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
-		r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	if ownsPostgres(r.Scenario) {
+		fmt.Fprintf(&b, "  every simulated worker's heartbeat succeeded again %v after the restart began, %v after PostgreSQL accepted connections again\n",
+			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
+			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	}
 	fmt.Fprintf(&b, "  fleet heartbeats from the fault on %d, failed %d %v\n", r.FleetHeartbeats, r.FleetErrorCount(), r.FleetErrors)
 	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v\n", r.FailedOver)
 	fmt.Fprintf(&b, "  activities acknowledged %d, completed with their own result %d; task rows checked by the fence %d\n",
@@ -142,6 +164,7 @@ type partitionRun struct {
 	report *PartitionReport
 	hosts  []*clusterHost
 	dsn    string
+	pg     *pgInstance // the run's own PostgreSQL, when the scenario restarts it
 
 	raw     []workflowservice.WorkflowServiceClient
 	sdk     client.Client
@@ -154,7 +177,12 @@ type partitionRun struct {
 	violations []string
 	badWorkers map[string]bool
 
-	faultAt    atomic.Int64 // unix nanos; 0 before the fault
+	faultAt atomic.Int64 // unix nanos; 0 before the fault
+	// mendedAt is when the fault ended (unix nanos; 0 before), and recovered the simulated
+	// workers whose heartbeat sent after it succeeded.
+	mendedAt   atomic.Int64
+	recovered  sync.Map // worker instance key → struct{}
+	nRecovered atomic.Int64
 	fleetCalls atomic.Int64
 	fleetErrs  sync.Map // code → *atomic.Int64
 }
@@ -191,12 +219,21 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
-	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped:
+	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart:
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (known: %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 	}
 
-	dsn, drop, err := createDatabase(ctx, cfg.Postgres, fmt.Sprintf("vigil_partition_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6))
+	admin := cfg.Postgres
+	if ownsPostgres(cfg.Scenario) {
+		pg, err := startPGInstance(ctx, cfg.PGBin, filepath.Join(cfg.Dir, "postgres"))
+		if err != nil {
+			return nil, err
+		}
+		defer pg.stop()
+		p.pg, admin = pg, pg.DSN()
+	}
+	dsn, drop, err := createDatabase(ctx, admin, fmt.Sprintf("vigil_partition_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6))
 	if err != nil {
 		return nil, err
 	}
@@ -505,6 +542,16 @@ func (p *partitionRun) runFleet(ctx context.Context) error {
 		Duration:               time.Hour, // until ctx ends
 		RetryUnavailable:       true,
 		RetryResourceExhausted: true,
+		ObserveWorkers: func(keys []string, sent time.Time, _ time.Duration, err error) {
+			if at := p.mendedAt.Load(); err != nil || at == 0 || sent.UnixNano() < at {
+				return
+			}
+			for _, k := range keys {
+				if _, loaded := p.recovered.LoadOrStore(k, struct{}{}); !loaded {
+					p.nRecovered.Add(1)
+				}
+			}
+		},
 		Observe: func(sent time.Time, _ time.Duration, _ int, err error) {
 			at := p.faultAt.Load()
 			if at == 0 || sent.UnixNano() < at || ctx.Err() != nil {
@@ -628,6 +675,9 @@ func (p *partitionRun) checkFleetHeld(ctx context.Context, stoppedAt time.Time) 
 // serve every shard and the killed worker is INACTIVE, then mends the path and waits until
 // host 1 owns shards again.
 func (p *partitionRun) fault(ctx context.Context) error {
+	if p.cfg.Scenario == ScenarioPGRestart {
+		return p.restartPostgres(ctx)
+	}
 	h := p.hosts[0]
 	p.faultAt.Store(time.Now().UnixNano())
 	start := time.Now()
@@ -666,6 +716,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		return err
 	}
 	mended := time.Now()
+	p.mendedAt.Store(mended.UnixNano())
 	switch p.cfg.Scenario {
 	case ScenarioPGFreeze:
 		h.proxy.thaw()
@@ -683,6 +734,55 @@ func (p *partitionRun) fault(ctx context.Context) error {
 	}
 	p.report.RejoinedAfter = time.Since(mended)
 	p.logf("partition: host-1 owns shards again %v after its path was mended", p.report.RejoinedAfter.Round(time.Millisecond))
+	return nil
+}
+
+// restartPostgres restarts the run's PostgreSQL under the three hosts and kills an SDK
+// worker, then waits until every simulated worker's heartbeat succeeds again, the cluster has
+// settled on the three hosts owning every shard, and the killed worker is INACTIVE.
+func (p *partitionRun) restartPostgres(ctx context.Context) error {
+	p.faultAt.Store(time.Now().UnixNano())
+	start := time.Now()
+	victim := p.workers[0]
+	p.mu.Lock()
+	p.killed[victim.name] = true
+	p.mu.Unlock()
+	victim.kill()
+	replaced := make(chan error, 1)
+	go func() { replaced <- p.addWorker(ctx, 0) }()
+	p.logf("partition: restarting PostgreSQL under the three hosts")
+	if err := p.pg.restart(ctx); err != nil {
+		return err
+	}
+	mended := time.Now()
+	p.mendedAt.Store(mended.UnixNano())
+	p.logf("partition: PostgreSQL accepts connections again after %v", mended.Sub(start).Round(time.Millisecond))
+	if err := p.waitFleetRecovered(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	p.report.ShardsServedAfter, p.report.RejoinedAfter = time.Since(start), time.Since(mended)
+	p.logf("partition: every simulated worker's heartbeat succeeded again %v after the restart began", p.report.ShardsServedAfter.Round(time.Millisecond))
+	if _, err := p.waitForOwners(ctx, 2*time.Minute, "host-1", "host-2", "host-3"); err != nil {
+		return err
+	}
+	if err := <-replaced; err != nil {
+		return err
+	}
+	return p.waitInactive(ctx, victim.name, 2*time.Minute)
+}
+
+// waitFleetRecovered waits until every simulated worker had a heartbeat sent after the fault
+// ended succeed.
+func (p *partitionRun) waitFleetRecovered(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for p.nRecovered.Load() < int64(p.cfg.Fleet) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d simulated workers had a heartbeat succeed within %v of the fault's end", p.nRecovered.Load(), p.cfg.Fleet, within)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
