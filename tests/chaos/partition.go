@@ -368,11 +368,35 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 			if err := proc.waitReady(ctx, 2*time.Minute); err != nil {
 				return err
 			}
+			if err := p.checkHooks(proc); err != nil {
+				return err
+			}
 		}
 	}
 	for _, h := range p.hosts[1:] {
 		if err := h.proc.waitReady(ctx, 2*time.Minute); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkHooks fails if the scenario needs a test hook that host 1 did not enable: a binary
+// built without TestHooksTag (a production build, given with -vigil) has none, and the
+// scenario would test nothing.
+func (p *partitionRun) checkHooks(host1 *serverProc) error {
+	var want []string
+	switch p.cfg.Scenario {
+	case ScenarioRenewalsStopped:
+		want = append(want, "test hook enabled: SIGUSR1 pauses")
+	}
+	data, err := os.ReadFile(host1.logPath)
+	if err != nil {
+		return err
+	}
+	for _, w := range want {
+		if !strings.Contains(string(data), w) {
+			return fmt.Errorf("scenario %s needs a vigil built with -tags %s: host 1 did not log %q", p.cfg.Scenario, TestHooksTag, w)
 		}
 	}
 	return nil

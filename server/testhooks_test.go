@@ -1,0 +1,43 @@
+//go:build vigil_testhooks
+
+package server
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/vigilhq/vigil/common/clock"
+)
+
+// TestClockOffsetHook: with the hook, every reading of the host's clock is the offset ahead,
+// and a timer set for an instant on that clock fires at that instant of it.
+func TestClockOffsetHook(t *testing.T) {
+	t.Setenv(testHooksEnv, "renewal-signals,clock-offset=2s")
+	fake := clock.NewFakeTimeSource()
+	ts, err := testHookTimeSource(fake, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Now().Sub(fake.Now()); got != 2*time.Second {
+		t.Fatalf("the host's clock is %v ahead, want 2s", got)
+	}
+	fired, _ := ts.NewTimerAt(ts.Now().Add(time.Second))
+	fake.Advance(999 * time.Millisecond)
+	select {
+	case <-fired:
+		t.Fatal("the timer fired before its instant")
+	default:
+	}
+	fake.Advance(time.Millisecond)
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the timer did not fire at its instant")
+	}
+	t.Setenv(testHooksEnv, "clock-offset=soon")
+	if _, err := testHookTimeSource(fake, zap.NewNop()); err == nil {
+		t.Fatal("a malformed offset was accepted")
+	}
+}
