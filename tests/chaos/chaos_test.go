@@ -98,9 +98,11 @@ func TestPartitionShort(t *testing.T) {
 }
 
 // shortScenarios are the partition scenarios make test runs: host 1's path to PostgreSQL
-// frozen (the gray failure the call failover is for), and PostgreSQL restarted under every
-// host (on an instance of the run's own).
-var shortScenarios = []string{ScenarioPGFreeze, ScenarioPGRestart}
+// frozen (the gray failure the call failover is for), PostgreSQL restarted under every host
+// (on an instance of the run's own), and the history port cut between two hosts alone (the
+// relay through the third). The others (refused path, renewals stopped) exercise the same
+// self-fence and takeover as the frozen path, which is the harder of them.
+var shortScenarios = []string{ScenarioPGFreeze, ScenarioPGRestart, ScenarioHistoryCut}
 
 func runPartitionShort(t *testing.T, scenario string) {
 	var dsn string

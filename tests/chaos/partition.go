@@ -51,11 +51,16 @@ const (
 	// instance the suite starts for the run (initdb, pg_ctl), so that no other user of the
 	// machine's PostgreSQL is disturbed.
 	ScenarioPGRestart = "pg-restart"
+	// ScenarioHistoryCut black-holes the history port between hosts 1 and 2 alone (each
+	// dials the other through a proxy of the suite, a test hook, and both proxies freeze),
+	// both hosts reaching PostgreSQL and host 3: nothing moves, and a call host 2 forwards to
+	// host 1 must reach it through host 3.
+	ScenarioHistoryCut = "history-cut"
 )
 
 // Scenarios are the partition scenarios PartitionRun knows, in the order the long form runs
 // them.
-var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart}
+var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut}
 
 // ownsPostgres reports whether scenario runs on a PostgreSQL instance of its own rather than
 // on PartitionConfig.Postgres.
@@ -112,6 +117,9 @@ type PartitionReport struct {
 	// FailedOver counts, by outcome (resent, unavailable), the calls hosts 2 and 3 took back
 	// from a shard owner that stopped answering (their logs say so).
 	FailedOver map[string]int64
+	// Relayed counts, by outcome (answered, failed), the calls any host relayed through another
+	// to an owner it could not reach while that owner renewed (their logs say so).
+	Relayed    map[string]int64
 	Checks     []string
 	Violations []string
 	Elapsed    time.Duration
@@ -132,15 +140,18 @@ func (r *PartitionReport) FleetErrorCount() int64 {
 func (r *PartitionReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s, %v\n", r.Scenario, r.Elapsed.Round(time.Second))
-	if ownsPostgres(r.Scenario) {
+	switch {
+	case r.Scenario == ScenarioHistoryCut:
+		fmt.Fprintf(&b, "  every simulated worker's heartbeat sent after the cut succeeded %v after it\n", r.ShardsServedAfter.Round(time.Millisecond))
+	case ownsPostgres(r.Scenario):
 		fmt.Fprintf(&b, "  every simulated worker's heartbeat succeeded again %v after the restart began, %v after PostgreSQL accepted connections again\n",
 			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
-	} else {
+	default:
 		fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
 			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "  fleet heartbeats from the fault on %d, failed %d %v\n", r.FleetHeartbeats, r.FleetErrorCount(), r.FleetErrors)
-	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v\n", r.FailedOver)
+	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v; relayed through another host: %v\n", r.FailedOver, r.Relayed)
 	fmt.Fprintf(&b, "  activities acknowledged %d, completed with their own result %d; task rows checked by the fence %d\n",
 		r.Acknowledged, r.Completed, r.FencedCommits)
 	for _, c := range r.Checks {
@@ -157,6 +168,9 @@ type clusterHost struct {
 	id    string
 	proc  *serverProc
 	proxy *tcpProxy
+	// peer is the proxy through which this host dials the other end of the history pair a
+	// ScenarioHistoryCut cuts (nil on other hosts and in other scenarios).
+	peer *tcpProxy
 }
 
 type partitionRun struct {
@@ -215,11 +229,11 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		cfg.Strand = 90 * time.Second
 	}
 	began := time.Now()
-	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}, FailedOver: map[string]int64{}},
+	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}, FailedOver: map[string]int64{}, Relayed: map[string]int64{}},
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
-	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart:
+	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut:
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (known: %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -299,6 +313,9 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 	for _, h := range p.hosts[1:] {
 		p.countTakenBack(h)
 	}
+	for _, h := range p.hosts {
+		p.countRelayed(h)
+	}
 	p.fleetErrs.Range(func(k, v any) bool {
 		p.report.FleetErrors[k.(string)] = v.(*atomic.Int64).Load()
 		return true
@@ -326,6 +343,23 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 	if !strings.Contains(upstream, ":") {
 		upstream += ":5432"
 	}
+	var history [3]string
+	for i := range history {
+		port, err := freeport.Port()
+		if err != nil {
+			return err
+		}
+		history[i] = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	// In ScenarioHistoryCut hosts 1 and 2 dial each other through proxies of their own.
+	var peers [3]*tcpProxy
+	if p.cfg.Scenario == ScenarioHistoryCut {
+		for i, other := range []int{1, 0} {
+			if peers[i], err = newTCPProxy(history[other]); err != nil {
+				return err
+			}
+		}
+	}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("host-%d", i)
 		proxy, err := newTCPProxy(upstream)
@@ -334,17 +368,13 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		}
 		via := *u
 		via.Host = proxy.Addr()
-		historyPort, err := freeport.Port()
-		if err != nil {
-			return err
-		}
 		dir := filepath.Join(p.cfg.Dir, id)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 		config := filepath.Join(dir, "server.yaml")
-		yaml := fmt.Sprintf("persistence:\n  driver: postgres\n  postgres:\n    dsn: %q\ncluster:\n  hostID: %s\nhistoryServer:\n  address: \"127.0.0.1:%d\"\n",
-			via.String(), id, historyPort)
+		yaml := fmt.Sprintf("persistence:\n  driver: postgres\n  postgres:\n    dsn: %q\ncluster:\n  hostID: %s\nhistoryServer:\n  address: %q\n",
+			via.String(), id, history[i-1])
 		if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 			return err
 		}
@@ -356,10 +386,17 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var hooks []string
 		if i == 1 {
-			proc.env = []string{"VIGIL_TEST_HOOKS=renewal-signals"}
+			hooks = append(hooks, "renewal-signals")
 		}
-		h := &clusterHost{id: id, proc: proc, proxy: proxy}
+		if peer := peers[i-1]; peer != nil {
+			hooks = append(hooks, fmt.Sprintf("history-via=%s>%s", history[2-i], peer.Addr()))
+		}
+		if len(hooks) > 0 {
+			proc.env = []string{"VIGIL_TEST_HOOKS=" + strings.Join(hooks, ",")}
+		}
+		h := &clusterHost{id: id, proc: proc, proxy: proxy, peer: peers[i-1]}
 		p.hosts = append(p.hosts, h)
 		if err := proc.start(); err != nil {
 			return err
@@ -387,7 +424,8 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 func (p *partitionRun) checkHooks(host1 *serverProc) error {
 	var want []string
 	switch p.cfg.Scenario {
-	case ScenarioRenewalsStopped:
+	case ScenarioRenewalsStopped, ScenarioHistoryCut:
+		// Host 1 logs the renewal hook in every scenario: a binary that did proves the tag.
 		want = append(want, "test hook enabled: SIGUSR1 pauses")
 	}
 	data, err := os.ReadFile(host1.logPath)
@@ -405,9 +443,15 @@ func (p *partitionRun) checkHooks(host1 *serverProc) error {
 func (p *partitionRun) stopCluster() {
 	for _, h := range p.hosts {
 		h.proxy.thaw()
+		if h.peer != nil {
+			h.peer.thaw()
+		}
 		h.proc.kill()
 		_ = h.proc.conn.Close()
 		h.proxy.close()
+		if h.peer != nil {
+			h.peer.close()
+		}
 	}
 }
 
@@ -699,8 +743,11 @@ func (p *partitionRun) checkFleetHeld(ctx context.Context, stoppedAt time.Time) 
 // serve every shard and the killed worker is INACTIVE, then mends the path and waits until
 // host 1 owns shards again.
 func (p *partitionRun) fault(ctx context.Context) error {
-	if p.cfg.Scenario == ScenarioPGRestart {
+	switch p.cfg.Scenario {
+	case ScenarioPGRestart:
 		return p.restartPostgres(ctx)
+	case ScenarioHistoryCut:
+		return p.cutHistoryPair(ctx)
 	}
 	h := p.hosts[0]
 	p.faultAt.Store(time.Now().UnixNano())
@@ -716,13 +763,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		}
 	}
 	p.logf("partition: %s on host-1", p.cfg.Scenario)
-	victim := p.workers[0]
-	p.mu.Lock()
-	p.killed[victim.name] = true
-	p.mu.Unlock()
-	victim.kill()
-	replaced := make(chan error, 1)
-	go func() { replaced <- p.addWorker(ctx, 0) }()
+	victim, replaced := p.killWorker(ctx)
 	if _, err := p.waitForOwners(ctx, time.Minute, "host-2", "host-3"); err != nil {
 		return err
 	}
@@ -767,13 +808,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 func (p *partitionRun) restartPostgres(ctx context.Context) error {
 	p.faultAt.Store(time.Now().UnixNano())
 	start := time.Now()
-	victim := p.workers[0]
-	p.mu.Lock()
-	p.killed[victim.name] = true
-	p.mu.Unlock()
-	victim.kill()
-	replaced := make(chan error, 1)
-	go func() { replaced <- p.addWorker(ctx, 0) }()
+	victim, replaced := p.killWorker(ctx)
 	p.logf("partition: restarting PostgreSQL under the three hosts")
 	if err := p.pg.restart(ctx); err != nil {
 		return err
@@ -793,6 +828,56 @@ func (p *partitionRun) restartPostgres(ctx context.Context) error {
 		return err
 	}
 	return p.waitInactive(ctx, victim.name, 2*time.Minute)
+}
+
+// cutHistoryPair black-holes the history connections between hosts 1 and 2 and kills an SDK
+// worker; it waits until every simulated worker had a heartbeat sent after the cut succeed,
+// the killed worker is INACTIVE and the fleet made two more rounds of heartbeats, then mends
+// the pair. The membership must not change: every host renews and reaches PostgreSQL.
+func (p *partitionRun) cutHistoryPair(ctx context.Context) error {
+	start := time.Now()
+	p.faultAt.Store(start.UnixNano())
+	p.mendedAt.Store(start.UnixNano()) // recovery counts from the cut itself
+	for _, h := range p.hosts[:2] {
+		h.peer.freeze()
+	}
+	p.logf("partition: history port cut between host-1 and host-2")
+	victim, replaced := p.killWorker(ctx)
+	if err := p.waitFleetRecovered(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	p.report.ShardsServedAfter = time.Since(start)
+	p.logf("partition: every simulated worker's heartbeat sent after the cut succeeded %v after it", p.report.ShardsServedAfter.Round(time.Millisecond))
+	if err := <-replaced; err != nil {
+		return err
+	}
+	if err := p.waitInactive(ctx, victim.name, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := p.waitForFleetCalls(ctx, p.fleetCalls.Load()+int64(2*p.cfg.Fleet), time.Minute); err != nil {
+		return err
+	}
+	// Nothing moved: the three hosts kept every shard throughout.
+	if _, err := p.waitForOwners(ctx, time.Second, "host-1", "host-2", "host-3"); err != nil {
+		p.violate("the membership changed while only the history pair was cut: %v", err)
+	}
+	for _, h := range p.hosts[:2] {
+		h.peer.thaw()
+	}
+	return nil
+}
+
+// killWorker SIGKILLs the first SDK worker, on purpose (it may be listed INACTIVE), and
+// starts its replacement; replaced reports the replacement's start.
+func (p *partitionRun) killWorker(ctx context.Context) (victim *workerProc, replaced <-chan error) {
+	victim = p.workers[0]
+	p.mu.Lock()
+	p.killed[victim.name] = true
+	p.mu.Unlock()
+	victim.kill()
+	started := make(chan error, 1)
+	go func() { started <- p.addWorker(ctx, 0) }()
+	return victim, started
 }
 
 // waitFleetRecovered waits until every simulated worker had a heartbeat sent after the fault
@@ -940,6 +1025,21 @@ func (p *partitionRun) checkActivities() {
 // takenBack matches a host's log line for a call it took back from an owner that stopped
 // answering (history/routing.go), and its outcome.
 var takenBack = regexp.MustCompile(`"msg":"took a call back from a shard owner that stopped answering".*"outcome":"(\w+)"`)
+
+// relayed matches a host's log line for a call it relayed through another host
+// (history/relay.go), and its outcome.
+var relayed = regexp.MustCompile(`"msg":"relayed a call through another host[^"]*".*"outcome":"(\w+)"`)
+
+// countRelayed adds the calls h relayed, by outcome, to the report.
+func (p *partitionRun) countRelayed(h *clusterHost) {
+	data, err := os.ReadFile(h.proc.logPath)
+	if err != nil {
+		return
+	}
+	for _, m := range relayed.FindAllSubmatch(data, -1) {
+		p.report.Relayed[string(m[1])]++
+	}
+}
 
 // countTakenBack adds the calls h took back from a stalled owner, by outcome, to the report.
 func (p *partitionRun) countTakenBack(h *clusterHost) {
