@@ -114,6 +114,9 @@ type PartitionReport struct {
 	Acknowledged, Completed int
 	// FencedCommits counts the task rows the store's fencing check saw committed.
 	FencedCommits int64
+	// HistoryOps counts the operations (acknowledged heartbeats, liveness reads) of the
+	// simulated workers' histories checked for linearizability.
+	HistoryOps int
 	// FailedOver counts, by outcome (resent, unavailable), the calls hosts 2 and 3 took back
 	// from a shard owner that stopped answering (their logs say so).
 	FailedOver map[string]int64
@@ -194,7 +197,10 @@ type partitionRun struct {
 	faultAt atomic.Int64 // unix nanos; 0 before the fault
 	// mendedAt is when the fault ended (unix nanos; 0 before), and recovered the simulated
 	// workers whose heartbeat sent after it succeeded.
-	mendedAt   atomic.Int64
+	mendedAt atomic.Int64
+	// history is every simulated worker's heartbeats and liveness reads, client side, for
+	// the linearizability check.
+	history    leaseHistory
 	recovered  sync.Map // worker instance key → struct{}
 	nRecovered atomic.Int64
 	fleetCalls atomic.Int64
@@ -308,6 +314,7 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 	p.checkFleetHeld(ctx, fleetStop)
 	p.awaitResults(ctx)
 	stopMonitor()
+	p.checkLinearizable()
 	p.checkFence(ctx)
 	p.checkActivities()
 	for _, h := range p.hosts[1:] {
@@ -325,7 +332,8 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		"no live worker (simulated or SDK) was listed INACTIVE or resurrected",
 		"every simulated worker's last heartbeat before the fleet stopped is held by the server",
 		"every acknowledged activity completed with its own result, those of the worker killed at the fault included",
-		"every task row committed carried its shard's stored range_id (no commit by a fenced owner)")
+		"every task row committed carried its shard's stored range_id (no commit by a fenced owner)",
+		fmt.Sprintf("every simulated worker's history of heartbeats and liveness reads (%d operations) is linearizable against the lease model", p.report.HistoryOps))
 	p.mu.Lock()
 	p.report.Violations = append(p.report.Violations, p.violations...)
 	p.mu.Unlock()
@@ -481,6 +489,22 @@ CREATE TRIGGER partition_fence_outbound AFTER INSERT ON outbound_tasks FOR EACH 
 	return err
 }
 
+// checkLinearizable checks every simulated worker's history against the lease model
+// (linearizability.go). Its shortest lease is the lower of the first heartbeat's (the
+// default, 5 s) and LeaseIntervals beats of the fleet's 1 s interval, less a tenth for the
+// jitter of the interval a heartbeat reports.
+func (p *partitionRun) checkLinearizable() {
+	minLease := min(5*time.Second, time.Duration(cmp.Or(p.cfg.LeaseIntervals, 5))*time.Second) * 9 / 10
+	ops, bad := p.history.check(minLease, time.Minute)
+	p.report.HistoryOps = ops
+	for _, b := range bad {
+		p.violate("%s", b)
+	}
+	if ops == 0 {
+		p.violate("no history was recorded: the linearizability check checked nothing")
+	}
+}
+
 func (p *partitionRun) checkFence(ctx context.Context) {
 	conn, err := pgx.Connect(ctx, p.dsn)
 	if err != nil {
@@ -610,7 +634,10 @@ func (p *partitionRun) runFleet(ctx context.Context) error {
 		Duration:               time.Hour, // until ctx ends
 		RetryUnavailable:       true,
 		RetryResourceExhausted: true,
-		ObserveWorkers: func(keys []string, sent time.Time, _ time.Duration, err error) {
+		ObserveWorkers: func(keys []string, sent time.Time, took time.Duration, err error) {
+			if err == nil {
+				p.history.heartbeat(keys, sent, took)
+			}
 			if at := p.mendedAt.Load(); err != nil || at == 0 || sent.UnixNano() < at {
 				return
 			}
@@ -697,11 +724,16 @@ func (p *partitionRun) waitForFleet(ctx context.Context, within time.Duration) e
 // or with a resurrection (INACTIVE between two listings).
 func (p *partitionRun) monitorLiveness(ctx context.Context) {
 	for ctx.Err() == nil {
-		workers, _ := p.listWorkers(ctx)
+		invoked := time.Now()
+		workers, complete := p.listWorkers(ctx)
+		returned := time.Now()
 		for _, w := range workers {
 			identity := w.GetLastHeartbeat().GetWorkerIdentity()
 			key := w.GetLastHeartbeat().GetWorkerInstanceKey()
 			inactive := w.GetState() == livenesspb.LivenessState_LIVENESS_STATE_INACTIVE
+			if complete && !strings.HasPrefix(identity, "chaos-w") {
+				p.history.read(key, invoked, returned, inactive, w.GetLastHeartbeatTime().AsTime())
+			}
 			p.mu.Lock()
 			if (inactive || w.GetResurrectionCount() > 0) && !p.killed[identity] && !p.badWorkers[key] {
 				p.badWorkers[key] = true
