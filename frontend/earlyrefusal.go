@@ -164,7 +164,7 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 		e.transit.passed()
 		return context.WithValue(ctx, passedTap{}, true), nil
 	}
-	if deadline, ok := ctx.Deadline(); ok {
+	if deadline, ok := clock.DeadlineOf(ctx, e.ts); ok {
 		left := deadline.Sub(e.ts.Now())
 		if patient && left >= retryRoom && left <= admission.RetryHorizon {
 			e.retried.Add(1)
@@ -207,7 +207,7 @@ func (e *EarlyRefusal) refuse(ctx context.Context, target time.Duration, limit i
 	if wait <= 0 {
 		return false, 0
 	}
-	if deadline, ok := ctx.Deadline(); ok {
+	if deadline, ok := clock.DeadlineOf(ctx, e.ts); ok {
 		left := deadline.Sub(e.ts.Now())
 		if wait >= left {
 			return true, wait

@@ -214,7 +214,7 @@ func NewAdmission(cfg AdmissionConfig, ts clock.TimeSource, scope tally.Scope, l
 // ResourceExhausted (refused: retry later) or DeadlineExceeded/Canceled (the caller is gone).
 func (a *Admission) Admit(ctx context.Context, shardID int32, class AdmissionClass, bytes int) (func(), error) {
 	now := a.ts.Now()
-	deadline, hasDeadline := ctx.Deadline()
+	deadline, hasDeadline := clock.DeadlineOf(ctx, a.ts)
 	if err := ctx.Err(); err != nil || (hasDeadline && !now.Before(deadline)) {
 		a.countDropped(class)
 		return nil, callerGone(ctx)

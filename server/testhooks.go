@@ -48,6 +48,10 @@ type offsetTimeSource struct {
 // Now implements clock.TimeSource.
 func (o offsetTimeSource) Now() time.Time { return o.TimeSource.Now().Add(o.offset) }
 
+// FromRuntime implements clock.RuntimeFramer: a context's deadline, on the runtime's clock,
+// is read on this host's offset clock, as on a host whose one clock is off.
+func (o offsetTimeSource) FromRuntime(t time.Time) time.Time { return t.Add(o.offset) }
+
 // NewTimerAt implements clock.TimeSource: deadline is on the offset clock.
 func (o offsetTimeSource) NewTimerAt(deadline time.Time) (<-chan time.Time, clock.Timer) {
 	return o.TimeSource.NewTimerAt(deadline.Add(-o.offset))

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,6 +36,13 @@ func TestClockOffsetHook(t *testing.T) {
 	case <-fired:
 	default:
 		t.Fatal("the timer did not fire at its instant")
+	}
+	// A context's deadline, on the runtime's clock, is read on the host's offset clock: a call
+	// with a second left has a second left by the host's clock too.
+	ctx, cancel := context.WithDeadline(context.Background(), fake.Now().Add(time.Second))
+	defer cancel()
+	if d, _ := clock.DeadlineOf(ctx, ts); d.Sub(ts.Now()) != time.Second {
+		t.Fatalf("a deadline a second away is %v away by the offset clock", d.Sub(ts.Now()))
 	}
 	t.Setenv(testHooksEnv, "clock-offset=soon")
 	if _, err := testHookTimeSource(fake, zap.NewNop()); err == nil {

@@ -56,11 +56,19 @@ const (
 	// both hosts reaching PostgreSQL and host 3: nothing moves, and a call host 2 forwards to
 	// host 1 must reach it through host 3.
 	ScenarioHistoryCut = "history-cut"
+	// ScenarioClockAhead runs host 1 with its clock hostClockOffset ahead of the others' (a
+	// test hook offsetting its TimeSource) throughout, and freezes its path to PostgreSQL as
+	// ScenarioPGFreeze does: the shards, and the leases recorded in them, move from a host
+	// whose clock is ahead to hosts behind it, and back once host 1 is thawed.
+	ScenarioClockAhead = "clock-ahead"
 )
+
+// hostClockOffset is how far ahead host 1's clock runs in ScenarioClockAhead.
+const hostClockOffset = 2 * time.Second
 
 // Scenarios are the partition scenarios PartitionRun knows, in the order the long form runs
 // them.
-var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut}
+var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut, ScenarioClockAhead}
 
 // ownsPostgres reports whether scenario runs on a PostgreSQL instance of its own rather than
 // on PartitionConfig.Postgres.
@@ -239,7 +247,7 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
-	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut:
+	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut, ScenarioClockAhead:
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (known: %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -397,6 +405,9 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		var hooks []string
 		if i == 1 {
 			hooks = append(hooks, "renewal-signals")
+			if p.cfg.Scenario == ScenarioClockAhead {
+				hooks = append(hooks, "clock-offset="+hostClockOffset.String())
+			}
 		}
 		if peer := peers[i-1]; peer != nil {
 			hooks = append(hooks, fmt.Sprintf("history-via=%s>%s", history[2-i], peer.Addr()))
@@ -435,6 +446,8 @@ func (p *partitionRun) checkHooks(host1 *serverProc) error {
 	case ScenarioRenewalsStopped, ScenarioHistoryCut:
 		// Host 1 logs the renewal hook in every scenario: a binary that did proves the tag.
 		want = append(want, "test hook enabled: SIGUSR1 pauses")
+	case ScenarioClockAhead:
+		want = append(want, "test hook enabled: this host's clock is offset")
 	}
 	data, err := os.ReadFile(host1.logPath)
 	if err != nil {
@@ -495,6 +508,10 @@ CREATE TRIGGER partition_fence_outbound AFTER INSERT ON outbound_tasks FOR EACH 
 // jitter of the interval a heartbeat reports.
 func (p *partitionRun) checkLinearizable() {
 	minLease := min(5*time.Second, time.Duration(cmp.Or(p.cfg.LeaseIntervals, 5))*time.Second) * 9 / 10
+	if p.cfg.Scenario == ScenarioClockAhead {
+		// Host 1 judges the leases of its shards on a clock that far ahead of the suite's.
+		minLease -= hostClockOffset
+	}
 	ops, bad := p.history.check(minLease, time.Minute)
 	p.report.HistoryOps = ops
 	for _, b := range bad {
@@ -737,8 +754,10 @@ func (p *partitionRun) monitorLiveness(ctx context.Context) {
 			p.mu.Lock()
 			if (inactive || w.GetResurrectionCount() > 0) && !p.killed[identity] && !p.badWorkers[key] {
 				p.badWorkers[key] = true
-				p.violations = append(p.violations, fmt.Sprintf("live worker %s (%s) was declared INACTIVE (listed %s, resurrections %d) at %s",
-					key, identity, w.GetState(), w.GetResurrectionCount(), time.Now().UTC().Format(time.RFC3339Nano)))
+				p.violations = append(p.violations, fmt.Sprintf("live worker %s (%s) was declared INACTIVE (listed %s, reason %s, resurrections %d; last heartbeat %s, lease deadline %s) at %s",
+					key, identity, w.GetState(), w.GetInactiveReason(), w.GetResurrectionCount(),
+					w.GetLastHeartbeatTime().AsTime().UTC().Format("15:04:05.000"), w.GetLeaseDeadline().AsTime().UTC().Format("15:04:05.000"),
+					time.Now().UTC().Format(time.RFC3339Nano)))
 			}
 			p.mu.Unlock()
 		}
@@ -785,7 +804,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 	p.faultAt.Store(time.Now().UnixNano())
 	start := time.Now()
 	switch p.cfg.Scenario {
-	case ScenarioPGFreeze:
+	case ScenarioPGFreeze, ScenarioClockAhead:
 		h.proxy.freeze()
 	case ScenarioPGRefuse:
 		h.proxy.refuse()
@@ -815,7 +834,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 	mended := time.Now()
 	p.mendedAt.Store(mended.UnixNano())
 	switch p.cfg.Scenario {
-	case ScenarioPGFreeze:
+	case ScenarioPGFreeze, ScenarioClockAhead:
 		h.proxy.thaw()
 	case ScenarioPGRefuse:
 		if err := h.proxy.restore(); err != nil {
