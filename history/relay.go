@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
 // Relaying: a host that cannot reach a shard's owner while that owner renews its membership
@@ -215,12 +217,13 @@ func newReply(fullMethod string) (proto.Message, error) {
 	return mt.New().Interface(), nil
 }
 
-// logRelay logs a relayed call's outcome.
+// logRelay logs and counts a relayed call's outcome.
 func (r *Router) logRelay(method string, shardID int32, owner, via string, err error) {
 	outcome := "answered"
 	if err != nil && transportBroken(err) {
 		outcome = "failed"
 	}
+	metrics.HistoryRequestsRelayed.With(r.scope, metrics.OutcomeTag(outcome)).Inc(1)
 	r.logger.Warn(relayLog, zap.String("method", method), zap.Int32("shard", shardID),
 		zap.String("owner", owner), zap.String("via", via), zap.String("outcome", outcome), zap.Error(err))
 }

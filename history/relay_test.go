@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/membership"
+	"github.com/vigilhq/vigil/common/metrics"
 )
 
 // relayMembership is a movableMembership that also names a relay.
@@ -60,11 +62,12 @@ type relayCluster struct {
 	owner  *countingOwner
 	client healthpb.HealthClient
 	router *Router
+	scope  tally.Scope
 }
 
 func newRelayCluster(t *testing.T, cut string, withRelay bool) *relayCluster {
 	t.Helper()
-	c := &relayCluster{owner: &countingOwner{Server: health.NewServer()}}
+	c := &relayCluster{owner: &countingOwner{Server: health.NewServer()}, scope: tally.NewTestScope("", nil)}
 	ownerAddr := startHealthHost(t, c.owner).Address()
 	// The relay host knows the owner as a member and reaches it directly.
 	relayMembers := membership.NewStatic(membership.Host{ID: "relay", HistoryAddress: "relay"},
@@ -77,7 +80,7 @@ func newRelayCluster(t *testing.T, cut string, withRelay bool) *relayCluster {
 	if withRelay {
 		m.via = relayAddr
 	}
-	c.router = NewRouter(4, m)
+	c.router = NewRouter(4, m, WithMetricsScope(c.scope))
 	c.router.dial = func(address string) string {
 		if address == ownerAddr {
 			return cut
@@ -112,6 +115,7 @@ func TestRelayThroughAThirdHostPastABlackHole(t *testing.T) {
 	c := newRelayCluster(t, blackHole(t), true)
 	require.NoError(t, c.check(10*time.Second, true))
 	require.Equal(t, int32(1), c.owner.served.Load())
+	require.Equal(t, int64(1), relayedCount(c.scope), "the relayed call is counted")
 }
 
 // A resendable call whose owner's port refuses this host is relayed at once.
@@ -131,6 +135,7 @@ func TestRelayNeverSendsAnUnsafeCall(t *testing.T) {
 	c := newRelayCluster(t, blackHole(t), true)
 	require.Error(t, c.check(hopBudget+time.Second, false))
 	require.Zero(t, c.owner.served.Load())
+	require.Zero(t, relayedCount(c.scope))
 }
 
 // A relay refuses to forward to a host that is not a live member of its view: a history port
@@ -144,4 +149,15 @@ func TestRelayRefusesANonMember(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 	_, err := r.relay(context.Background(), relayAddr, other, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
 	require.ErrorContains(t, err, "not a live member")
+}
+
+// relayedCount is what scope counted in HistoryRequestsRelayed, every outcome together.
+func relayedCount(scope tally.Scope) int64 {
+	var total int64
+	for _, c := range scope.(tally.TestScope).Snapshot().Counters() {
+		if c.Name() == metrics.HistoryRequestsRelayed.Name() {
+			total += c.Value()
+		}
+	}
+	return total
 }
