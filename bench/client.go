@@ -240,6 +240,13 @@ func (c *simClient) heartbeat(ctx context.Context) {
 	if err == nil {
 		c.r.countAnswered(c)
 	}
+	if c.r.cfg.ObserveWorkers != nil {
+		keys := make([]string, len(c.workers))
+		for i, w := range c.workers {
+			keys[i] = w.key
+		}
+		c.r.cfg.ObserveWorkers(keys, now, took, err)
+	}
 	if !measured {
 		return
 	}

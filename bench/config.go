@@ -115,6 +115,11 @@ type Config struct {
 	// was sent, how long it took to its answer (retries included), how many retries it
 	// needed and its final error. It runs on the client's goroutine: keep it short.
 	Observe func(sent time.Time, took time.Duration, retries int, err error)
+	// ObserveWorkers, when set, is called after every heartbeat RPC as Observe is, with the
+	// instance keys of the workers the RPC carried: a client-side history of each worker's
+	// heartbeats (invoked at sent, answered at sent+took), for checks such as
+	// linearizability.
+	ObserveWorkers func(keys []string, sent time.Time, took time.Duration, err error)
 	// ShutdownAtEnd sends ShutdownWorker for every live worker when the load ends, as an SDK
 	// fleet stopping cleanly does; otherwise the workers are left to expire.
 	ShutdownAtEnd bool

@@ -87,7 +87,7 @@ func (e *EarlyRefusal) Tap(ctx context.Context, info *tap.Info) (context.Context
 		return ctx, nil
 	}
 	var left time.Duration
-	if deadline, ok := ctx.Deadline(); ok {
+	if deadline, ok := clock.DeadlineOf(ctx, e.ts); ok {
 		left = max(deadline.Sub(e.ts.Now()), time.Nanosecond)
 	}
 	if e.pressure.RefuseEarly(e.Outstanding(), left) {

@@ -38,6 +38,15 @@ type ServerOption func(*serverOptions)
 
 type serverOptions struct {
 	secret string
+	// relay forwards the calls another host relays through this one (relay.go); nil refuses
+	// nothing and forwards nothing.
+	relay *Router
+}
+
+// WithRelay makes the server forward, through r, the calls another host relays through this
+// one to a shard owner it cannot reach (relay.go).
+func WithRelay(r *Router) ServerOption {
+	return func(o *serverOptions) { o.relay = r }
 }
 
 // WithClusterSecret makes the server refuse (Unauthenticated) every call that does not carry

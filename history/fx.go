@@ -191,6 +191,7 @@ type serverParams struct {
 	Membership *LocalMembership
 	Monitor    membership.Monitor
 	Local      *LocalConn
+	Router     *Router
 	Logger     *zap.Logger
 	// The engine must serve before the server accepts calls, and stop after it stops.
 	Engine *Engine
@@ -201,7 +202,7 @@ func newServerFx(p serverParams) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := NewServerOnListener(p.Listener.Listener, p.Services, p.Logger, WithClusterSecret(secret))
+	s := NewServerOnListener(p.Listener.Listener, p.Services, p.Logger, WithClusterSecret(secret), WithRelay(p.Router))
 	p.Membership.SetAddress(p.Monitor.Self().HistoryAddress)
 	for _, register := range p.Services {
 		register(p.Local)

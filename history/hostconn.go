@@ -18,7 +18,7 @@ func (r *Router) ConnForHost(address string) (grpc.ClientConnInterface, error) {
 	if conn, ok := r.conns[address]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
+	conn, err := grpc.NewClient(r.dial(address), append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uber-go/tally/v4"
 	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/membership"
@@ -140,7 +142,7 @@ func (c *shardConn) Invoke(ctx context.Context, method string, args, reply any, 
 			if remote {
 				metrics.HistoryRequestsForwarded.With(c.router.scope).Inc(1)
 			}
-			err = c.attempt(ctx, deadline, address, conn, method, args, reply, opts...)
+			err = c.attempt(ctx, deadline, address, conn, remote, method, args, reply, opts...)
 		}
 		var taken *takenBackError
 		if errors.As(err, &taken) {
@@ -184,9 +186,10 @@ func (e *takenBackError) Error() string {
 	return fmt.Sprintf("shard %d: the host at %s did not answer: %v; the call's outcome is unknown, retry", e.shardID, e.address, e.cause)
 }
 
-// attempt sends one call to the owner at address and, past hopBudget, watches that owner
-// until it answers: see hopBudget.
-func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address string, conn grpc.ClientConnInterface,
+// attempt sends one call to the owner at address (remote: another host) and, past hopBudget,
+// watches that owner until it answers: see hopBudget, and relay.go for a call relayed through
+// another host.
+func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address string, conn grpc.ClientConnInterface, remote bool,
 	method string, args, reply any, opts ...grpc.CallOption,
 ) error {
 	if !watchable(c.router.membership) {
@@ -194,24 +197,92 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 		// would ever be taken back, so nothing is watched.
 		return conn.Invoke(ctx, method, args, reply, opts...)
 	}
+	relayable := remote && slices.ContainsFunc(opts, isResendable)
+	call := &relayedCall{method: method, args: args, reply: reply, opts: opts}
 	attemptCtx, cancel := context.WithCancelCause(ctx)
-	watch := time.AfterFunc(hopBudget, func() { c.watchOwner(attemptCtx, cancel, deadline, address) })
+	watch := time.AfterFunc(hopBudget, func() { c.watchOwner(attemptCtx, cancel, deadline, address, relayable, call) })
 	err := conn.Invoke(attemptCtx, method, args, reply, opts...)
+	if remote && (err == nil || !transportBroken(err)) {
+		c.router.answered(address)
+	}
 	cause := context.Cause(attemptCtx)
 	watch.Stop()
 	cancel(nil)
+	if err != nil && ctx.Err() == nil && cause == errRelayed {
+		return call.result(reply)
+	}
 	if err != nil && ctx.Err() == nil && (cause == errShardMoved || cause == errOwnerStalled) {
 		return &takenBackError{shardID: c.shardID, address: address, cause: cause}
+	}
+	if err != nil && relayable && ctx.Err() == nil && transportBroken(err) && connDown(conn) {
+		// The owner cannot be reached at all from here (refused, reset): through another host
+		// at once, if it still renews.
+		if via, ok := c.relayVia(address, true); ok {
+			out, rerr := c.router.relay(ctx, via, address, method, args, reply, opts...)
+			c.router.logRelay(method, c.shardID, address, via, rerr)
+			if rerr == nil || !transportBroken(rerr) {
+				call.set(out, rerr, nil)
+				return call.result(reply)
+			}
+		}
 	}
 	return err
 }
 
+// relayedCall is one call's relay through another host: what to send, and the relay's answer
+// once it came (set once).
+type relayedCall struct {
+	method   string
+	args     any
+	reply    any
+	opts     []grpc.CallOption
+	inFlight atomic.Bool
+
+	mu   sync.Mutex
+	done bool
+	out  any
+	err  error
+}
+
+// set records the relay's answer, once, and cancels the direct attempt (when cancel is set).
+func (r *relayedCall) set(out any, err error, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done, r.out, r.err = true, out, err
+	if cancel != nil {
+		cancel(errRelayed)
+	}
+}
+
+// result copies the relay's reply into reply and returns its error.
+func (r *relayedCall) result(reply any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		dst, okDst := reply.(proto.Message)
+		src, okSrc := r.out.(proto.Message)
+		if !okDst || !okSrc {
+			return serviceerror.NewInternal("relay: the reply is not a protobuf message")
+		}
+		proto.Reset(dst)
+		proto.Merge(dst, src)
+	}
+	return r.err
+}
+
 // watchOwner takes the call attemptCtx carries back (cancel) once the shard moved away from
-// address, or once the owner is lapsing and the caller's deadline is near.
-func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.CancelCauseFunc, deadline time.Time, address string) {
+// address, or once the owner is lapsing and the caller's deadline is near; while the owner
+// renews but answers nobody, a relayable call is also sent through another host (relay.go).
+func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.CancelCauseFunc, deadline time.Time, address string,
+	relayable bool, call *relayedCall,
+) {
 	health := c.router.membership.(HostHealth)
 	ticker := time.NewTicker(failoverPoll)
 	defer ticker.Stop()
+	var relayTried time.Time
 	for {
 		lapsing := health.Lapsing(address)
 		if now, err := c.router.membership.HostForShard(c.shardID); err == nil && now != address && lapsing {
@@ -221,6 +292,23 @@ func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.Cancel
 		if lapsing && time.Until(deadline) < stalledOwnerMargin {
 			cancel(errOwnerStalled)
 			return
+		}
+		if relayable && !lapsing && time.Since(relayTried) >= hopBudget && !call.inFlight.Load() && c.router.silentFor(address, hopBudget) {
+			if via, ok := c.relayVia(address, true); ok {
+				relayTried = time.Now()
+				call.inFlight.Store(true)
+				go func() {
+					defer call.inFlight.Store(false)
+					out, err := c.router.relay(attemptCtx, via, address, call.method, call.args, call.reply, call.opts...)
+					if attemptCtx.Err() != nil {
+						return // the direct attempt answered, or the caller gave up
+					}
+					c.router.logRelay(call.method, c.shardID, address, via, err)
+					if err == nil || !transportBroken(err) {
+						call.set(out, err, cancel)
+					}
+				}()
+			}
 		}
 		select {
 		case <-attemptCtx.Done():

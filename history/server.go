@@ -50,7 +50,7 @@ func NewServerOnListener(lis net.Listener, services []ServiceRegistration, logge
 		opt(&o)
 	}
 	s := grpc.NewServer(append(o.grpcOptions(),
-		grpc.ChainUnaryInterceptor(serviceErrorInterceptor),
+		grpc.ChainUnaryInterceptor(serviceErrorInterceptor, relayServerInterceptor(o.relay)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)...)
 	for _, register := range services {
@@ -160,6 +160,11 @@ type Router struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	// lastAnswer is, by host address, when that host last answered a call (relay.go).
+	lastAnswer sync.Map
+	// dial maps a host's address to the address dialed for it (dialTarget; tests cut one
+	// router's path to a host with it).
+	dial func(address string) string
 }
 
 // RouterOption configures a Router.
@@ -173,7 +178,7 @@ func WithLocalConn(conn *LocalConn, localAddress func() string) RouterOption {
 
 // NewRouter returns a router for a cluster of numShards.
 func NewRouter(numShards int32, membership Membership, opts ...RouterOption) *Router {
-	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope, logger: zap.NewNop()}
+	r := &Router{numShards: numShards, membership: membership, conns: make(map[string]*grpc.ClientConn), scope: tally.NoopScope, logger: zap.NewNop(), dial: dialTarget}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -213,7 +218,7 @@ func (r *Router) connForShard(shardID int32) (string, grpc.ClientConnInterface, 
 	if conn, ok := r.conns[address]; ok {
 		return address, conn, true, nil
 	}
-	conn, err := grpc.NewClient(address, append(clusterSecretDialOptions(r.secret),
+	conn, err := grpc.NewClient(r.dial(address), append(clusterSecretDialOptions(r.secret),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(statusToServiceErrorInterceptor))...)
 	if err != nil {

@@ -275,7 +275,7 @@ func (m *Matcher) updateIdle(q idleTracked, now time.Time) {
 // wall clock in production.
 func (m *Matcher) pollWait(ctx context.Context, now time.Time) time.Duration {
 	wait := m.opts.MaxPollWait
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := clock.DeadlineOf(ctx, m.ts); ok {
 		if untilMargin := dl.Sub(now) - m.opts.PollDeadlineMargin; untilMargin < wait {
 			wait = untilMargin
 		}

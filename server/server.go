@@ -112,6 +112,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 		o.logger = l
 	}
+	if _, real := o.timeSource.(clock.RealTimeSource); real {
+		ts, err := testHookTimeSource(o.timeSource, o.logger)
+		if err != nil {
+			return nil, err
+		}
+		o.timeSource = ts
+	}
 	if err := cfg.Metrics.OTLP.Validate(); err != nil {
 		return nil, err
 	}

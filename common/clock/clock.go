@@ -5,6 +5,7 @@
 package clock
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -200,4 +201,24 @@ func (t *fakeTimer) Stop() bool {
 
 func sortTimers(ts []*fakeTimer) {
 	slices.SortStableFunc(ts, func(a, b *fakeTimer) int { return a.deadline.Compare(b.deadline) })
+}
+
+// RuntimeFramer is what a TimeSource whose readings are not the runtime's clock may also
+// offer: the instant of its own clock that a runtime-clock instant is. A context's deadline is
+// always on the runtime's clock (gRPC turns a caller's timeout into one with time.Now), which
+// is the real and the fake TimeSources' frame as far as their comparisons go; a test hook that
+// offsets a host's clock implements it so that the host's comparisons stay in one frame, as
+// on a real host whose clock is off, where both are the same clock.
+type RuntimeFramer interface {
+	FromRuntime(t time.Time) time.Time
+}
+
+// DeadlineOf returns ctx's deadline in ts's frame (RuntimeFramer), to be compared with
+// ts.Now(). Component code compares a context's deadline with its TimeSource only through it.
+func DeadlineOf(ctx context.Context, ts TimeSource) (time.Time, bool) {
+	deadline, ok := ctx.Deadline()
+	if f, framed := ts.(RuntimeFramer); ok && framed {
+		deadline = f.FromRuntime(deadline)
+	}
+	return deadline, ok
 }

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -81,3 +82,25 @@ func TestFakeNewTimerAt(t *testing.T) {
 		t.Fatal("the timer did not fire at its deadline")
 	}
 }
+
+// DeadlineOf returns a context's deadline as is for a TimeSource on the runtime's frame, and
+// in the TimeSource's own frame for one that says how (RuntimeFramer).
+func TestDeadlineOf(t *testing.T) {
+	deadline := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if d, ok := DeadlineOf(ctx, NewFakeTimeSource()); !ok || !d.Equal(deadline) {
+		t.Fatalf("DeadlineOf = %v, %v; want the context's deadline", d, ok)
+	}
+	if d, ok := DeadlineOf(ctx, framed{NewFakeTimeSource()}); !ok || !d.Equal(deadline.Add(time.Hour)) {
+		t.Fatalf("DeadlineOf = %v, %v; want it in the TimeSource's frame", d, ok)
+	}
+	if _, ok := DeadlineOf(context.Background(), framed{NewFakeTimeSource()}); ok {
+		t.Fatal("a context without a deadline has none")
+	}
+}
+
+// framed is a TimeSource an hour ahead of the runtime's frame.
+type framed struct{ *FakeTimeSource }
+
+func (framed) FromRuntime(t time.Time) time.Time { return t.Add(time.Hour) }

@@ -122,6 +122,11 @@ var (
 	// HistoryRequestsRerouted counts history calls retried because their shard was moving.
 	HistoryRequestsRerouted = NewCounterDef("history_requests_rerouted",
 		"History calls retried on another host because their shard was moving.")
+	// HistoryRequestsRelayed counts history calls relayed through a third host to an owner
+	// this host could not reach, by outcome.
+	HistoryRequestsRelayed = NewCounterDef("history_requests_relayed",
+		"History calls sent through a third host because their shard's owner renews but did not answer this host; outcome: answered (by the owner, through the relay) or failed.",
+		TagOutcome)
 )
 
 // Task queues. Each queue's scope is tagged queue=timer or queue=outbound; its gauges are per

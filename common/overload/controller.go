@@ -112,7 +112,7 @@ func New(cfg Config, ts clock.TimeSource, scope tally.Scope) *Controller {
 // ResourceExhausted (refused: retry later) or DeadlineExceeded/Canceled (the caller is gone).
 func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, bytes int) (func(), error) {
 	now := c.ts.Now()
-	deadline, hasDeadline := ctx.Deadline()
+	deadline, hasDeadline := clock.DeadlineOf(ctx, c.ts)
 	if err := ctx.Err(); err != nil || (hasDeadline && !now.Before(deadline)) {
 		c.drop(class, now)
 		return nil, callerGone(ctx)

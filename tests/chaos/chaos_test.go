@@ -85,15 +85,37 @@ func TestChaosPostgres(t *testing.T) {
 }
 
 // TestPartitionShort is the partition suite's short form: three `vigil server` processes on
-// one PostgreSQL, host 1's path to it frozen (every socket open, nothing moving) under a fleet
-// of simulated SDK workers heartbeating through hosts 2 and 3 and SDK workers running
-// standalone activities, one of them killed at the freeze. The fleet sees no error, and every
-// invariant holds (partition.go).
+// one PostgreSQL under a fleet of simulated SDK workers heartbeating through hosts 2 and 3 and
+// SDK workers running standalone activities, one of them killed at the fault, for each of
+// shortScenarios in turn. The fleet sees no error, and every invariant holds (partition.go).
 func TestPartitionShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partition suite: builds and runs three servers and worker processes")
 	}
-	dsn := postgresForTest(t)
+	for _, scenario := range shortScenarios {
+		t.Run(scenario, func(t *testing.T) { runPartitionShort(t, scenario) })
+	}
+}
+
+// shortScenarios are the partition scenarios make test runs: host 1's path to PostgreSQL
+// frozen (the gray failure the call failover is for), PostgreSQL restarted under every host
+// (on an instance of the run's own), and the history port cut between two hosts alone (the
+// relay through the third). The others (refused path, renewals stopped) exercise the same
+// self-fence and takeover as the frozen path, which is the harder of them.
+var shortScenarios = []string{ScenarioPGFreeze, ScenarioPGRestart, ScenarioHistoryCut}
+
+func runPartitionShort(t *testing.T, scenario string) {
+	var dsn string
+	if ownsPostgres(scenario) {
+		if _, err := findPGBin(""); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	} else {
+		dsn = postgresForTest(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	bin, err := buildOnce(ctx)
@@ -105,7 +127,7 @@ func TestPartitionShort(t *testing.T) {
 	// heartbeat can wait seconds for a CPU: a lease of ten intervals keeps the check about the
 	// failover rather than about the box. The long form keeps five.
 	report, err := PartitionRun(ctx, PartitionConfig{
-		Scenario: ScenarioPGFreeze, Postgres: dsn, Fleet: 100, LeaseIntervals: 10, Dir: dir, Bin: bin, Logf: t.Logf,
+		Scenario: scenario, Postgres: dsn, Fleet: 100, LeaseIntervals: 10, Dir: dir, Bin: bin, Logf: t.Logf,
 	})
 	if report != nil {
 		t.Log("\n" + report.String())

@@ -46,11 +46,33 @@ const (
 	// the host serving on and reaching PostgreSQL, until its shards are served by the others;
 	// then resumes it (SIGUSR2).
 	ScenarioRenewalsStopped = "renewals-stopped"
+	// ScenarioPGRestart restarts PostgreSQL under the three hosts (a fast shutdown: every
+	// connection closed, every open transaction rolled back; then a start). It runs on an
+	// instance the suite starts for the run (initdb, pg_ctl), so that no other user of the
+	// machine's PostgreSQL is disturbed.
+	ScenarioPGRestart = "pg-restart"
+	// ScenarioHistoryCut black-holes the history port between hosts 1 and 2 alone (each
+	// dials the other through a proxy of the suite, a test hook, and both proxies freeze),
+	// both hosts reaching PostgreSQL and host 3: nothing moves, and a call host 2 forwards to
+	// host 1 must reach it through host 3.
+	ScenarioHistoryCut = "history-cut"
+	// ScenarioClockAhead runs host 1 with its clock hostClockOffset ahead of the others' (a
+	// test hook offsetting its TimeSource) throughout, and freezes its path to PostgreSQL as
+	// ScenarioPGFreeze does: the shards, and the leases recorded in them, move from a host
+	// whose clock is ahead to hosts behind it, and back once host 1 is thawed.
+	ScenarioClockAhead = "clock-ahead"
 )
+
+// hostClockOffset is how far ahead host 1's clock runs in ScenarioClockAhead.
+const hostClockOffset = 2 * time.Second
 
 // Scenarios are the partition scenarios PartitionRun knows, in the order the long form runs
 // them.
-var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped}
+var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut, ScenarioClockAhead}
+
+// ownsPostgres reports whether scenario runs on a PostgreSQL instance of its own rather than
+// on PartitionConfig.Postgres.
+func ownsPostgres(scenario string) bool { return scenario == ScenarioPGRestart }
 
 // PartitionConfig is one partition run: a cluster of three `vigil server` processes on one
 // PostgreSQL, each reaching it through a proxy of the suite, under a fleet of simulated SDK
@@ -59,7 +81,11 @@ var Scenarios = []string{ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsSto
 type PartitionConfig struct {
 	Scenario string
 	// Postgres is the DSN (URL) of an existing database; the run creates a fresh one next to it.
+	// A scenario that restarts PostgreSQL ignores it and starts an instance of its own.
 	Postgres string
+	// PGBin is the directory of initdb and pg_ctl for a scenario that owns its PostgreSQL
+	// (default: the newest under /usr/lib/postgresql/*/bin).
+	PGBin string
 	// Fleet is the number of simulated workers heartbeating every second (default 300).
 	Fleet int
 	// SDKWorkers is the number of stock-SDK activity workers (default 3); one is SIGKILLed
@@ -80,9 +106,13 @@ type PartitionConfig struct {
 type PartitionReport struct {
 	Scenario string
 	// ShardsServedAfter is the time from the fault to every shard owned by a host other than
-	// host 1 (as host 2 describes the cluster).
+	// host 1 (as host 2 describes the cluster). When PostgreSQL restarts under every host, it
+	// is the time from the restart's beginning to every simulated worker's heartbeat succeeding
+	// again.
 	ShardsServedAfter time.Duration
-	// RejoinedAfter is the time from the end of the fault to host 1 owning shards again.
+	// RejoinedAfter is the time from the end of the fault to host 1 owning shards again (for
+	// a PostgreSQL restart: from PostgreSQL accepting connections again to every simulated
+	// worker's heartbeat succeeding).
 	RejoinedAfter time.Duration
 	// FleetHeartbeats and FleetErrors count the fleet's heartbeat calls from the fault to the
 	// end of the run, and those that failed (after the retries an SDK makes), by code.
@@ -92,9 +122,15 @@ type PartitionReport struct {
 	Acknowledged, Completed int
 	// FencedCommits counts the task rows the store's fencing check saw committed.
 	FencedCommits int64
+	// HistoryOps counts the operations (acknowledged heartbeats, liveness reads) of the
+	// simulated workers' histories checked for linearizability.
+	HistoryOps int
 	// FailedOver counts, by outcome (resent, unavailable), the calls hosts 2 and 3 took back
 	// from a shard owner that stopped answering (their logs say so).
 	FailedOver map[string]int64
+	// Relayed counts, by outcome (answered, failed), the calls any host relayed through another
+	// to an owner it could not reach while that owner renewed (their logs say so).
+	Relayed    map[string]int64
 	Checks     []string
 	Violations []string
 	Elapsed    time.Duration
@@ -115,10 +151,18 @@ func (r *PartitionReport) FleetErrorCount() int64 {
 func (r *PartitionReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s, %v\n", r.Scenario, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
-		r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	switch {
+	case r.Scenario == ScenarioHistoryCut:
+		fmt.Fprintf(&b, "  every simulated worker's heartbeat sent after the cut succeeded %v after it\n", r.ShardsServedAfter.Round(time.Millisecond))
+	case ownsPostgres(r.Scenario):
+		fmt.Fprintf(&b, "  every simulated worker's heartbeat succeeded again %v after the restart began, %v after PostgreSQL accepted connections again\n",
+			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	default:
+		fmt.Fprintf(&b, "  every shard served by hosts 2 and 3 %v after the fault; host 1 owned shards again %v after it ended\n",
+			r.ShardsServedAfter.Round(time.Millisecond), r.RejoinedAfter.Round(time.Millisecond))
+	}
 	fmt.Fprintf(&b, "  fleet heartbeats from the fault on %d, failed %d %v\n", r.FleetHeartbeats, r.FleetErrorCount(), r.FleetErrors)
-	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v\n", r.FailedOver)
+	fmt.Fprintf(&b, "  calls taken back from a stalled owner by hosts 2 and 3: %v; relayed through another host: %v\n", r.FailedOver, r.Relayed)
 	fmt.Fprintf(&b, "  activities acknowledged %d, completed with their own result %d; task rows checked by the fence %d\n",
 		r.Acknowledged, r.Completed, r.FencedCommits)
 	for _, c := range r.Checks {
@@ -135,6 +179,9 @@ type clusterHost struct {
 	id    string
 	proc  *serverProc
 	proxy *tcpProxy
+	// peer is the proxy through which this host dials the other end of the history pair a
+	// ScenarioHistoryCut cuts (nil on other hosts and in other scenarios).
+	peer *tcpProxy
 }
 
 type partitionRun struct {
@@ -142,6 +189,7 @@ type partitionRun struct {
 	report *PartitionReport
 	hosts  []*clusterHost
 	dsn    string
+	pg     *pgInstance // the run's own PostgreSQL, when the scenario restarts it
 
 	raw     []workflowservice.WorkflowServiceClient
 	sdk     client.Client
@@ -154,7 +202,15 @@ type partitionRun struct {
 	violations []string
 	badWorkers map[string]bool
 
-	faultAt    atomic.Int64 // unix nanos; 0 before the fault
+	faultAt atomic.Int64 // unix nanos; 0 before the fault
+	// mendedAt is when the fault ended (unix nanos; 0 before), and recovered the simulated
+	// workers whose heartbeat sent after it succeeded.
+	mendedAt atomic.Int64
+	// history is every simulated worker's heartbeats and liveness reads, client side, for
+	// the linearizability check.
+	history    leaseHistory
+	recovered  sync.Map // worker instance key → struct{}
+	nRecovered atomic.Int64
 	fleetCalls atomic.Int64
 	fleetErrs  sync.Map // code → *atomic.Int64
 }
@@ -187,16 +243,25 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		cfg.Strand = 90 * time.Second
 	}
 	began := time.Now()
-	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}, FailedOver: map[string]int64{}},
+	p := &partitionRun{cfg: cfg, report: &PartitionReport{Scenario: cfg.Scenario, FleetErrors: map[string]int64{}, FailedOver: map[string]int64{}, Relayed: map[string]int64{}},
 		killed: map[string]bool{}, acts: map[string]*act{}, badWorkers: map[string]bool{}}
 	defer func() { p.report.Elapsed = time.Since(began) }()
 	switch cfg.Scenario {
-	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped:
+	case ScenarioPGFreeze, ScenarioPGRefuse, ScenarioRenewalsStopped, ScenarioPGRestart, ScenarioHistoryCut, ScenarioClockAhead:
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (known: %s)", cfg.Scenario, strings.Join(Scenarios, ", "))
 	}
 
-	dsn, drop, err := createDatabase(ctx, cfg.Postgres, fmt.Sprintf("vigil_partition_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6))
+	admin := cfg.Postgres
+	if ownsPostgres(cfg.Scenario) {
+		pg, err := startPGInstance(ctx, cfg.PGBin, filepath.Join(cfg.Dir, "postgres"))
+		if err != nil {
+			return nil, err
+		}
+		defer pg.stop()
+		p.pg, admin = pg, pg.DSN()
+	}
+	dsn, drop, err := createDatabase(ctx, admin, fmt.Sprintf("vigil_partition_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6))
 	if err != nil {
 		return nil, err
 	}
@@ -257,10 +322,14 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 	p.checkFleetHeld(ctx, fleetStop)
 	p.awaitResults(ctx)
 	stopMonitor()
+	p.checkLinearizable()
 	p.checkFence(ctx)
 	p.checkActivities()
 	for _, h := range p.hosts[1:] {
 		p.countTakenBack(h)
+	}
+	for _, h := range p.hosts {
+		p.countRelayed(h)
 	}
 	p.fleetErrs.Range(func(k, v any) bool {
 		p.report.FleetErrors[k.(string)] = v.(*atomic.Int64).Load()
@@ -271,7 +340,8 @@ func PartitionRun(ctx context.Context, cfg PartitionConfig) (*PartitionReport, e
 		"no live worker (simulated or SDK) was listed INACTIVE or resurrected",
 		"every simulated worker's last heartbeat before the fleet stopped is held by the server",
 		"every acknowledged activity completed with its own result, those of the worker killed at the fault included",
-		"every task row committed carried its shard's stored range_id (no commit by a fenced owner)")
+		"every task row committed carried its shard's stored range_id (no commit by a fenced owner)",
+		fmt.Sprintf("every simulated worker's history of heartbeats and liveness reads (%d operations) is linearizable against the lease model", p.report.HistoryOps))
 	p.mu.Lock()
 	p.report.Violations = append(p.report.Violations, p.violations...)
 	p.mu.Unlock()
@@ -289,6 +359,23 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 	if !strings.Contains(upstream, ":") {
 		upstream += ":5432"
 	}
+	var history [3]string
+	for i := range history {
+		port, err := freeport.Port()
+		if err != nil {
+			return err
+		}
+		history[i] = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	// In ScenarioHistoryCut hosts 1 and 2 dial each other through proxies of their own.
+	var peers [3]*tcpProxy
+	if p.cfg.Scenario == ScenarioHistoryCut {
+		for i, other := range []int{1, 0} {
+			if peers[i], err = newTCPProxy(history[other]); err != nil {
+				return err
+			}
+		}
+	}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("host-%d", i)
 		proxy, err := newTCPProxy(upstream)
@@ -297,17 +384,13 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		}
 		via := *u
 		via.Host = proxy.Addr()
-		historyPort, err := freeport.Port()
-		if err != nil {
-			return err
-		}
 		dir := filepath.Join(p.cfg.Dir, id)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 		config := filepath.Join(dir, "server.yaml")
-		yaml := fmt.Sprintf("persistence:\n  driver: postgres\n  postgres:\n    dsn: %q\ncluster:\n  hostID: %s\nhistoryServer:\n  address: \"127.0.0.1:%d\"\n",
-			via.String(), id, historyPort)
+		yaml := fmt.Sprintf("persistence:\n  driver: postgres\n  postgres:\n    dsn: %q\ncluster:\n  hostID: %s\nhistoryServer:\n  address: %q\n",
+			via.String(), id, history[i-1])
 		if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 			return err
 		}
@@ -319,16 +402,29 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var hooks []string
 		if i == 1 {
-			proc.env = []string{"VIGIL_TEST_HOOKS=renewal-signals"}
+			hooks = append(hooks, "renewal-signals")
+			if p.cfg.Scenario == ScenarioClockAhead {
+				hooks = append(hooks, "clock-offset="+hostClockOffset.String())
+			}
 		}
-		h := &clusterHost{id: id, proc: proc, proxy: proxy}
+		if peer := peers[i-1]; peer != nil {
+			hooks = append(hooks, fmt.Sprintf("history-via=%s>%s", history[2-i], peer.Addr()))
+		}
+		if len(hooks) > 0 {
+			proc.env = []string{"VIGIL_TEST_HOOKS=" + strings.Join(hooks, ",")}
+		}
+		h := &clusterHost{id: id, proc: proc, proxy: proxy, peer: peers[i-1]}
 		p.hosts = append(p.hosts, h)
 		if err := proc.start(); err != nil {
 			return err
 		}
 		if i == 1 { // the schema is in place before the others start
 			if err := proc.waitReady(ctx, 2*time.Minute); err != nil {
+				return err
+			}
+			if err := p.checkHooks(proc); err != nil {
 				return err
 			}
 		}
@@ -341,12 +437,42 @@ func (p *partitionRun) startCluster(ctx context.Context) error {
 	return nil
 }
 
+// checkHooks fails if the scenario needs a test hook that host 1 did not enable: a binary
+// built without TestHooksTag (a production build, given with -vigil) has none, and the
+// scenario would test nothing.
+func (p *partitionRun) checkHooks(host1 *serverProc) error {
+	var want []string
+	switch p.cfg.Scenario {
+	case ScenarioRenewalsStopped, ScenarioHistoryCut:
+		// Host 1 logs the renewal hook in every scenario: a binary that did proves the tag.
+		want = append(want, "test hook enabled: SIGUSR1 pauses")
+	case ScenarioClockAhead:
+		want = append(want, "test hook enabled: this host's clock is offset")
+	}
+	data, err := os.ReadFile(host1.logPath)
+	if err != nil {
+		return err
+	}
+	for _, w := range want {
+		if !strings.Contains(string(data), w) {
+			return fmt.Errorf("scenario %s needs a vigil built with -tags %s: host 1 did not log %q", p.cfg.Scenario, TestHooksTag, w)
+		}
+	}
+	return nil
+}
+
 func (p *partitionRun) stopCluster() {
 	for _, h := range p.hosts {
 		h.proxy.thaw()
+		if h.peer != nil {
+			h.peer.thaw()
+		}
 		h.proc.kill()
 		_ = h.proc.conn.Close()
 		h.proxy.close()
+		if h.peer != nil {
+			h.peer.close()
+		}
 	}
 }
 
@@ -374,6 +500,26 @@ CREATE TRIGGER partition_fence_timer AFTER INSERT ON timer_tasks FOR EACH ROW EX
 CREATE TRIGGER partition_fence_outbound AFTER INSERT ON outbound_tasks FOR EACH ROW EXECUTE FUNCTION partition_fence_check();
 `)
 	return err
+}
+
+// checkLinearizable checks every simulated worker's history against the lease model
+// (linearizability.go). Its shortest lease is the lower of the first heartbeat's (the
+// default, 5 s) and LeaseIntervals beats of the fleet's 1 s interval, less a tenth for the
+// jitter of the interval a heartbeat reports.
+func (p *partitionRun) checkLinearizable() {
+	minLease := min(5*time.Second, time.Duration(cmp.Or(p.cfg.LeaseIntervals, 5))*time.Second) * 9 / 10
+	if p.cfg.Scenario == ScenarioClockAhead {
+		// Host 1 judges the leases of its shards on a clock that far ahead of the suite's.
+		minLease -= hostClockOffset
+	}
+	ops, bad := p.history.check(minLease, time.Minute)
+	p.report.HistoryOps = ops
+	for _, b := range bad {
+		p.violate("%s", b)
+	}
+	if ops == 0 {
+		p.violate("no history was recorded: the linearizability check checked nothing")
+	}
 }
 
 func (p *partitionRun) checkFence(ctx context.Context) {
@@ -505,6 +651,19 @@ func (p *partitionRun) runFleet(ctx context.Context) error {
 		Duration:               time.Hour, // until ctx ends
 		RetryUnavailable:       true,
 		RetryResourceExhausted: true,
+		ObserveWorkers: func(keys []string, sent time.Time, took time.Duration, err error) {
+			if err == nil {
+				p.history.heartbeat(keys, sent, took)
+			}
+			if at := p.mendedAt.Load(); err != nil || at == 0 || sent.UnixNano() < at {
+				return
+			}
+			for _, k := range keys {
+				if _, loaded := p.recovered.LoadOrStore(k, struct{}{}); !loaded {
+					p.nRecovered.Add(1)
+				}
+			}
+		},
 		Observe: func(sent time.Time, _ time.Duration, _ int, err error) {
 			at := p.faultAt.Load()
 			if at == 0 || sent.UnixNano() < at || ctx.Err() != nil {
@@ -582,16 +741,23 @@ func (p *partitionRun) waitForFleet(ctx context.Context, within time.Duration) e
 // or with a resurrection (INACTIVE between two listings).
 func (p *partitionRun) monitorLiveness(ctx context.Context) {
 	for ctx.Err() == nil {
-		workers, _ := p.listWorkers(ctx)
+		invoked := time.Now()
+		workers, complete := p.listWorkers(ctx)
+		returned := time.Now()
 		for _, w := range workers {
 			identity := w.GetLastHeartbeat().GetWorkerIdentity()
 			key := w.GetLastHeartbeat().GetWorkerInstanceKey()
 			inactive := w.GetState() == livenesspb.LivenessState_LIVENESS_STATE_INACTIVE
+			if complete && !strings.HasPrefix(identity, "chaos-w") {
+				p.history.read(key, invoked, returned, inactive, w.GetLastHeartbeatTime().AsTime())
+			}
 			p.mu.Lock()
 			if (inactive || w.GetResurrectionCount() > 0) && !p.killed[identity] && !p.badWorkers[key] {
 				p.badWorkers[key] = true
-				p.violations = append(p.violations, fmt.Sprintf("live worker %s (%s) was declared INACTIVE (listed %s, resurrections %d) at %s",
-					key, identity, w.GetState(), w.GetResurrectionCount(), time.Now().UTC().Format(time.RFC3339Nano)))
+				p.violations = append(p.violations, fmt.Sprintf("live worker %s (%s) was declared INACTIVE (listed %s, reason %s, resurrections %d; last heartbeat %s, lease deadline %s) at %s",
+					key, identity, w.GetState(), w.GetInactiveReason(), w.GetResurrectionCount(),
+					w.GetLastHeartbeatTime().AsTime().UTC().Format("15:04:05.000"), w.GetLeaseDeadline().AsTime().UTC().Format("15:04:05.000"),
+					time.Now().UTC().Format(time.RFC3339Nano)))
 			}
 			p.mu.Unlock()
 		}
@@ -628,11 +794,17 @@ func (p *partitionRun) checkFleetHeld(ctx context.Context, stoppedAt time.Time) 
 // serve every shard and the killed worker is INACTIVE, then mends the path and waits until
 // host 1 owns shards again.
 func (p *partitionRun) fault(ctx context.Context) error {
+	switch p.cfg.Scenario {
+	case ScenarioPGRestart:
+		return p.restartPostgres(ctx)
+	case ScenarioHistoryCut:
+		return p.cutHistoryPair(ctx)
+	}
 	h := p.hosts[0]
 	p.faultAt.Store(time.Now().UnixNano())
 	start := time.Now()
 	switch p.cfg.Scenario {
-	case ScenarioPGFreeze:
+	case ScenarioPGFreeze, ScenarioClockAhead:
 		h.proxy.freeze()
 	case ScenarioPGRefuse:
 		h.proxy.refuse()
@@ -642,13 +814,7 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		}
 	}
 	p.logf("partition: %s on host-1", p.cfg.Scenario)
-	victim := p.workers[0]
-	p.mu.Lock()
-	p.killed[victim.name] = true
-	p.mu.Unlock()
-	victim.kill()
-	replaced := make(chan error, 1)
-	go func() { replaced <- p.addWorker(ctx, 0) }()
+	victim, replaced := p.killWorker(ctx)
 	if _, err := p.waitForOwners(ctx, time.Minute, "host-2", "host-3"); err != nil {
 		return err
 	}
@@ -666,8 +832,9 @@ func (p *partitionRun) fault(ctx context.Context) error {
 		return err
 	}
 	mended := time.Now()
+	p.mendedAt.Store(mended.UnixNano())
 	switch p.cfg.Scenario {
-	case ScenarioPGFreeze:
+	case ScenarioPGFreeze, ScenarioClockAhead:
 		h.proxy.thaw()
 	case ScenarioPGRefuse:
 		if err := h.proxy.restore(); err != nil {
@@ -683,6 +850,99 @@ func (p *partitionRun) fault(ctx context.Context) error {
 	}
 	p.report.RejoinedAfter = time.Since(mended)
 	p.logf("partition: host-1 owns shards again %v after its path was mended", p.report.RejoinedAfter.Round(time.Millisecond))
+	return nil
+}
+
+// restartPostgres restarts the run's PostgreSQL under the three hosts and kills an SDK
+// worker, then waits until every simulated worker's heartbeat succeeds again, the cluster has
+// settled on the three hosts owning every shard, and the killed worker is INACTIVE.
+func (p *partitionRun) restartPostgres(ctx context.Context) error {
+	p.faultAt.Store(time.Now().UnixNano())
+	start := time.Now()
+	victim, replaced := p.killWorker(ctx)
+	p.logf("partition: restarting PostgreSQL under the three hosts")
+	if err := p.pg.restart(ctx); err != nil {
+		return err
+	}
+	mended := time.Now()
+	p.mendedAt.Store(mended.UnixNano())
+	p.logf("partition: PostgreSQL accepts connections again after %v", mended.Sub(start).Round(time.Millisecond))
+	if err := p.waitFleetRecovered(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	p.report.ShardsServedAfter, p.report.RejoinedAfter = time.Since(start), time.Since(mended)
+	p.logf("partition: every simulated worker's heartbeat succeeded again %v after the restart began", p.report.ShardsServedAfter.Round(time.Millisecond))
+	if _, err := p.waitForOwners(ctx, 2*time.Minute, "host-1", "host-2", "host-3"); err != nil {
+		return err
+	}
+	if err := <-replaced; err != nil {
+		return err
+	}
+	return p.waitInactive(ctx, victim.name, 2*time.Minute)
+}
+
+// cutHistoryPair black-holes the history connections between hosts 1 and 2 and kills an SDK
+// worker; it waits until every simulated worker had a heartbeat sent after the cut succeed,
+// the killed worker is INACTIVE and the fleet made two more rounds of heartbeats, then mends
+// the pair. The membership must not change: every host renews and reaches PostgreSQL.
+func (p *partitionRun) cutHistoryPair(ctx context.Context) error {
+	start := time.Now()
+	p.faultAt.Store(start.UnixNano())
+	p.mendedAt.Store(start.UnixNano()) // recovery counts from the cut itself
+	for _, h := range p.hosts[:2] {
+		h.peer.freeze()
+	}
+	p.logf("partition: history port cut between host-1 and host-2")
+	victim, replaced := p.killWorker(ctx)
+	if err := p.waitFleetRecovered(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	p.report.ShardsServedAfter = time.Since(start)
+	p.logf("partition: every simulated worker's heartbeat sent after the cut succeeded %v after it", p.report.ShardsServedAfter.Round(time.Millisecond))
+	if err := <-replaced; err != nil {
+		return err
+	}
+	if err := p.waitInactive(ctx, victim.name, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := p.waitForFleetCalls(ctx, p.fleetCalls.Load()+int64(2*p.cfg.Fleet), time.Minute); err != nil {
+		return err
+	}
+	// Nothing moved: the three hosts kept every shard throughout.
+	if _, err := p.waitForOwners(ctx, time.Second, "host-1", "host-2", "host-3"); err != nil {
+		p.violate("the membership changed while only the history pair was cut: %v", err)
+	}
+	for _, h := range p.hosts[:2] {
+		h.peer.thaw()
+	}
+	return nil
+}
+
+// killWorker SIGKILLs the first SDK worker, on purpose (it may be listed INACTIVE), and
+// starts its replacement; replaced reports the replacement's start.
+func (p *partitionRun) killWorker(ctx context.Context) (victim *workerProc, replaced <-chan error) {
+	victim = p.workers[0]
+	p.mu.Lock()
+	p.killed[victim.name] = true
+	p.mu.Unlock()
+	victim.kill()
+	started := make(chan error, 1)
+	go func() { started <- p.addWorker(ctx, 0) }()
+	return victim, started
+}
+
+// waitFleetRecovered waits until every simulated worker had a heartbeat sent after the fault
+// ended succeed.
+func (p *partitionRun) waitFleetRecovered(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for p.nRecovered.Load() < int64(p.cfg.Fleet) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d simulated workers had a heartbeat succeed within %v of the fault's end", p.nRecovered.Load(), p.cfg.Fleet, within)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -816,6 +1076,21 @@ func (p *partitionRun) checkActivities() {
 // takenBack matches a host's log line for a call it took back from an owner that stopped
 // answering (history/routing.go), and its outcome.
 var takenBack = regexp.MustCompile(`"msg":"took a call back from a shard owner that stopped answering".*"outcome":"(\w+)"`)
+
+// relayed matches a host's log line for a call it relayed through another host
+// (history/relay.go), and its outcome.
+var relayed = regexp.MustCompile(`"msg":"relayed a call through another host[^"]*".*"outcome":"(\w+)"`)
+
+// countRelayed adds the calls h relayed, by outcome, to the report.
+func (p *partitionRun) countRelayed(h *clusterHost) {
+	data, err := os.ReadFile(h.proc.logPath)
+	if err != nil {
+		return
+	}
+	for _, m := range relayed.FindAllSubmatch(data, -1) {
+		p.report.Relayed[string(m[1])]++
+	}
+}
 
 // countTakenBack adds the calls h took back from a stalled owner, by outcome, to the report.
 func (p *partitionRun) countTakenBack(h *clusterHost) {

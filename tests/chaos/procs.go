@@ -38,7 +38,11 @@ type Binaries struct {
 	Vigil, Worker string
 }
 
-// Build compiles vigil and the chaos worker into dir. It runs `go build` with the module of
+// TestHooksTag is the build tag that compiles vigil's test hooks (VIGIL_TEST_HOOKS) in: the
+// suite's own build of the binary sets it, a production build never does.
+const TestHooksTag = "vigil_testhooks"
+
+// Build compiles vigil (with TestHooksTag) and the chaos worker into dir. It runs `go build` with the module of
 // the working directory, so it works from anywhere inside the repository.
 func Build(ctx context.Context, dir string) (Binaries, error) {
 	b := Binaries{Vigil: filepath.Join(dir, "vigil"), Worker: filepath.Join(dir, "chaos-worker")}
@@ -46,7 +50,7 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 		{b.Vigil, "github.com/vigilhq/vigil/cmd/vigil"},
 		{b.Worker, "github.com/vigilhq/vigil/tests/chaos/worker"},
 	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", target.out, target.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", TestHooksTag, "-o", target.out, target.pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return Binaries{}, fmt.Errorf("go build %s: %v\n%s", target.pkg, err, out)
 		}

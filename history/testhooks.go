@@ -1,4 +1,4 @@
-//go:build unix
+//go:build vigil_testhooks && unix
 
 package history
 
@@ -11,11 +11,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// testHooksEnv names the test hooks a process enables, comma-separated. Only the chaos suite
-// sets it (tests/chaos); an operator never needs it.
+// testHooksEnv names the test hooks a process enables, comma-separated. It is read only by a
+// binary built with the vigil_testhooks build tag, which the chaos suite sets (tests/chaos);
+// the production binary carries no test hook, so no environment can enable one.
 //
 //   - renewal-signals: SIGUSR1 pauses this host's membership loop (StoreMonitor.PauseRenewals)
 //     and SIGUSR2 resumes it, the rest of the host serving on.
+//   - history-via=<address>><through>: this host dials the history host at address through
+//     the address through (testhooks_dial.go).
 const testHooksEnv = "VIGIL_TEST_HOOKS"
 
 // installTestHooks enables the hooks testHooksEnv names for m; the returned function removes
