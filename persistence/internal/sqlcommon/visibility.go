@@ -1,0 +1,775 @@
+package sqlcommon
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/vigilhq/vigil/common/visibility"
+	"github.com/vigilhq/vigil/persistence"
+)
+
+// The visibility tables (schema 0005 in SQLite, 0006 in PostgreSQL), shared by both backends:
+//
+//	visibility             one row per execution that has a visibility record: the system
+//	                       columns, each indexed after (namespace, archetype) and before the
+//	                       execution's key, so an equality or a range on one column, or an
+//	                       ORDER BY of it, is an index walk that keyset pagination continues.
+//	visibility_attributes  one row per custom search attribute (ord 0) holding its value in
+//	                       the column of its type, and one row per KeywordList element or Text
+//	                       word (ord 1, 2, ...), indexed by (namespace, archetype, name, type,
+//	                       value): a filter on an attribute is an index range whose keys select
+//	                       the executions.
+//
+// Queries are compiled here with "?" placeholders and every user value bound as an argument;
+// PostgreSQL's backend renumbers them (Dollar).
+
+// Stmt is one SQL statement with its arguments.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
+// Dollar rewrites the "?" placeholders of SQL compiled here as PostgreSQL's $1, $2, ... The
+// compiled text never holds a literal question mark: values are always arguments.
+func Dollar(sql string) string {
+	var b strings.Builder
+	b.Grow(len(sql) + 16)
+	n := 0
+	for i := 0; i < len(sql); i++ {
+		if sql[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(sql[i])
+	}
+	return b.String()
+}
+
+const (
+	qUpsertVisibility = `INSERT INTO visibility (namespace_id, archetype_id, business_id, run_id,
+		type_name, task_queue, worker_instance_key, status, start_time, close_time, execution_duration)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace_id, archetype_id, business_id, run_id) DO UPDATE SET
+		type_name = excluded.type_name, task_queue = excluded.task_queue,
+		worker_instance_key = excluded.worker_instance_key, status = excluded.status,
+		start_time = excluded.start_time, close_time = excluded.close_time,
+		execution_duration = excluded.execution_duration`
+	qDeleteVisibility = `DELETE FROM visibility
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`
+	qDeleteVisibilityAttributes = `DELETE FROM visibility_attributes
+		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`
+	attributeColumns = `(namespace_id, archetype_id, business_id, run_id, name, ord, value_type, str_value, int_value, dbl_value)`
+	// attributeChunk rows of 10 values go in one INSERT: far below either backend's limit of
+	// bound parameters.
+	attributeChunk = 64
+)
+
+// VisibilityFixedSQL are the visibility statements whose text never varies, for a backend to
+// prepare once.
+var VisibilityFixedSQL = []string{qUpsertVisibility, qDeleteVisibility, qDeleteVisibilityAttributes}
+
+// VisibilityWriteStmts are the statements that store w's visibility record (w.Visibility
+// non-nil): the row, and unless w.KeepVisibilityAttributes, the attribute rows replaced.
+func VisibilityWriteStmts(w *persistence.ExecutionWrite) []Stmt {
+	k, r := w.Key, w.Visibility
+	stmts := []Stmt{{SQL: qUpsertVisibility, Args: []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID,
+		r.TypeName, r.TaskQueue, r.WorkerInstanceKey, r.Status,
+		visibility.TimeNanos(r.StartTime), visibility.TimeNanos(r.CloseTime), r.DurationNanos()}}}
+	if w.KeepVisibilityAttributes {
+		return stmts
+	}
+	if w.Mode != persistence.WriteModeCreate {
+		stmts = append(stmts, Stmt{SQL: qDeleteVisibilityAttributes, Args: keyArgs(k)})
+	}
+	var rows [][]any
+	for _, a := range r.Attributes {
+		head := []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, a.Name, 0, int32(a.Type), nil, nil, nil}
+		switch a.Type {
+		case enumspb.INDEXED_VALUE_TYPE_KEYWORD, enumspb.INDEXED_VALUE_TYPE_TEXT, enumspb.INDEXED_VALUE_TYPE_DATETIME:
+			head[7] = a.Str
+		case enumspb.INDEXED_VALUE_TYPE_INT, enumspb.INDEXED_VALUE_TYPE_BOOL:
+			head[8] = a.Int
+		case enumspb.INDEXED_VALUE_TYPE_DOUBLE:
+			head[9] = a.Double
+		}
+		rows = append(rows, head)
+		for i, e := range a.List {
+			rows = append(rows, []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, a.Name, i + 1, int32(a.Type), e, nil, nil})
+		}
+	}
+	for len(rows) > 0 {
+		n := min(len(rows), attributeChunk)
+		args := make([]any, 0, 10*n)
+		for _, row := range rows[:n] {
+			args = append(args, row...)
+		}
+		stmts = append(stmts, Stmt{SQL: `INSERT INTO visibility_attributes ` + attributeColumns + ` VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", "), Args: args})
+		rows = rows[n:]
+	}
+	return stmts
+}
+
+// VisibilityDeleteStmts remove an execution's visibility rows (with the execution, or when
+// its record goes).
+func VisibilityDeleteStmts(k persistence.ExecutionKey) []Stmt {
+	return []Stmt{{SQL: qDeleteVisibility, Args: keyArgs(k)}, {SQL: qDeleteVisibilityAttributes, Args: keyArgs(k)}}
+}
+
+func keyArgs(k persistence.ExecutionKey) []any {
+	return []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID}
+}
+
+// VisibilityStorable reports whether the record's strings fit the backend's text columns.
+func VisibilityStorable(r *visibility.Record, storable func(ss ...string) bool) bool {
+	if !storable(r.TypeName, r.TaskQueue, r.WorkerInstanceKey) {
+		return false
+	}
+	for _, a := range r.Attributes {
+		if !storable(a.Name, a.Str) || !storable(a.List...) {
+			return false
+		}
+	}
+	return true
+}
+
+// systemColumn maps a visibility column to its SQL column of the visibility table (alias v).
+var systemColumn = map[visibility.Column]string{
+	visibility.ColumnBusinessID:        "v.business_id",
+	visibility.ColumnRunID:             "v.run_id",
+	visibility.ColumnTypeName:          "v.type_name",
+	visibility.ColumnTaskQueue:         "v.task_queue",
+	visibility.ColumnWorkerInstanceKey: "v.worker_instance_key",
+	visibility.ColumnStatus:            "v.status",
+	visibility.ColumnStartTime:         "v.start_time",
+	visibility.ColumnCloseTime:         "v.close_time",
+	visibility.ColumnDuration:          "v.execution_duration",
+}
+
+// nullableColumn reports whether a system column keeps visibility.Unknown for NULL.
+func nullableColumn(c visibility.Column) bool {
+	return c == visibility.ColumnStartTime || c == visibility.ColumnCloseTime || c == visibility.ColumnDuration
+}
+
+func isStringColumn(c visibility.Column) bool {
+	switch c {
+	case visibility.ColumnBusinessID, visibility.ColumnRunID, visibility.ColumnTypeName,
+		visibility.ColumnTaskQueue, visibility.ColumnWorkerInstanceKey:
+		return true
+	}
+	return false
+}
+
+// valueKind is the kind of a compared value: 's' string, 'i' int64, 'f' float64.
+func valueKind(f visibility.Field) byte {
+	if f.Attr == "" {
+		if isStringColumn(f.Column) {
+			return 's'
+		}
+		return 'i'
+	}
+	switch f.Type {
+	case enumspb.INDEXED_VALUE_TYPE_INT, enumspb.INDEXED_VALUE_TYPE_BOOL:
+		return 'i'
+	case enumspb.INDEXED_VALUE_TYPE_DOUBLE:
+		return 'f'
+	}
+	return 's'
+}
+
+func valueArg(kind byte, v visibility.Value) any {
+	switch kind {
+	case 'i':
+		return v.I
+	case 'f':
+		return v.F
+	}
+	return v.S
+}
+
+// attrValueColumn is the column of visibility_attributes that holds a type's values.
+func attrValueColumn(t enumspb.IndexedValueType) string {
+	switch valueKind(visibility.Field{Attr: "_", Type: t}) {
+	case 'i':
+		return "int_value"
+	case 'f':
+		return "dbl_value"
+	}
+	return "str_value"
+}
+
+// compiler builds a WHERE clause with "?" placeholders.
+type compiler struct {
+	b    strings.Builder
+	args []any
+	// namespaceID and archetypeID scope the attribute subqueries.
+	namespaceID string
+	archetypeID uint32
+}
+
+func (c *compiler) arg(v any) {
+	c.b.WriteByte('?')
+	c.args = append(c.args, v)
+}
+
+func (c *compiler) expr(e *visibility.Expr) {
+	switch e.Op {
+	case visibility.OpAnd, visibility.OpOr:
+		sep := " AND "
+		if e.Op == visibility.OpOr {
+			sep = " OR "
+		}
+		c.b.WriteByte('(')
+		for i, a := range e.Args {
+			if i > 0 {
+				c.b.WriteString(sep)
+			}
+			c.expr(a)
+		}
+		c.b.WriteByte(')')
+		return
+	}
+	if e.Field.Attr != "" {
+		c.attrPredicate(e)
+		return
+	}
+	col := systemColumn[e.Field.Column]
+	c.b.WriteByte('(')
+	if nullableColumn(e.Field.Column) {
+		if e.Op == visibility.OpNull {
+			c.b.WriteString(col)
+			if e.Not {
+				c.b.WriteString(" <> ")
+			} else {
+				c.b.WriteString(" = ")
+			}
+			c.arg(int64(visibility.Unknown))
+			c.b.WriteByte(')')
+			return
+		}
+		c.b.WriteString(col + " <> ")
+		c.arg(int64(visibility.Unknown))
+		c.b.WriteString(" AND ")
+	}
+	if e.Op == visibility.OpNull {
+		// A system string is never NULL; empty counts as NULL, as the evaluator has it.
+		if e.Not {
+			c.b.WriteString(col + " <> ''")
+		} else {
+			c.b.WriteString(col + " = ''")
+		}
+	} else {
+		c.valuePredicate(col, valueKind(e.Field), e)
+	}
+	c.b.WriteByte(')')
+}
+
+// valuePredicate writes a comparison, IN, BETWEEN or prefix test of col.
+func (c *compiler) valuePredicate(col string, kind byte, e *visibility.Expr) {
+	if e.Not {
+		c.b.WriteString("NOT ")
+	}
+	c.b.WriteByte('(')
+	switch e.Op {
+	case visibility.OpCompare:
+		op := e.Cmp
+		if op == "!=" {
+			op = "<>"
+		}
+		c.b.WriteString(col + " " + op + " ")
+		c.arg(valueArg(kind, e.Values[0]))
+	case visibility.OpIn:
+		c.b.WriteString(col + " IN (")
+		for i, v := range e.Values {
+			if i > 0 {
+				c.b.WriteString(", ")
+			}
+			c.arg(valueArg(kind, v))
+		}
+		c.b.WriteByte(')')
+	case visibility.OpBetween:
+		c.b.WriteString(col + " BETWEEN ")
+		c.arg(valueArg(kind, e.Values[0]))
+		c.b.WriteString(" AND ")
+		c.arg(valueArg(kind, e.Values[1]))
+	case visibility.OpPrefix:
+		prefix := e.Values[0].S
+		c.b.WriteString(col + " >= ")
+		c.arg(prefix)
+		if upper, ok := prefixUpperBound(prefix); ok {
+			c.b.WriteString(" AND " + col + " < ")
+			c.arg(upper)
+		}
+	}
+	c.b.WriteByte(')')
+}
+
+// prefixUpperBound is the least string greater than every string that starts with prefix, in
+// byte order (which is code point order in UTF-8): the prefix with its last code point
+// incremented. false when there is none (an empty prefix, or only U+10FFFF).
+func prefixUpperBound(prefix string) (string, bool) {
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			continue // not produced by the lexer; drop it rather than compare wrongly
+		case r == utf8.MaxRune:
+			continue
+		case r == 0xD7FF:
+			r = 0xE000 // skip the surrogates, which UTF-8 cannot hold
+		default:
+			r++
+		}
+		return prefix + string(r), true
+	}
+	return "", false
+}
+
+// attrIn writes a test of the execution's key against a subquery of the executions whose attribute rows satisfy cond.
+func (c *compiler) attrIn(f visibility.Field, not bool, cond func()) {
+	c.b.WriteString("(v.business_id, v.run_id) ")
+	if not {
+		c.b.WriteString("NOT ")
+	}
+	c.b.WriteString("IN (SELECT a.business_id, a.run_id FROM visibility_attributes a WHERE a.namespace_id = ")
+	c.arg(c.namespaceID)
+	c.b.WriteString(" AND a.archetype_id = ")
+	c.arg(int64(c.archetypeID))
+	c.b.WriteString(" AND a.name = ")
+	c.arg(f.Attr)
+	c.b.WriteString(" AND a.value_type = ")
+	c.arg(int64(f.Type))
+	c.b.WriteString(" AND ")
+	cond()
+	c.b.WriteByte(')')
+}
+
+// attrPredicate writes a predicate on a custom attribute: a test of the executions whose
+// attribute rows match, so that one without the attribute never matches (but for IS NULL).
+func (c *compiler) attrPredicate(e *visibility.Expr) {
+	f := e.Field
+	col := "a." + attrValueColumn(f.Type)
+	kind := valueKind(f)
+	head := func() { c.b.WriteString("a.ord = 0") }
+	c.b.WriteByte('(')
+	switch e.Op {
+	case visibility.OpNull:
+		// Null: no row, or an empty Keyword or Text, or a KeywordList without elements.
+		c.attrIn(f, !e.Not, func() {
+			switch f.Type {
+			case enumspb.INDEXED_VALUE_TYPE_KEYWORD, enumspb.INDEXED_VALUE_TYPE_TEXT:
+				c.b.WriteString("a.ord = 0 AND a.str_value <> ''")
+			case enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST:
+				c.b.WriteString("a.ord > 0")
+			default:
+				head()
+			}
+		})
+	case visibility.OpContains:
+		elements := func() {
+			c.b.WriteString("a.ord > 0 AND a.str_value IN (")
+			for i, v := range e.Values {
+				if i > 0 {
+					c.b.WriteString(", ")
+				}
+				c.arg(v.S)
+			}
+			c.b.WriteByte(')')
+		}
+		if !e.Not {
+			c.attrIn(f, false, elements)
+			break
+		}
+		c.attrIn(f, false, head)
+		c.b.WriteString(" AND ")
+		c.attrIn(f, true, elements)
+	case visibility.OpWords:
+		c.attrIn(f, false, head)
+		if len(e.Values) == 0 {
+			if e.Not {
+				c.b.WriteString(" AND 1 = 0")
+			}
+			break
+		}
+		c.b.WriteString(" AND ")
+		if e.Not {
+			c.b.WriteString("NOT ")
+		}
+		c.b.WriteByte('(')
+		for i, v := range e.Values {
+			if i > 0 {
+				c.b.WriteString(" AND ")
+			}
+			c.attrIn(f, false, func() {
+				c.b.WriteString("a.ord > 0 AND a.str_value = ")
+				c.arg(v.S)
+			})
+		}
+		c.b.WriteByte(')')
+	default:
+		c.attrIn(f, false, func() {
+			head()
+			c.b.WriteString(" AND ")
+			c.valuePredicate(col, kind, e)
+		})
+	}
+	c.b.WriteByte(')')
+}
+
+func storableQuery(q *visibility.Query, storable func(ss ...string) bool) bool {
+	var walk func(e *visibility.Expr) bool
+	walk = func(e *visibility.Expr) bool {
+		for _, a := range e.Args {
+			if !walk(a) {
+				return false
+			}
+		}
+		for _, v := range e.Values {
+			if !storable(v.S) {
+				return false
+			}
+		}
+		return storable(e.Field.Attr)
+	}
+	for _, o := range q.OrderBy {
+		if !storable(o.Field.Attr) {
+			return false
+		}
+	}
+	return q.Where == nil || walk(q.Where)
+}
+
+// visibilityCursor is the position of a page's last row in the query's order: the value of
+// every order key, and the execution's key.
+type visibilityCursor struct {
+	Keys       []cursorValue `json:"k,omitempty"`
+	BusinessID string        `json:"b"`
+	RunID      string        `json:"r"`
+}
+
+type cursorValue struct {
+	S string  `json:"s,omitempty"`
+	I int64   `json:"i,omitempty"`
+	F float64 `json:"f,omitempty"`
+}
+
+// visibilityTokenFormat tells a visibility page token from the backends' list tokens.
+const visibilityTokenFormat = 'V'
+
+// orderKey is one SQL expression of the ORDER BY, never NULL, with its kind and direction.
+type orderKey struct {
+	expr string
+	kind byte
+	desc bool
+}
+
+// VisibilityQuery is a compiled visibility query.
+type VisibilityQuery struct {
+	// from is the FROM clause with its joins, where the condition (with args, in order),
+	// keys the ORDER BY keys.
+	from  string
+	where string
+	args  []any
+	keys  []orderKey
+	// fromArgs are the arguments of the joins (before the WHERE's).
+	fromArgs []any
+}
+
+// CompileVisibility compiles req.Visibility. storable reports whether strings fit the
+// backend's text columns (nil: any): a query comparing with one that does not is refused, as
+// no stored value could be compared with it.
+func CompileVisibility(req persistence.ListExecutionsRequest, storable func(ss ...string) bool) (*VisibilityQuery, error) {
+	q := req.Visibility
+	if err := q.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", persistence.ErrInvalidListRequest, err)
+	}
+	if req.Status != "" || req.TaskQueue != "" {
+		return nil, fmt.Errorf("%w: a visibility query cannot be combined with the indexed-field filters", persistence.ErrInvalidListRequest)
+	}
+	if storable != nil && !storableQuery(q, storable) {
+		return nil, fmt.Errorf("%w: a compared value holds a NUL byte or invalid UTF-8", persistence.ErrInvalidListRequest)
+	}
+	c := &compiler{namespaceID: req.NamespaceID, archetypeID: req.ArchetypeID}
+	c.b.WriteString("v.namespace_id = ? AND v.archetype_id = ?")
+	c.args = append(c.args, req.NamespaceID, int64(req.ArchetypeID))
+	if q.Where != nil {
+		c.b.WriteString(" AND ")
+		c.expr(q.Where)
+	}
+	vq := &VisibilityQuery{from: "visibility v", where: c.b.String(), args: c.args}
+	var from strings.Builder
+	from.WriteString("visibility v")
+	desc := false
+	for i, o := range q.OrderBy {
+		desc = o.Desc
+		if o.Field.Attr == "" {
+			vq.keys = append(vq.keys, orderKey{expr: systemColumn[o.Field.Column], kind: valueKind(o.Field), desc: o.Desc})
+			continue
+		}
+		alias := "o" + strconv.Itoa(i)
+		fmt.Fprintf(&from, " LEFT JOIN visibility_attributes %[1]s ON %[1]s.namespace_id = v.namespace_id"+
+			" AND %[1]s.archetype_id = v.archetype_id AND %[1]s.business_id = v.business_id AND %[1]s.run_id = v.run_id"+
+			" AND %[1]s.name = ? AND %[1]s.value_type = ? AND %[1]s.ord = 0", alias)
+		vq.fromArgs = append(vq.fromArgs, o.Field.Attr, int64(o.Field.Type))
+		kind := valueKind(o.Field)
+		zero := "''"
+		switch kind {
+		case 'i':
+			zero = "0"
+		case 'f':
+			zero = "0.0"
+		}
+		// Missing last ascending, first descending: a flag orders them, then the value.
+		vq.keys = append(vq.keys,
+			orderKey{expr: "CASE WHEN " + alias + ".ord IS NULL THEN 1 ELSE 0 END", kind: 'i', desc: o.Desc},
+			orderKey{expr: "COALESCE(" + alias + "." + attrValueColumn(o.Field.Type) + ", " + zero + ")", kind: kind, desc: o.Desc})
+	}
+	// Ties go by the execution's key, in the direction of the last term, so that a single
+	// descending term is one backward walk of its index.
+	vq.keys = append(vq.keys, orderKey{expr: "v.business_id", kind: 's', desc: desc}, orderKey{expr: "v.run_id", kind: 's', desc: desc})
+	vq.from = from.String()
+	return vq, nil
+}
+
+// ListSQL returns the query of one page: every column of the execution, then the order keys;
+// after is the previous page's token (nil for the first).
+func (vq *VisibilityQuery) ListSQL(after []byte, pageSize int) (string, []any, error) {
+	args := append(append([]any{}, vq.fromArgs...), vq.args...)
+	where := vq.where
+	if after != nil {
+		cur, err := decodeCursor(after, len(vq.keys)-2)
+		if err != nil {
+			return "", nil, err
+		}
+		vals := make([]any, 0, len(vq.keys))
+		for i, k := range vq.keys[:len(vq.keys)-2] {
+			vals = append(vals, cursorArg(k.kind, cur.Keys[i]))
+		}
+		vals = append(vals, cur.BusinessID, cur.RunID)
+		cond, condArgs := keysetCondition(vq.keys, vals)
+		where += " AND " + cond
+		args = append(args, condArgs...)
+	}
+	var sel, order strings.Builder
+	for i, k := range vq.keys {
+		if i > 0 {
+			order.WriteString(", ")
+		}
+		order.WriteString(k.expr)
+		if k.desc {
+			order.WriteString(" DESC")
+		}
+		if i < len(vq.keys)-2 {
+			sel.WriteString(", " + k.expr)
+		}
+	}
+	args = append(args, ListLimit(pageSize))
+	return `SELECT v.business_id, v.run_id, e.db_version, e.lifecycle, e.state, e.idx_status, e.idx_task_queue` + sel.String() +
+		` FROM ` + vq.from + ` JOIN executions e ON e.namespace_id = v.namespace_id AND e.archetype_id = v.archetype_id` +
+		` AND e.business_id = v.business_id AND e.run_id = v.run_id WHERE ` + where +
+		` ORDER BY ` + order.String() + ` LIMIT ?`, args, nil
+}
+
+// CountSQL returns the query counting the matches by status: rows of (status, count).
+func (vq *VisibilityQuery) CountSQL() (string, []any) {
+	return `SELECT v.status, COUNT(*) FROM visibility v WHERE ` + vq.where + ` GROUP BY v.status`, vq.args
+}
+
+func cursorArg(kind byte, v cursorValue) any {
+	switch kind {
+	case 'i':
+		return v.I
+	case 'f':
+		return v.F
+	}
+	return v.S
+}
+
+// keysetCondition is "the row comes after vals in the order of keys". With one direction it
+// is a row-value comparison, which both backends turn into an index range; mixed directions
+// need the expanded form.
+func keysetCondition(keys []orderKey, vals []any) (string, []any) {
+	mixed := false
+	for _, k := range keys {
+		mixed = mixed || k.desc != keys[0].desc
+	}
+	var b strings.Builder
+	var args []any
+	if !mixed {
+		b.WriteByte('(')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k.expr)
+		}
+		if keys[0].desc {
+			b.WriteString(") < (")
+		} else {
+			b.WriteString(") > (")
+		}
+		b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ") + ")")
+		return b.String(), vals
+	}
+	b.WriteByte('(')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteByte('(')
+		for j := range i {
+			b.WriteString(keys[j].expr + " = ? AND ")
+			args = append(args, vals[j])
+		}
+		if k.desc {
+			b.WriteString(k.expr + " < ?")
+		} else {
+			b.WriteString(k.expr + " > ?")
+		}
+		args = append(args, vals[i])
+		b.WriteByte(')')
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+// ScanVisibilityPage reads the rows of ListSQL into a page of at most pageSize executions and
+// the next page's token.
+func (vq *VisibilityQuery) ScanVisibilityPage(rows Rows, namespaceID string, archetypeID uint32, pageSize int) (*persistence.ListExecutionsResponse, error) {
+	nk := len(vq.keys) - 2
+	resp := &persistence.ListExecutionsResponse{}
+	var last visibilityCursor
+	for rows.Next() {
+		if len(resp.Executions) == pageSize {
+			b, _ := json.Marshal(last) // plain struct
+			resp.NextPageToken = append([]byte{visibilityTokenFormat}, b...)
+			break
+		}
+		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: namespaceID, ArchetypeID: archetypeID}}
+		keys := make([]cursorValue, nk)
+		dest := []any{&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
+			&rec.Indexed.Status, &rec.Indexed.TaskQueue}
+		for i, k := range vq.keys[:nk] {
+			switch k.kind {
+			case 'i':
+				dest = append(dest, &keys[i].I)
+			case 'f':
+				dest = append(dest, &keys[i].F)
+			default:
+				dest = append(dest, &keys[i].S)
+			}
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		resp.Executions = append(resp.Executions, rec)
+		last = visibilityCursor{Keys: keys, BusinessID: rec.Key.BusinessID, RunID: rec.Key.RunID}
+	}
+	return resp, rows.Err()
+}
+
+func decodeCursor(tok []byte, keys int) (*visibilityCursor, error) {
+	if len(tok) == 0 || tok[0] != visibilityTokenFormat {
+		return nil, ErrInvalidPageToken
+	}
+	var cur visibilityCursor
+	if err := json.Unmarshal(tok[1:], &cur); err != nil || len(cur.Keys) != keys {
+		return nil, ErrInvalidPageToken
+	}
+	return &cur, nil
+}
+
+// ScanStatusCounts reads the rows of CountSQL.
+func ScanStatusCounts(rows Rows) (total int64, byStatus map[int32]int64, err error) {
+	byStatus = map[int32]int64{}
+	for rows.Next() {
+		var st int32
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return 0, nil, err
+		}
+		byStatus[st] += n
+		total += n
+	}
+	return total, byStatus, rows.Err()
+}
+
+// Backfill SQL, shared by both backends.
+const (
+	// QBackfillDone tells whether an archetype was backfilled.
+	QBackfillDone = `SELECT COUNT(*) FROM visibility_backfill WHERE archetype_id = ?`
+	// QBackfillMark records that it was.
+	QBackfillMark = `INSERT INTO visibility_backfill (archetype_id) VALUES (?) ON CONFLICT (archetype_id) DO NOTHING`
+	// QBackfillScan reads, in primary-key order after a position, the executions of an
+	// archetype that have no visibility row.
+	QBackfillScan = `SELECT e.namespace_id, e.business_id, e.run_id, e.state FROM executions e
+		WHERE (e.namespace_id, e.archetype_id, e.business_id, e.run_id) > (?, ?, ?, ?) AND e.archetype_id = ?
+		AND NOT EXISTS (SELECT 1 FROM visibility v WHERE v.namespace_id = e.namespace_id
+			AND v.archetype_id = e.archetype_id AND v.business_id = e.business_id AND v.run_id = e.run_id)
+		ORDER BY e.namespace_id, e.archetype_id, e.business_id, e.run_id LIMIT ?`
+	// BackfillChunk is how many executions one scan reads.
+	BackfillChunk = 500
+)
+
+// BackfillRow is an execution QBackfillScan read.
+type BackfillRow struct {
+	Key   persistence.ExecutionKey
+	State []byte
+}
+
+// ScanBackfillRows reads the rows of QBackfillScan.
+func ScanBackfillRows(rows Rows, archetypeID uint32) ([]BackfillRow, error) {
+	var out []BackfillRow
+	for rows.Next() {
+		r := BackfillRow{Key: persistence.ExecutionKey{ArchetypeID: archetypeID}}
+		if err := rows.Scan(&r.Key.NamespaceID, &r.Key.BusinessID, &r.Key.RunID, &r.State); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Backfill runs a backfill inside the backend's transaction: scan reads the next chunk after
+// a key (QBackfillScan), exec runs a statement. It returns how many records it wrote. A state
+// derive cannot read fails the backfill, naming the execution: its record would otherwise be
+// missing from every listing for good.
+func Backfill(archetypeID uint32, scan func(after persistence.ExecutionKey) ([]BackfillRow, error),
+	exec func(sql string, args ...any) error, derive func(state []byte) (*visibility.Record, error),
+) (int, error) {
+	n := 0
+	after := persistence.ExecutionKey{ArchetypeID: archetypeID}
+	for {
+		rows, err := scan(after)
+		if err != nil {
+			return n, fmt.Errorf("read executions: %w", err)
+		}
+		for _, row := range rows {
+			rec, err := derive(row.State)
+			if err != nil {
+				return n, fmt.Errorf("derive the visibility of %s: %w", KeyString(row.Key), err)
+			}
+			if rec == nil {
+				continue
+			}
+			for _, st := range VisibilityWriteStmts(&persistence.ExecutionWrite{Mode: persistence.WriteModeCreate, Key: row.Key, Visibility: rec}) {
+				if err := exec(st.SQL, st.Args...); err != nil {
+					return n, fmt.Errorf("write the visibility of %s: %w", KeyString(row.Key), err)
+				}
+			}
+			n++
+		}
+		if len(rows) < BackfillChunk {
+			return n, exec(QBackfillMark, int64(archetypeID))
+		}
+		after = rows[len(rows)-1].Key
+	}
+}
