@@ -167,6 +167,9 @@ func (s *Store) listVisibility(ctx context.Context, req persistence.ListExecutio
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list executions: %w", err)
 	}
+	if err := vq.Plan(s.countMatches(ctx)); err != nil {
+		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
 	query, args, err := vq.ListSQL(req.NextPageToken, req.PageSize)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list executions: %w", err)
@@ -183,6 +186,14 @@ func (s *Store) listVisibility(ctx context.Context, req persistence.ListExecutio
 	return resp, nil
 }
 
+// countMatches runs a visibility plan's counting statement.
+func (s *Store) countMatches(ctx context.Context) func(sqlcommon.Stmt) (int64, error) {
+	return func(st sqlcommon.Stmt) (n int64, err error) {
+		err = s.pool.QueryRow(ctx, sqlcommon.Dollar(st.SQL), st.Args...).Scan(&n)
+		return n, err
+	}
+}
+
 // CountVisibility implements persistence.ExecutionStore.
 func (s *Store) CountVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (int64, map[int32]int64, error) {
 	if req.Visibility == nil {
@@ -191,6 +202,9 @@ func (s *Store) CountVisibility(ctx context.Context, req persistence.ListExecuti
 	vq, err := sqlcommon.CompileVisibility(req, storableText)
 	if err != nil {
 		return 0, nil, fmt.Errorf("postgres: count visibility: %w", err)
+	}
+	if err := vq.Plan(s.countMatches(ctx)); err != nil {
+		return 0, nil, fmt.Errorf("postgres: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
 	query, args := vq.CountSQL()
 	rows, err := s.pool.Query(ctx, sqlcommon.Dollar(query), args...)

@@ -212,7 +212,15 @@ type compiler struct {
 	// namespaceID and archetypeID scope the attribute subqueries.
 	namespaceID string
 	archetypeID uint32
+	// sets are the attribute predicates written as sets of executions (IN), for they select
+	// few; the others are written as probes of each execution's rows (EXISTS). cur is the
+	// predicate being written.
+	sets map[*visibility.Expr]bool
+	cur  *visibility.Expr
 }
+
+// correlated reports whether the predicate being written is a probe.
+func (c *compiler) correlated() bool { return !c.sets[c.cur] }
 
 func (c *compiler) arg(v any) {
 	c.b.WriteByte('?')
@@ -335,15 +343,27 @@ func prefixUpperBound(prefix string) (string, bool) {
 
 // attrIn writes a test of the execution's key against a subquery of the executions whose attribute rows satisfy cond.
 func (c *compiler) attrIn(f visibility.Field, not bool, cond func()) {
-	c.b.WriteString("(v.business_id, v.run_id) ")
-	if not {
-		c.b.WriteString("NOT ")
+	if c.correlated() {
+		// A probe of the execution's own attribute rows (their primary key), for a plan that
+		// walks an order's index and tests each row it meets.
+		if not {
+			c.b.WriteString("NOT ")
+		}
+		c.b.WriteString("EXISTS (SELECT 1 FROM visibility_attributes a WHERE a.namespace_id = v.namespace_id" +
+			" AND a.archetype_id = v.archetype_id AND a.business_id = v.business_id AND a.run_id = v.run_id AND a.name = ")
+	} else {
+		// The set of executions whose rows match: an index range of visibility_attributes, from
+		// which a plan can find the executions.
+		c.b.WriteString("(v.business_id, v.run_id) ")
+		if not {
+			c.b.WriteString("NOT ")
+		}
+		c.b.WriteString("IN (SELECT a.business_id, a.run_id FROM visibility_attributes a WHERE a.namespace_id = ")
+		c.arg(c.namespaceID)
+		c.b.WriteString(" AND a.archetype_id = ")
+		c.arg(int64(c.archetypeID))
+		c.b.WriteString(" AND a.name = ")
 	}
-	c.b.WriteString("IN (SELECT a.business_id, a.run_id FROM visibility_attributes a WHERE a.namespace_id = ")
-	c.arg(c.namespaceID)
-	c.b.WriteString(" AND a.archetype_id = ")
-	c.arg(int64(c.archetypeID))
-	c.b.WriteString(" AND a.name = ")
 	c.arg(f.Attr)
 	c.b.WriteString(" AND a.value_type = ")
 	c.arg(int64(f.Type))
@@ -352,12 +372,30 @@ func (c *compiler) attrIn(f visibility.Field, not bool, cond func()) {
 	c.b.WriteByte(')')
 }
 
+// valueColumn is how a probe compares an attribute's value column: as an expression no index
+// provides (the value unchanged), so that the probe looks the execution's own rows up by their
+// primary key instead of ranging over the value's index for every row it tests.
+func (c *compiler) valueColumn(col string, kind byte) string {
+	if !c.correlated() {
+		return col
+	}
+	switch kind {
+	case 'i':
+		return "(" + col + " + 0)"
+	case 'f':
+		return "(" + col + " + 0.0)"
+	}
+	return "(" + col + " || '')"
+}
+
 // attrPredicate writes a predicate on a custom attribute: a test of the executions whose
 // attribute rows match, so that one without the attribute never matches (but for IS NULL).
 func (c *compiler) attrPredicate(e *visibility.Expr) {
+	c.cur = e
 	f := e.Field
-	col := "a." + attrValueColumn(f.Type)
 	kind := valueKind(f)
+	col := c.valueColumn("a."+attrValueColumn(f.Type), kind)
+	elem := c.valueColumn("a.str_value", 's')
 	head := func() { c.b.WriteString("a.ord = 0") }
 	c.b.WriteByte('(')
 	switch e.Op {
@@ -375,7 +413,7 @@ func (c *compiler) attrPredicate(e *visibility.Expr) {
 		})
 	case visibility.OpContains:
 		elements := func() {
-			c.b.WriteString("a.ord > 0 AND a.str_value IN (")
+			c.b.WriteString("a.ord > 0 AND " + elem + " IN (")
 			for i, v := range e.Values {
 				if i > 0 {
 					c.b.WriteString(", ")
@@ -409,7 +447,7 @@ func (c *compiler) attrPredicate(e *visibility.Expr) {
 				c.b.WriteString(" AND ")
 			}
 			c.attrIn(f, false, func() {
-				c.b.WriteString("a.ord > 0 AND a.str_value = ")
+				c.b.WriteString("a.ord > 0 AND " + elem + " = ")
 				c.arg(v.S)
 			})
 		}
@@ -472,16 +510,38 @@ type orderKey struct {
 }
 
 // VisibilityQuery is a compiled visibility query.
+//
+// Which plan serves a page best depends on how many executions the filter selects, which
+// neither backend can tell from its statistics for a bound value: few, and the page is best
+// found from the filter's indexes and then sorted; many, and it is best found by walking the
+// order's index and testing each row, which stops after a page. So a list first counts each
+// predicate's matches up to SelectiveMatches (Probes: each an index range that stops there),
+// and Choose compiles the page's statement for the estimate: attribute predicates as sets
+// and the order's index kept out of the plan, or as per-row probes and the order's index
+// walked. Either way the rows and their order are the same; only the cost differs.
 type VisibilityQuery struct {
-	// from is the FROM clause with its joins, where the condition (with args, in order),
-	// keys the ORDER BY keys.
-	from  string
-	where string
-	args  []any
-	keys  []orderKey
-	// fromArgs are the arguments of the joins (before the WHERE's).
+	// from is the FROM clause with its joins and fromArgs their arguments; keys the ORDER BY
+	// keys.
+	from     string
 	fromArgs []any
+	keys     []orderKey
+	q *visibility.Query
+	// where is the condition as the plan writes it, with its arguments.
+	where Stmt
+	// probeStmts count the matches of probeLeaves, estimate combines their counts.
+	probeStmts  []Stmt
+	probeLeaves []*visibility.Expr
+	estimate    func([]int64) int64
+	// selective says the filter selects fewer than SelectiveMatches: the order's index is
+	// kept out of the plan.
+	selective   bool
+	namespaceID string
+	archetypeID uint32
 }
+
+// SelectiveMatches is the number of matches below which a filter is selective: its matches
+// are read from its indexes and sorted, rather than found by walking the order's index.
+const SelectiveMatches = 2000
 
 // CompileVisibility compiles req.Visibility. storable reports whether strings fit the
 // backend's text columns (nil: any): a query comparing with one that does not is refused, as
@@ -497,14 +557,18 @@ func CompileVisibility(req persistence.ListExecutionsRequest, storable func(ss .
 	if storable != nil && !storableQuery(q, storable) {
 		return nil, fmt.Errorf("%w: a compared value holds a NUL byte or invalid UTF-8", persistence.ErrInvalidListRequest)
 	}
-	c := &compiler{namespaceID: req.NamespaceID, archetypeID: req.ArchetypeID}
-	c.b.WriteString("v.namespace_id = ? AND v.archetype_id = ?")
-	c.args = append(c.args, req.NamespaceID, int64(req.ArchetypeID))
+	vq := &VisibilityQuery{q: q, namespaceID: req.NamespaceID, archetypeID: req.ArchetypeID}
 	if q.Where != nil {
-		c.b.WriteString(" AND ")
-		c.expr(q.Where)
+		c := &compiler{namespaceID: req.NamespaceID, archetypeID: req.ArchetypeID}
+		if estimate, ok := c.probePlan(q.Where, &vq.probeStmts, &vq.probeLeaves); ok {
+			vq.estimate = estimate
+		} else {
+			// Without an estimate the plan is for many matches, but a predicate counted is still
+			// worth its set when it selects few.
+			vq.estimate = func([]int64) int64 { return SelectiveMatches }
+		}
 	}
-	vq := &VisibilityQuery{from: "visibility v", where: c.b.String(), args: c.args}
+	vq.choose(SelectiveMatches, nil) // until the probes say otherwise
 	var from strings.Builder
 	from.WriteString("visibility v")
 	desc := false
@@ -539,11 +603,149 @@ func CompileVisibility(req persistence.ListExecutionsRequest, storable func(ss .
 	return vq, nil
 }
 
+// MaxProbes bounds the predicates a query's plan is chosen by: a query with more is planned
+// as a filter that selects many.
+const MaxProbes = 8
+
+// Plan runs the statements that count the matches of the filter's predicates, each up to
+// SelectiveMatches (each is one index range that stops there), with count, and chooses the
+// plan from their counts (Choose). A query without a filter has none to run.
+func (vq *VisibilityQuery) Plan(count func(Stmt) (int64, error)) error {
+	if len(vq.probeStmts) == 0 {
+		return nil
+	}
+	counts := make([]int64, len(vq.probeStmts))
+	for i, st := range vq.probeStmts {
+		n, err := count(st)
+		if err != nil {
+			return fmt.Errorf("count matches: %w", err)
+		}
+		counts[i] = n
+	}
+	vq.Choose(counts)
+	return nil
+}
+
+// Choose sets the plan from the counts of Probes: an AND matches at most what its most
+// selective operand does, an OR at most the sum of its operands. A predicate that selects few
+// is written as a set, the others as probes.
+func (vq *VisibilityQuery) Choose(counts []int64) {
+	if vq.estimate == nil || len(counts) != len(vq.probeStmts) {
+		return
+	}
+	sets := map[*visibility.Expr]bool{}
+	for i, leaf := range vq.probeLeaves {
+		sets[leaf] = counts[i] < SelectiveMatches
+	}
+	vq.choose(vq.estimate(counts), sets)
+}
+
+func (vq *VisibilityQuery) choose(matches int64, sets map[*visibility.Expr]bool) {
+	vq.selective = matches < SelectiveMatches
+	c := &compiler{namespaceID: vq.namespaceID, archetypeID: vq.archetypeID, sets: sets}
+	c.b.WriteString("v.namespace_id = ? AND v.archetype_id = ?")
+	c.args = append(c.args, vq.namespaceID, int64(vq.archetypeID))
+	if vq.q.Where != nil {
+		c.b.WriteString(" AND ")
+		c.expr(vq.q.Where)
+	}
+	vq.where = Stmt{SQL: c.b.String(), Args: c.args}
+}
+
+// probePlan builds the probes of a filter's predicates (leaves, in order) and the function
+// that estimates its matches from their counts; ok is false when the filter's matches cannot
+// be bounded by such counts (a negated or NULL predicate under an OR, say).
+func (c *compiler) probePlan(e *visibility.Expr, probes *[]Stmt, leaves *[]*visibility.Expr) (estimate func([]int64) int64, ok bool) {
+	switch e.Op {
+	case visibility.OpAnd, visibility.OpOr:
+		var parts []func([]int64) int64
+		for _, a := range e.Args {
+			f, ok := c.probePlan(a, probes, leaves)
+			if !ok {
+				if e.Op == visibility.OpAnd {
+					continue // the other operands still bound an AND
+				}
+				return nil, false
+			}
+			parts = append(parts, f)
+		}
+		if len(parts) == 0 {
+			return nil, false
+		}
+		and := e.Op == visibility.OpAnd
+		return func(counts []int64) int64 {
+			n := int64(0)
+			if and {
+				n = SelectiveMatches
+			}
+			for _, p := range parts {
+				if and {
+					n = min(n, p(counts))
+				} else {
+					n = min(int64(SelectiveMatches), n+p(counts))
+				}
+			}
+			return n
+		}, true
+	}
+	if e.Not || e.Op == visibility.OpNull || (e.Op == visibility.OpCompare && e.Cmp == "!=") ||
+		(e.Op == visibility.OpWords && len(e.Values) == 0) || len(*probes) == MaxProbes {
+		return nil, false // selects most rows, or has no range to count
+	}
+	p := &compiler{namespaceID: c.namespaceID, archetypeID: c.archetypeID}
+	if e.Field.Attr == "" {
+		p.b.WriteString("SELECT 1 FROM visibility v WHERE v.namespace_id = ? AND v.archetype_id = ? AND ")
+		p.args = append(p.args, c.namespaceID, int64(c.archetypeID))
+		p.expr(e)
+	} else {
+		p.b.WriteString("SELECT 1 FROM visibility_attributes a WHERE a.namespace_id = ? AND a.archetype_id = ? AND a.name = ? AND a.value_type = ? AND ")
+		p.args = append(p.args, c.namespaceID, int64(c.archetypeID), e.Field.Attr, int64(e.Field.Type))
+		switch e.Op {
+		case visibility.OpContains:
+			p.b.WriteString("a.ord > 0 AND a.str_value IN (")
+			for i, v := range e.Values {
+				if i > 0 {
+					p.b.WriteString(", ")
+				}
+				p.arg(v.S)
+			}
+			p.b.WriteByte(')')
+		case visibility.OpWords:
+			p.b.WriteString("a.ord > 0 AND a.str_value = ")
+			p.arg(e.Values[0].S)
+		default:
+			p.b.WriteString("a.ord = 0 AND ")
+			p.valuePredicate("a."+attrValueColumn(e.Field.Type), valueKind(e.Field), e)
+		}
+	}
+	i := len(*probes)
+	*probes = append(*probes, Stmt{SQL: "SELECT COUNT(*) FROM (" + p.b.String() + " LIMIT ?) m", Args: append(p.args, int64(SelectiveMatches))})
+	*leaves = append(*leaves, e)
+	return func(counts []int64) int64 { return counts[i] }, true
+}
+
+// sortExpr is an order key as ORDER BY names it: for a selective filter, as an expression no
+// index provides (the value unchanged), so that the plan reads the filter's matches and sorts
+// them instead of walking the order's index past every row the filter refuses.
+func (vq *VisibilityQuery) sortExpr(k orderKey) string {
+	if !vq.selective {
+		return k.expr
+	}
+	switch k.kind {
+	case 'i':
+		return k.expr + " + 0"
+	case 'f':
+		return k.expr + " + 0.0"
+	}
+	return k.expr + " || ''"
+}
+
 // ListSQL returns the query of one page: every column of the execution, then the order keys;
-// after is the previous page's token (nil for the first).
+// after is the previous page's token (nil for the first). The page's keys are found and
+// sorted first, and only then joined with the executions, so a sort handles keys, not states.
 func (vq *VisibilityQuery) ListSQL(after []byte, pageSize int) (string, []any, error) {
-	args := append(append([]any{}, vq.fromArgs...), vq.args...)
-	where := vq.where
+	args := append(append([]any{}, vq.fromArgs...), vq.where.Args...)
+	where := vq.where.SQL
 	if after != nil {
 		cur, err := decodeCursor(after, len(vq.keys)-2)
 		if err != nil {
@@ -558,29 +760,40 @@ func (vq *VisibilityQuery) ListSQL(after []byte, pageSize int) (string, []any, e
 		where += " AND " + cond
 		args = append(args, condArgs...)
 	}
-	var sel, order strings.Builder
+	var inner, outer, order, outerOrder strings.Builder
+	nk := len(vq.keys) - 2
 	for i, k := range vq.keys {
 		if i > 0 {
 			order.WriteString(", ")
+			outerOrder.WriteString(", ")
 		}
-		order.WriteString(k.expr)
+		order.WriteString(vq.sortExpr(k))
+		name := "p.k" + strconv.Itoa(i)
+		switch i {
+		case nk:
+			name = "p.bid"
+		case nk + 1:
+			name = "p.rid"
+		default:
+			inner.WriteString(", " + k.expr + " AS k" + strconv.Itoa(i))
+			outer.WriteString(", " + name)
+		}
+		outerOrder.WriteString(name)
 		if k.desc {
 			order.WriteString(" DESC")
-		}
-		if i < len(vq.keys)-2 {
-			sel.WriteString(", " + k.expr)
+			outerOrder.WriteString(" DESC")
 		}
 	}
-	args = append(args, ListLimit(pageSize))
-	return `SELECT v.business_id, v.run_id, e.db_version, e.lifecycle, e.state, e.idx_status, e.idx_task_queue` + sel.String() +
-		` FROM ` + vq.from + ` JOIN executions e ON e.namespace_id = v.namespace_id AND e.archetype_id = v.archetype_id` +
-		` AND e.business_id = v.business_id AND e.run_id = v.run_id WHERE ` + where +
-		` ORDER BY ` + order.String() + ` LIMIT ?`, args, nil
+	args = append(args, ListLimit(pageSize), vq.namespaceID, int64(vq.archetypeID))
+	return `SELECT p.bid, p.rid, e.db_version, e.lifecycle, e.state, e.idx_status, e.idx_task_queue` + outer.String() +
+		` FROM (SELECT v.business_id AS bid, v.run_id AS rid` + inner.String() + ` FROM ` + vq.from + ` WHERE ` + where +
+		` ORDER BY ` + order.String() + ` LIMIT ?) p JOIN executions e ON e.namespace_id = ? AND e.archetype_id = ?` +
+		` AND e.business_id = p.bid AND e.run_id = p.rid ORDER BY ` + outerOrder.String(), args, nil
 }
 
 // CountSQL returns the query counting the matches by status: rows of (status, count).
 func (vq *VisibilityQuery) CountSQL() (string, []any) {
-	return `SELECT v.status, COUNT(*) FROM visibility v WHERE ` + vq.where + ` GROUP BY v.status`, vq.args
+	return `SELECT v.status, COUNT(*) FROM visibility v WHERE ` + vq.where.SQL + ` GROUP BY v.status`, vq.where.Args
 }
 
 func cursorArg(kind byte, v cursorValue) any {
