@@ -525,7 +525,7 @@ type VisibilityQuery struct {
 	from     string
 	fromArgs []any
 	keys     []orderKey
-	q *visibility.Query
+	q        *visibility.Query
 	// where is the condition as the plan writes it, with its arguments.
 	where Stmt
 	// probeStmts count the matches of probeLeaves, estimate combines their counts.
