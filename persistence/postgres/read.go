@@ -163,60 +163,31 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 
 // listVisibility serves a ListExecutions with a visibility query.
 func (s *Store) listVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
-	vq, err := sqlcommon.CompileVisibility(req, storableText)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list executions: %w", err)
-	}
-	if err := vq.Plan(s.countMatches(ctx)); err != nil {
-		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-	}
-	query, args, err := vq.ListSQL(req.NextPageToken, req.PageSize)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list executions: %w", err)
-	}
-	rows, err := s.pool.Query(ctx, sqlcommon.Dollar(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-	}
-	defer rows.Close()
-	resp, err := vq.ScanVisibilityPage(rows, req.NamespaceID, req.ArchetypeID, req.PageSize)
+	resp, err := sqlcommon.ListVisibility(req, s.visibilityDB(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
 	return resp, nil
 }
 
-// countMatches runs a visibility plan's counting statement.
-func (s *Store) countMatches(ctx context.Context) func(sqlcommon.Stmt) (int64, error) {
-	return func(st sqlcommon.Stmt) (n int64, err error) {
-		err = s.pool.QueryRow(ctx, sqlcommon.Dollar(st.SQL), st.Args...).Scan(&n)
-		return n, err
-	}
-}
-
 // CountVisibility implements persistence.ExecutionStore.
 func (s *Store) CountVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (int64, map[int32]int64, error) {
-	if req.Visibility == nil {
-		return 0, nil, errors.New("postgres: count visibility: no query")
-	}
-	vq, err := sqlcommon.CompileVisibility(req, storableText)
-	if err != nil {
-		return 0, nil, fmt.Errorf("postgres: count visibility: %w", err)
-	}
-	if err := vq.Plan(s.countMatches(ctx)); err != nil {
-		return 0, nil, fmt.Errorf("postgres: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-	}
-	query, args := vq.CountSQL()
-	rows, err := s.pool.Query(ctx, sqlcommon.Dollar(query), args...)
-	if err != nil {
-		return 0, nil, fmt.Errorf("postgres: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
-	}
-	defer rows.Close()
-	total, byStatus, err := sqlcommon.ScanStatusCounts(rows)
+	total, byStatus, err := sqlcommon.CountVisibility(req, s.visibilityDB(ctx))
 	if err != nil {
 		return 0, nil, fmt.Errorf("postgres: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
 	}
 	return total, byStatus, nil
+}
+
+// visibilityDB runs the visibility reads on the read pool, renumbering their placeholders.
+func (s *Store) visibilityDB(ctx context.Context) sqlcommon.VisibilityDB {
+	return sqlcommon.VisibilityDB{Storable: storableText, Query: func(query string, args ...any) (sqlcommon.Rows, func(), error) {
+		rows, err := s.pool.Query(ctx, sqlcommon.Dollar(query), args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, rows.Close, nil
+	}}
 }
 
 // BackfillVisibility implements persistence.ExecutionStore. It runs in one transaction that

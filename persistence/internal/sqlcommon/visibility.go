@@ -488,15 +488,9 @@ func storableQuery(q *visibility.Query, storable func(ss ...string) bool) bool {
 // visibilityCursor is the position of a page's last row in the query's order: the value of
 // every order key, and the execution's key.
 type visibilityCursor struct {
-	Keys       []cursorValue `json:"k,omitempty"`
-	BusinessID string        `json:"b"`
-	RunID      string        `json:"r"`
-}
-
-type cursorValue struct {
-	S string  `json:"s,omitempty"`
-	I int64   `json:"i,omitempty"`
-	F float64 `json:"f,omitempty"`
+	Keys       []visibility.Value `json:"k,omitempty"`
+	BusinessID string             `json:"b"`
+	RunID      string             `json:"r"`
 }
 
 // visibilityTokenFormat tells a visibility page token from the backends' list tokens.
@@ -753,7 +747,7 @@ func (vq *VisibilityQuery) ListSQL(after []byte, pageSize int) (string, []any, e
 		}
 		vals := make([]any, 0, len(vq.keys))
 		for i, k := range vq.keys[:len(vq.keys)-2] {
-			vals = append(vals, cursorArg(k.kind, cur.Keys[i]))
+			vals = append(vals, valueArg(k.kind, cur.Keys[i]))
 		}
 		vals = append(vals, cur.BusinessID, cur.RunID)
 		cond, condArgs := keysetCondition(vq.keys, vals)
@@ -794,16 +788,6 @@ func (vq *VisibilityQuery) ListSQL(after []byte, pageSize int) (string, []any, e
 // CountSQL returns the query counting the matches by status: rows of (status, count).
 func (vq *VisibilityQuery) CountSQL() (string, []any) {
 	return `SELECT v.status, COUNT(*) FROM visibility v WHERE ` + vq.where.SQL + ` GROUP BY v.status`, vq.where.Args
-}
-
-func cursorArg(kind byte, v cursorValue) any {
-	switch kind {
-	case 'i':
-		return v.I
-	case 'f':
-		return v.F
-	}
-	return v.S
 }
 
 // keysetCondition is "the row comes after vals in the order of keys". With one direction it
@@ -867,7 +851,7 @@ func (vq *VisibilityQuery) ScanVisibilityPage(rows Rows, namespaceID string, arc
 			break
 		}
 		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: namespaceID, ArchetypeID: archetypeID}}
-		keys := make([]cursorValue, nk)
+		keys := make([]visibility.Value, nk)
 		dest := []any{&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
 			&rec.Indexed.Status, &rec.Indexed.TaskQueue}
 		for i, k := range vq.keys[:nk] {
@@ -985,4 +969,72 @@ func Backfill(archetypeID uint32, scan func(after persistence.ExecutionKey) ([]B
 		}
 		after = rows[len(rows)-1].Key
 	}
+}
+
+// VisibilityDB is how the shared visibility reads reach a backend: Query runs a statement
+// compiled here ("?" placeholders) and returns its rows and how to close them.
+type VisibilityDB struct {
+	Query func(sql string, args ...any) (Rows, func(), error)
+	// Storable reports whether strings fit the backend's text columns (nil: any).
+	Storable func(ss ...string) bool
+}
+
+func (db VisibilityDB) count(st Stmt) (int64, error) {
+	rows, closeRows, err := db.Query(st.SQL, st.Args...)
+	if err != nil {
+		return 0, err
+	}
+	defer closeRows()
+	var n int64
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return n, err
+}
+
+// ListVisibility serves a ListExecutions with a visibility query: the plan is chosen by
+// counting the predicates, then one statement reads the page.
+func ListVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (*persistence.ListExecutionsResponse, error) {
+	vq, err := CompileVisibility(req, db.Storable)
+	if err != nil {
+		return nil, err
+	}
+	if err := vq.Plan(db.count); err != nil {
+		return nil, err
+	}
+	query, args, err := vq.ListSQL(req.NextPageToken, req.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	rows, closeRows, err := db.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRows()
+	return vq.ScanVisibilityPage(rows, req.NamespaceID, req.ArchetypeID, req.PageSize)
+}
+
+// CountVisibility serves a CountVisibility: the matches of req.Visibility, in all and by
+// status.
+func CountVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (int64, map[int32]int64, error) {
+	if req.Visibility == nil {
+		return 0, nil, fmt.Errorf("%w: no visibility query", persistence.ErrInvalidListRequest)
+	}
+	vq, err := CompileVisibility(req, db.Storable)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := vq.Plan(db.count); err != nil {
+		return 0, nil, err
+	}
+	query, args := vq.CountSQL()
+	rows, closeRows, err := db.Query(query, args...)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer closeRows()
+	return ScanStatusCounts(rows)
 }
