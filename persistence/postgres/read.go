@@ -229,7 +229,23 @@ func (s *Store) BackfillVisibility(ctx context.Context, archetypeID uint32, deri
 	if err != nil {
 		return 0, fmt.Errorf("postgres: backfill visibility of archetype %d: %w", archetypeID, err)
 	}
+	if n > 0 {
+		if err := s.AnalyzeVisibility(ctx); err != nil {
+			return n, err
+		}
+	}
 	return n, nil
+}
+
+// AnalyzeVisibility refreshes the planner's statistics of the visibility tables and of the
+// executions they are joined with. Autovacuum does so as they grow; a backfill that filled
+// them at once does it itself, since without statistics the planner takes every predicate for
+// one row and joins the tables row by row.
+func (s *Store) AnalyzeVisibility(ctx context.Context) error {
+	if _, err := s.writePool.Exec(ctx, `ANALYZE visibility, visibility_attributes, executions`); err != nil {
+		return fmt.Errorf("postgres: analyze the visibility tables: %w", err)
+	}
+	return nil
 }
 
 // CountExecutions implements persistence.ExecutionStore.

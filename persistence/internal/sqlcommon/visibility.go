@@ -979,7 +979,7 @@ type VisibilityDB struct {
 	Storable func(ss ...string) bool
 }
 
-func (db VisibilityDB) count(st Stmt) (int64, error) {
+func (db VisibilityDB) Count(st Stmt) (int64, error) {
 	rows, closeRows, err := db.Query(st.SQL, st.Args...)
 	if err != nil {
 		return 0, err
@@ -1002,7 +1002,7 @@ func ListVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (*pe
 	if err != nil {
 		return nil, err
 	}
-	if err := vq.Plan(db.count); err != nil {
+	if err := vq.Plan(db.Count); err != nil {
 		return nil, err
 	}
 	query, args, err := vq.ListSQL(req.NextPageToken, req.PageSize)
@@ -1027,7 +1027,7 @@ func CountVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := vq.Plan(db.count); err != nil {
+	if err := vq.Plan(db.Count); err != nil {
 		return 0, nil, err
 	}
 	query, args := vq.CountSQL()
