@@ -1,6 +1,7 @@
--- vigil schema 6 for PostgreSQL: visibility, what listings filter, sort and page by without decoding state
--- (persistence/internal/sqlcommon/visibility.go compiles the queries). The same tables as
--- SQLite's schema 5; text is COLLATE "C" so that order and STARTS_WITH ranges are byte order.
+-- vigil schema 6 for PostgreSQL: visibility, what listings filter, sort and page by without
+-- decoding state (persistence/internal/sqlcommon/visibility.go compiles the queries). The same
+-- tables as SQLite's schema 5; text is COLLATE "C" so that order and STARTS_WITH ranges are
+-- byte order.
 --
 -- visibility holds one row per execution with a visibility record, written in the same
 -- transaction as the execution's state. Each column a query filters or sorts by has an index
