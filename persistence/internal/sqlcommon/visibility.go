@@ -845,20 +845,41 @@ func keysetCondition(keys []orderKey, vals []any) (string, []any) {
 // ScanVisibilityPage reads the rows of ListSQL into a page of at most pageSize executions and
 // the next page's token.
 func (vq *VisibilityQuery) ScanVisibilityPage(rows Rows, namespaceID string, archetypeID uint32, pageSize int) (*persistence.ListExecutionsResponse, error) {
-	nk := len(vq.keys) - 2
-	resp := &persistence.ListExecutionsResponse{}
-	var last visibilityCursor
-	for rows.Next() {
-		if len(resp.Executions) == pageSize {
-			b, _ := json.Marshal(last) // plain struct
-			resp.NextPageToken = append([]byte{visibilityTokenFormat}, b...)
+	p := vq.newPage(namespaceID, archetypeID, pageSize)
+	return p.resp, p.scan(rows)
+}
+
+// pageBuilder fills a page from one or more result sets, in order.
+type pageBuilder struct {
+	vq          *VisibilityQuery
+	namespaceID string
+	archetypeID uint32
+	pageSize    int
+	resp        *persistence.ListExecutionsResponse
+	last        visibilityCursor
+	full        bool
+}
+
+func (vq *VisibilityQuery) newPage(namespaceID string, archetypeID uint32, pageSize int) *pageBuilder {
+	return &pageBuilder{vq: vq, namespaceID: namespaceID, archetypeID: archetypeID, pageSize: pageSize,
+		resp: &persistence.ListExecutionsResponse{}}
+}
+
+// scan adds rows of a page statement; once a row beyond the page is read, it sets the token.
+func (p *pageBuilder) scan(rows Rows) error {
+	nk := len(p.vq.keys) - 2
+	for !p.full && rows.Next() {
+		if len(p.resp.Executions) == p.pageSize {
+			b, _ := json.Marshal(p.last) // plain struct
+			p.resp.NextPageToken = append([]byte{visibilityTokenFormat}, b...)
+			p.full = true
 			break
 		}
-		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: namespaceID, ArchetypeID: archetypeID}}
+		rec := &persistence.ExecutionRecord{Key: persistence.ExecutionKey{NamespaceID: p.namespaceID, ArchetypeID: p.archetypeID}}
 		keys := make([]visibility.Value, nk)
 		dest := []any{&rec.Key.BusinessID, &rec.Key.RunID, &rec.DBVersion, &rec.Lifecycle, &rec.State,
 			&rec.Indexed.Status, &rec.Indexed.TaskQueue}
-		for i, k := range vq.keys[:nk] {
+		for i, k := range p.vq.keys[:nk] {
 			switch k.kind {
 			case 'i':
 				dest = append(dest, &keys[i].I)
@@ -869,12 +890,89 @@ func (vq *VisibilityQuery) ScanVisibilityPage(rows Rows, namespaceID string, arc
 			}
 		}
 		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		p.resp.Executions = append(p.resp.Executions, rec)
+		p.last = visibilityCursor{Keys: keys, BusinessID: rec.Key.BusinessID, RunID: rec.Key.RunID}
+	}
+	return rows.Err()
+}
+
+// attributeOrderParts returns, for a query ordered by one custom attribute whose filter is
+// not selective, the statements of its page in order: the executions that have the
+// attribute, walked along the attribute's value index, and those that lack it, walked along
+// the primary key (first for a descending order, which puts them first). Each reads at most
+// limit rows; the part the token lies in starts after it, earlier parts are skipped. nil when
+// the query is not of that form: sorting its matches is then the plan.
+func (vq *VisibilityQuery) attributeOrderParts(after []byte, limit int64) ([]Stmt, error) {
+	if vq.selective || len(vq.q.OrderBy) != 1 || vq.q.OrderBy[0].Field.Attr == "" {
+		return nil, nil
+	}
+	o := vq.q.OrderBy[0]
+	var cur *visibilityCursor
+	if after != nil {
+		var err error
+		if cur, err = decodeCursor(after, 2); err != nil {
 			return nil, err
 		}
-		resp.Executions = append(resp.Executions, rec)
-		last = visibilityCursor{Keys: keys, BusinessID: rec.Key.BusinessID, RunID: rec.Key.RunID}
 	}
-	return resp, rows.Err()
+	dir, cmp := "", ">"
+	if o.Desc {
+		dir, cmp = " DESC", "<"
+	}
+	col := attrValueColumn(o.Field.Type)
+	kind := valueKind(o.Field)
+	zero := map[byte]string{'i': "0", 'f': "0.0", 's': "''"}[kind]
+	tail := ` JOIN executions e ON e.namespace_id = ? AND e.archetype_id = ? AND e.business_id = p.bid AND e.run_id = p.rid` +
+		` ORDER BY p.k1` + dir + `, p.bid` + dir + `, p.rid` + dir
+	head := `SELECT p.bid, p.rid, e.db_version, e.lifecycle, e.state, e.idx_status, e.idx_task_queue, p.k0, p.k1 FROM (`
+
+	have := func(c *visibilityCursor) Stmt {
+		args := append([]any{vq.namespaceID, int64(vq.archetypeID), o.Field.Attr, int64(o.Field.Type)}, vq.where.Args...)
+		keyset := ""
+		if c != nil {
+			keyset = ` AND (o.` + col + `, o.business_id, o.run_id) ` + cmp + ` (?, ?, ?)`
+			args = append(args, valueArg(kind, c.Keys[1]), c.BusinessID, c.RunID)
+		}
+		args = append(args, limit, vq.namespaceID, int64(vq.archetypeID))
+		return Stmt{SQL: head + `SELECT o.business_id AS bid, o.run_id AS rid, 0 AS k0, o.` + col + ` AS k1` +
+			` FROM visibility_attributes o JOIN visibility v ON v.namespace_id = o.namespace_id AND v.archetype_id = o.archetype_id` +
+			` AND v.business_id = o.business_id AND v.run_id = o.run_id` +
+			` WHERE o.namespace_id = ? AND o.archetype_id = ? AND o.name = ? AND o.value_type = ? AND o.ord = 0` +
+			` AND o.` + col + ` IS NOT NULL AND ` + vq.where.SQL + keyset +
+			` ORDER BY o.` + col + dir + `, o.business_id` + dir + `, o.run_id` + dir + ` LIMIT ?) p` + tail, Args: args}
+	}
+	lack := func(c *visibilityCursor) Stmt {
+		args := append(append([]any{}, vq.where.Args...), o.Field.Attr, int64(o.Field.Type))
+		keyset := ""
+		if c != nil {
+			keyset = ` AND (v.business_id, v.run_id) ` + cmp + ` (?, ?)`
+			args = append(args, c.BusinessID, c.RunID)
+		}
+		args = append(args, limit, vq.namespaceID, int64(vq.archetypeID))
+		return Stmt{SQL: head + `SELECT v.business_id AS bid, v.run_id AS rid, 1 AS k0, ` + zero + ` AS k1 FROM visibility v` +
+			` WHERE ` + vq.where.SQL + ` AND NOT EXISTS (SELECT 1 FROM visibility_attributes a WHERE a.namespace_id = v.namespace_id` +
+			` AND a.archetype_id = v.archetype_id AND a.business_id = v.business_id AND a.run_id = v.run_id` +
+			` AND a.name = ? AND a.value_type = ? AND a.ord = 0)` + keyset +
+			` ORDER BY v.business_id` + dir + `, v.run_id` + dir + ` LIMIT ?) p` + tail, Args: args}
+	}
+	// Each part with the flag its rows carry in the order (0: has the attribute, 1: lacks it).
+	parts := []func(*visibilityCursor) Stmt{have, lack}
+	flags := []int64{0, 1}
+	if o.Desc {
+		parts, flags = []func(*visibilityCursor) Stmt{lack, have}, []int64{1, 0}
+	}
+	var out []Stmt
+	for i, part := range parts {
+		switch {
+		case cur == nil:
+			out = append(out, part(nil))
+		case cur.Keys[0].I == flags[i]:
+			out = append(out, part(cur))
+			cur = nil // the parts after the cursor's start at their beginning
+		}
+	}
+	return out, nil
 }
 
 func decodeCursor(tok []byte, keys int) (*visibilityCursor, error) {
@@ -1008,6 +1106,28 @@ func ListVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (*pe
 	}
 	if err := vq.Plan(db.Count); err != nil {
 		return nil, err
+	}
+	parts, err := vq.attributeOrderParts(req.NextPageToken, ListLimit(req.PageSize))
+	if err != nil {
+		return nil, err
+	}
+	if parts != nil {
+		page := vq.newPage(req.NamespaceID, req.ArchetypeID, req.PageSize)
+		for _, st := range parts {
+			if page.full {
+				break
+			}
+			rows, closeRows, err := db.Query(st.SQL, st.Args...)
+			if err != nil {
+				return nil, err
+			}
+			err = page.scan(rows)
+			closeRows()
+			if err != nil {
+				return nil, err
+			}
+		}
+		return page.resp, nil
 	}
 	query, args, err := vq.ListSQL(req.NextPageToken, req.PageSize)
 	if err != nil {
