@@ -303,6 +303,17 @@ func testVisibilityOrderPagesWithoutGapsOrRepeats(t *testing.T, b *bundle) {
 				}
 				return out
 			}()},
+		{"custom double descending, every execution has it",
+			&visibility.Query{OrderBy: []visibility.Order{{Field: attrScore, Desc: true}}},
+			sorted(func(a, b int) int { return cmp.Compare(b, a) })},
+		{"custom int ascending, missing last",
+			&visibility.Query{OrderBy: []visibility.Order{{Field: attrAmount}}},
+			sorted(func(a, b int) int {
+				if amountNull(a) != amountNull(b) {
+					return cmp.Compare(boolInt(amountNull(a)), boolInt(amountNull(b)))
+				}
+				return cmp.Compare(a, b)
+			})},
 		{"status then double", &visibility.Query{OrderBy: []visibility.Order{{Field: col(visibility.ColumnStatus)}, {Field: attrScore, Desc: true}}},
 			sorted(func(a, b int) int {
 				return cmp.Or(cmp.Compare(boolInt(a%4 == 3), boolInt(b%4 == 3)), cmp.Compare(b, a))

@@ -904,7 +904,7 @@ func (p *pageBuilder) scan(rows Rows) error {
 // the primary key (first for a descending order, which puts them first). Each reads at most
 // limit rows; the part the token lies in starts after it, earlier parts are skipped. nil when
 // the query is not of that form: sorting its matches is then the plan.
-func (vq *VisibilityQuery) attributeOrderParts(after []byte, limit int64) ([]Stmt, error) {
+func (vq *VisibilityQuery) attributeOrderParts(after []byte, limit int64) ([]orderPart, error) {
 	if vq.selective || len(vq.q.OrderBy) != 1 || vq.q.OrderBy[0].Field.Attr == "" {
 		return nil, nil
 	}
@@ -962,17 +962,35 @@ func (vq *VisibilityQuery) attributeOrderParts(after []byte, limit int64) ([]Stm
 	if o.Desc {
 		parts, flags = []func(*visibilityCursor) Stmt{lack, have}, []int64{1, 0}
 	}
-	var out []Stmt
+	var out []orderPart
 	for i, part := range parts {
 		switch {
 		case cur == nil:
-			out = append(out, part(nil))
+			out = append(out, orderPart{Stmt: part(nil), lacks: flags[i] == 1})
 		case cur.Keys[0].I == flags[i]:
-			out = append(out, part(cur))
+			out = append(out, orderPart{Stmt: part(cur), lacks: flags[i] == 1})
 			cur = nil // the parts after the cursor's start at their beginning
 		}
 	}
 	return out, nil
+}
+
+// orderPart is one part of a page ordered by a custom attribute; lacks marks the part of the
+// executions that lack it.
+type orderPart struct {
+	Stmt
+	lacks bool
+}
+
+// lackingSQL counts the executions that lack the attribute of a query ordered by it, as the
+// difference of two index counts: when it is zero, the part that lacks it is empty, which
+// only a walk of every execution could otherwise tell.
+func (vq *VisibilityQuery) lackingSQL() Stmt {
+	f := vq.q.OrderBy[0].Field
+	return Stmt{SQL: `SELECT (SELECT COUNT(*) FROM visibility WHERE namespace_id = ? AND archetype_id = ?) -` +
+		` (SELECT COUNT(*) FROM visibility_attributes WHERE namespace_id = ? AND archetype_id = ? AND name = ?` +
+		` AND value_type = ? AND ord = 0)`,
+		Args: []any{vq.namespaceID, int64(vq.archetypeID), vq.namespaceID, int64(vq.archetypeID), f.Attr, int64(f.Type)}}
 }
 
 func decodeCursor(tok []byte, keys int) (*visibilityCursor, error) {
@@ -1113,9 +1131,19 @@ func ListVisibility(req persistence.ListExecutionsRequest, db VisibilityDB) (*pe
 	}
 	if parts != nil {
 		page := vq.newPage(req.NamespaceID, req.ArchetypeID, req.PageSize)
-		for _, st := range parts {
+		for i, st := range parts {
 			if page.full {
 				break
+			}
+			if st.lacks && i == 0 && len(parts) > 1 {
+				// First (a descending order): skip it when no execution lacks the attribute.
+				lacking, err := db.Count(vq.lackingSQL())
+				if err != nil {
+					return nil, err
+				}
+				if lacking == 0 {
+					continue
+				}
 			}
 			rows, closeRows, err := db.Query(st.SQL, st.Args...)
 			if err != nil {
