@@ -2,6 +2,8 @@ package chasm
 
 import (
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // Component is the root of an execution. A component value is a view over its state message:
@@ -19,6 +21,16 @@ type Component interface {
 type IndexedComponent interface {
 	Component
 	IndexedFields() IndexedFields
+}
+
+// VisibilityComponent is implemented by components whose executions list through a visibility
+// query: the engine stores the record in the same transaction as the state, whenever it
+// changes, and its listings filter, sort and page by it.
+type VisibilityComponent interface {
+	Component
+	// Visibility derives the record from the component's state alone (never the clock), so
+	// that the same state always gives the same record.
+	Visibility() *visibility.Record
 }
 
 // IndexedFields are the small set of values an engine indexes for listing.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // ErrTaskNotValid is returned by Execution.ExecutePureTask when the task's validator says it is
@@ -120,6 +122,18 @@ func (e *Execution) Lifecycle() LifecycleState { return e.lifecycle }
 // Indexed returns the committed indexed fields.
 func (e *Execution) Indexed() IndexedFields { return e.indexed }
 
+// Visibility returns the committed state's visibility record: nil unless the execution exists
+// and its component is a VisibilityComponent.
+func (e *Execution) Visibility() *visibility.Record {
+	if !e.started {
+		return nil
+	}
+	if vc, ok := e.component.fromState(e.state).(VisibilityComponent); ok {
+		return vc.Visibility()
+	}
+	return nil
+}
+
 // CollectionLen returns the number of committed entries in a collection.
 func (e *Execution) CollectionLen(name string) int { return len(e.collections[name]) }
 
@@ -158,6 +172,8 @@ type Mutation struct {
 	State     []byte
 	Lifecycle LifecycleState
 	Indexed   IndexedFields
+	// Visibility is the new state's record, for a VisibilityComponent (nil otherwise).
+	Visibility *visibility.Record
 
 	CollectionPuts    []CollectionEntry
 	CollectionDeletes []CollectionEntryKey
@@ -293,6 +309,9 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	}
 	if ic, ok := c.(IndexedComponent); ok {
 		m.Indexed = ic.IndexedFields()
+	}
+	if vc, ok := c.(VisibilityComponent); ok {
+		m.Visibility = vc.Visibility()
 	}
 	for name, entries := range t.puts {
 		for key, value := range entries {

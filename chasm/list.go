@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // ListRequest selects a page of the executions of one archetype in a namespace, every run
@@ -13,7 +15,10 @@ type ListRequest struct {
 	Archetype   string
 	NamespaceID string
 	// Filter matches IndexedFields by equality; empty fields match anything.
-	Filter        IndexedFields
+	Filter IndexedFields
+	// Visibility, when set, selects and orders by the visibility records instead (Filter must
+	// be empty; see VisibilityLister); NextPageToken is then a position in its order.
+	Visibility    *visibility.Query
 	PageSize      int
 	NextPageToken []byte
 }
@@ -37,6 +42,15 @@ type Lister interface {
 	CountExecutions(ctx context.Context, req ListRequest) (int64, error)
 }
 
+// VisibilityLister is a Lister that answers visibility queries (ListRequest.Visibility), over
+// the records of VisibilityComponents.
+type VisibilityLister interface {
+	Lister
+	// CountVisibility counts the executions whose record matches req.Visibility, in all and by
+	// record status.
+	CountVisibility(ctx context.Context, req ListRequest) (total int64, byStatus map[int32]int64, err error)
+}
+
 // DecodeComponent builds a read-only component view from persisted state, for listing.
 func (c *RegistrableComponent) DecodeComponent(state []byte) (Component, error) {
 	msg := c.newState()
@@ -56,13 +70,17 @@ type Listed[C Component] struct {
 func ListComponents[C Component](
 	ctx context.Context, l Lister, r *Registry, namespaceID string, filter IndexedFields, pageSize int, token []byte,
 ) ([]Listed[C], []byte, error) {
+	return ListComponentsOf[C](ctx, l, r, ListRequest{NamespaceID: namespaceID, Filter: filter, PageSize: pageSize, NextPageToken: token})
+}
+
+// ListComponentsOf lists executions rooted at C as req selects them (its Archetype is C's).
+func ListComponentsOf[C Component](ctx context.Context, l Lister, r *Registry, req ListRequest) ([]Listed[C], []byte, error) {
 	archetype, err := ArchetypeOf[C](r)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := l.ListExecutions(ctx, ListRequest{
-		Archetype: archetype, NamespaceID: namespaceID, Filter: filter, PageSize: pageSize, NextPageToken: token,
-	})
+	req.Archetype = archetype
+	resp, err := l.ListExecutions(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}

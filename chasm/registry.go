@@ -3,8 +3,10 @@ package chasm
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -272,6 +274,21 @@ func (r *Registry) Register(lib Library) error {
 func (r *Registry) Component(fullName string) (*RegistrableComponent, bool) {
 	c, ok := r.components[fullName]
 	return c, ok
+}
+
+// Components returns every registered component, sorted by full name.
+func (r *Registry) Components() []*RegistrableComponent {
+	out := make([]*RegistrableComponent, 0, len(r.components))
+	for _, name := range slices.Sorted(maps.Keys(r.components)) {
+		out = append(out, r.components[name])
+	}
+	return out
+}
+
+// HasVisibility reports whether the component is a VisibilityComponent.
+func (c *RegistrableComponent) HasVisibility() bool {
+	_, ok := c.fromState(c.newState()).(VisibilityComponent)
+	return ok
 }
 
 // ComponentByID returns the component with a stable ID.

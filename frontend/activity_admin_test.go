@@ -15,29 +15,32 @@ import (
 	"google.golang.org/grpc/status"
 
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
-// fakeActivityPages serves n activities from history in pages of the requested size; every
-// third one is on task queue "b", the others on "a"; the first is STARTED by worker w-1.
-func fakeActivityPages(t *testing.T, env *testEnv, n int) {
+// fakeVisibilityHistory answers ListActivities as a store with visibility tables would: it
+// checks that the frontend sent the visibility query want, serves n activities in pages of
+// the requested size (the token is the next position), and answers a count with counts.
+func fakeVisibilityHistory(t *testing.T, env *testEnv, n int, want *visibility.Query, counts map[int32]int64) {
 	all := make([]*activitypb.ListedActivity, n)
 	for i := range all {
-		tq := "a"
-		if i%3 == 2 {
-			tq = "b"
-		}
-		st := activitypb.ActivityStatus_ACTIVITY_STATUS_SCHEDULED
-		worker := ""
-		if i == 0 {
-			st, worker = activitypb.ActivityStatus_ACTIVITY_STATUS_STARTED, "w-1"
-		}
 		all[i] = &activitypb.ListedActivity{ActivityId: fmt.Sprintf("act-%02d", i), RunId: "r", State: &activitypb.ActivityState{
-			Status: st, TaskQueue: tq, ActivityType: &commonpb.ActivityType{Name: "Charge"}, WorkerInstanceKey: worker,
+			Status: activitypb.ActivityStatus_ACTIVITY_STATUS_SCHEDULED, TaskQueue: "a", ActivityType: &commonpb.ActivityType{Name: "Charge"},
 		}}
 	}
 	env.history.EXPECT().ListActivities(gomock.Any(), gomock.Any()).AnyTimes().DoAndReturn(
 		func(_ context.Context, req *activitypb.ListActivitiesRequest) (*activitypb.ListActivitiesResponse, error) {
 			require.Equal(t, env.ns.ID, req.GetNamespaceId())
+			got, err := visibility.DecodeQuery(req.GetVisibilityQuery())
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			if req.GetCountOnly() {
+				var total int64
+				for _, c := range counts {
+					total += c
+				}
+				return &activitypb.ListActivitiesResponse{Count: total, StatusCounts: counts}, nil
+			}
 			start := 0
 			if len(req.GetNextPageToken()) > 0 {
 				_, _ = fmt.Sscanf(string(req.GetNextPageToken()), "%d", &start)
@@ -54,11 +57,13 @@ func fakeActivityPages(t *testing.T, env *testEnv, n int) {
 func TestListActivityExecutions(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	fakeActivityPages(t, env, 10)
+	taskQueueA := &visibility.Query{Where: &visibility.Expr{Op: visibility.OpCompare, Cmp: "=",
+		Field: visibility.Field{Column: visibility.ColumnTaskQueue}, Values: []visibility.Value{{S: "a"}}}}
+	fakeVisibilityHistory(t, env, 7, taskQueueA, map[int32]int64{
+		int32(enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING): 5, int32(enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED): 2})
 	ctx := context.Background()
 
-	// Pages of 2 through a filter that drops a third of history's rows: nothing skipped or
-	// repeated.
+	// The query goes to the store compiled; its pages and tokens come back whole.
 	var ids []string
 	var token []byte
 	for {
@@ -75,20 +80,25 @@ func TestListActivityExecutions(t *testing.T) {
 			break
 		}
 	}
-	require.Equal(t, []string{"act-00", "act-01", "act-03", "act-04", "act-06", "act-07", "act-09"}, ids)
+	require.Equal(t, []string{"act-00", "act-01", "act-02", "act-03", "act-04", "act-05", "act-06"}, ids)
 
-	count, err := env.workflow.CountActivityExecutions(ctx, &workflowservice.CountActivityExecutionsRequest{Namespace: testNamespace, Query: `TaskQueue = "b"`})
+	count, err := env.workflow.CountActivityExecutions(ctx, &workflowservice.CountActivityExecutionsRequest{
+		Namespace: testNamespace, Query: `TaskQueue = "a" GROUP BY ExecutionStatus`})
 	require.NoError(t, err)
-	require.EqualValues(t, 3, count.GetCount())
-	count, err = env.workflow.CountActivityExecutions(ctx, &workflowservice.CountActivityExecutionsRequest{Namespace: testNamespace, Query: `WorkerInstanceKey = "w-1"`})
-	require.NoError(t, err)
-	require.EqualValues(t, 1, count.GetCount())
+	require.EqualValues(t, 7, count.GetCount())
+	require.Len(t, count.GetGroups(), 2)
+	require.Equal(t, `"Running"`, string(count.GetGroups()[0].GetGroupValues()[0].GetData()))
+	require.EqualValues(t, 5, count.GetGroups()[0].GetCount())
+	require.Equal(t, `"Completed"`, string(count.GetGroups()[1].GetGroupValues()[0].GetData()))
 
-	_, err = env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{Namespace: testNamespace, Query: `Bogus = "1"`})
 	var invalid *serviceerror.InvalidArgument
+	_, err = env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{Namespace: testNamespace, Query: `Bogus = "1"`})
+	require.ErrorAs(t, err, &invalid)
+	_, err = env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{Namespace: testNamespace, Query: "TaskQueue = \"a\x00\""})
 	require.ErrorAs(t, err, &invalid)
 	// A token of another query is refused.
-	first, err := env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{Namespace: testNamespace, PageSize: 2})
+	first, err := env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
+		Namespace: testNamespace, PageSize: 2, Query: `TaskQueue = "a"`})
 	require.NoError(t, err)
 	require.NotEmpty(t, first.GetNextPageToken())
 	_, err = env.workflow.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{

@@ -20,6 +20,7 @@ import (
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/membership"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/visibility"
 	"github.com/vigilhq/vigil/dynamicconfig"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/tasks"
@@ -100,9 +101,15 @@ func NewEngine(p EngineParams) (*Engine, error) {
 	return e, nil
 }
 
-// Start checks the shard count against the store and acquires the shards the membership
-// assigns to this host; from then on it follows the membership's changes.
-func (e *Engine) Start(ctx context.Context) error { return e.controller.start(ctx) }
+// Start gives executions written before the store kept visibility records theirs
+// (BackfillVisibility), checks the shard count against the store and acquires the shards the
+// membership assigns to this host; from then on it follows the membership's changes.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.BackfillVisibility(ctx); err != nil {
+		return err
+	}
+	return e.controller.start(ctx)
+}
 
 // Stop hands every shard off: it refuses new calls (Unavailable), waits for the writes in
 // flight, stops the shard's queues and records the release.
@@ -425,11 +432,11 @@ func (e *Engine) ListExecutions(ctx context.Context, req chasm.ListRequest) (*ch
 	}
 	resp, err := e.store.ListExecutions(ctx, persistence.ListExecutionsRequest{
 		NamespaceID: req.NamespaceID, ArchetypeID: rc.ID(),
-		Status: req.Filter.Status, TaskQueue: req.Filter.TaskQueue,
+		Status: req.Filter.Status, TaskQueue: req.Filter.TaskQueue, Visibility: req.Visibility,
 		PageSize: req.PageSize, NextPageToken: req.NextPageToken,
 	})
 	if err != nil {
-		return nil, serviceerror.NewUnavailable(fmt.Sprintf("list %s executions: %v", req.Archetype, err))
+		return nil, listError(req, "list", err)
 	}
 	out := &chasm.ListResponse{NextPageToken: resp.NextPageToken}
 	for _, record := range resp.Executions {
@@ -460,6 +467,64 @@ func (e *Engine) CountExecutions(ctx context.Context, req chasm.ListRequest) (in
 		return 0, serviceerror.NewUnavailable(fmt.Sprintf("count %s executions: %v", req.Archetype, err))
 	}
 	return n, nil
+}
+
+var _ chasm.VisibilityLister = (*Engine)(nil)
+
+// CountVisibility implements chasm.VisibilityLister over the store (all shards).
+func (e *Engine) CountVisibility(ctx context.Context, req chasm.ListRequest) (int64, map[int32]int64, error) {
+	rc, ok := e.registry.Component(req.Archetype)
+	if !ok {
+		return 0, nil, serviceerror.NewInvalidArgument(fmt.Sprintf("unknown archetype %q", req.Archetype))
+	}
+	if req.Visibility == nil {
+		return 0, nil, serviceerror.NewInvalidArgument("a visibility count needs a visibility query")
+	}
+	total, byStatus, err := e.store.CountVisibility(ctx, persistence.ListExecutionsRequest{
+		NamespaceID: req.NamespaceID, ArchetypeID: rc.ID(), Visibility: req.Visibility,
+	})
+	if err != nil {
+		return 0, nil, listError(req, "count", err)
+	}
+	return total, byStatus, nil
+}
+
+// listError is a store's listing failure as the caller sees it: a token the store did not
+// hand out, or a visibility query it cannot compile, is the caller's (InvalidArgument); any
+// other failure is the store's (Unavailable, which clients retry).
+func listError(req chasm.ListRequest, what string, err error) error {
+	if errors.Is(err, persistence.ErrInvalidListRequest) {
+		return serviceerror.NewInvalidArgument(fmt.Sprintf("%s %s executions: %v", what, req.Archetype, err))
+	}
+	return serviceerror.NewUnavailable(fmt.Sprintf("%s %s executions: %v", what, req.Archetype, err))
+}
+
+// BackfillVisibility gives the executions of every VisibilityComponent archetype written
+// before the store kept visibility records theirs (once per archetype: the store remembers).
+// The engine runs it at Start, before it serves.
+func (e *Engine) BackfillVisibility(ctx context.Context) error {
+	for _, rc := range e.registry.Components() {
+		if !rc.HasVisibility() {
+			continue
+		}
+		n, err := e.store.BackfillVisibility(ctx, rc.ID(), func(state []byte) (*visibility.Record, error) {
+			c, err := rc.DecodeComponent(state)
+			if err != nil {
+				return nil, err
+			}
+			if vc, ok := c.(chasm.VisibilityComponent); ok {
+				return vc.Visibility(), nil
+			}
+			return nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("history: backfill the visibility of %s: %w", rc.FullName(), err)
+		}
+		if n > 0 {
+			e.logger.Info("visibility records backfilled", tag.Archetype(rc.FullName()), zap.Int("executions", n))
+		}
+	}
+	return nil
 }
 
 // ClusterHost is one live member of the cluster with the shards whose ownership row names it.

@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/visibility"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/tasks"
 )
@@ -295,6 +296,16 @@ func (s *Shard) write(
 		w.PrevIndexed = &persistence.IndexedFields{Status: prev.Status, TaskQueue: prev.TaskQueue}
 		prevLifecycle := persistenceLifecycle(exec.Lifecycle())
 		w.PrevLifecycle = &prevLifecycle
+	}
+	// The visibility record goes with the state only when it changed: most writes (an
+	// activity's heartbeat) leave it as it was.
+	if m.Visibility != nil && !m.Deleted {
+		if m.Created {
+			w.Visibility = m.Visibility
+		} else if prev := exec.Visibility(); !prev.Equal(m.Visibility) {
+			w.Visibility = m.Visibility
+			w.KeepVisibilityAttributes = prev != nil && visibility.AttributesEqual(prev.Attributes, m.Visibility.Attributes)
+		}
 	}
 	// Collections are stored packed in buckets: only the buckets the change touches are
 	// rewritten, and rows an older vigil wrote are converted in the same transaction.

@@ -1,6 +1,13 @@
 package persistence
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidListRequest marks a listing's failure that is the caller's: a page token the
+// store did not hand out, or a visibility query it cannot compile.
+var ErrInvalidListRequest = errors.New("invalid list request")
 
 // NotFoundError reports a missing row.
 type NotFoundError struct {

@@ -10,6 +10,8 @@ package persistence
 import (
 	"context"
 	"time"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // Store is a persistence backend. All methods are safe for concurrent use.
@@ -57,10 +59,21 @@ type ExecutionStore interface {
 	// means the whole batch failed and nothing was applied.
 	WriteBatch(ctx context.Context, writes []*ExecutionWrite) (results []error, err error)
 	// ListExecutions pages through the executions of one archetype in a namespace, ordered by
-	// (BusinessID, RunID), optionally filtered by the indexed fields.
+	// (BusinessID, RunID), optionally filtered by the indexed fields. With req.Visibility it
+	// pages through the executions whose visibility record matches the query instead, in the
+	// query's order (keyset pagination: an execution that changes between pages is neither
+	// repeated nor skipped for the others).
 	ListExecutions(ctx context.Context, req ListExecutionsRequest) (*ListExecutionsResponse, error)
 	// CountExecutions counts what ListExecutions with the same filter would return.
 	CountExecutions(ctx context.Context, req ListExecutionsRequest) (int64, error)
+	// CountVisibility counts the executions whose visibility record matches req.Visibility
+	// (required; its order is ignored), in all and by status.
+	CountVisibility(ctx context.Context, req ListExecutionsRequest) (total int64, byStatus map[int32]int64, err error)
+	// BackfillVisibility gives every execution of an archetype that has no visibility record
+	// the one derive returns for its state (nil: none), once per archetype: it records that it
+	// ran and returns 0 at once afterwards. It is how a database written before the
+	// visibility tables existed gets its records; writes that carry a record meanwhile win.
+	BackfillVisibility(ctx context.Context, archetypeID uint32, derive func(state []byte) (*visibility.Record, error)) (int, error)
 }
 
 // TaskStore reads and completes tasks. Tasks are only ever created by WriteBatch.
@@ -206,6 +219,14 @@ type ExecutionWrite struct {
 	// unknown.
 	PrevLifecycle *Lifecycle
 
+	// Visibility, when set on a create or an update, replaces the execution's visibility
+	// record (the rows ListExecutions with a visibility query reads), in the same
+	// transaction. nil leaves the stored record as it is. A delete removes it.
+	Visibility *visibility.Record
+	// KeepVisibilityAttributes says Visibility's custom attributes equal the stored ones: the
+	// backend need not rewrite them.
+	KeepVisibilityAttributes bool
+
 	// CollectionPuts insert or replace entries; CollectionDeletes remove them (a missing entry
 	// is not an error). A key must not appear in both.
 	CollectionPuts    []CollectionEntry
@@ -286,7 +307,10 @@ type ListExecutionsRequest struct {
 	// Status and TaskQueue filter by equality when non-empty.
 	Status    string
 	TaskQueue string
-	PageSize  int
+	// Visibility, when set, selects and orders by the visibility records instead (Status and
+	// TaskQueue must then be empty); NextPageToken is then a position in its order.
+	Visibility *visibility.Query
+	PageSize   int
 	// NextPageToken is the token of the previous page, nil for the first.
 	NextPageToken []byte
 }

@@ -21,10 +21,11 @@ import (
 )
 
 // BenchmarkListActivityExecutions times one page (100) of ListActivityExecutions over
-// benchActivities activities on SQLite, for queries the indexes serve (TaskQueue), queries
-// evaluated on every row (a custom attribute), and ORDER BY (every row read and sorted).
+// benchActivities activities on SQLite: filters on system columns and custom search
+// attributes, ORDER BY over a task queue and over the whole namespace, and a later page
+// reached by its token. Every query runs against the visibility tables.
 func BenchmarkListActivityExecutions(b *testing.B) {
-	const benchActivities = 20000
+	const benchActivities = 100000
 	cluster := testcluster.New(b, testcluster.Options{})
 	conn, err := grpc.NewClient(cluster.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(b, err)
@@ -32,7 +33,8 @@ func BenchmarkListActivityExecutions(b *testing.B) {
 	svc := workflowservice.NewWorkflowServiceClient(conn)
 	ctx := context.Background()
 	_, err = operatorservice.NewOperatorServiceClient(conn).AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: "default", SearchAttributes: map[string]enumspb.IndexedValueType{"Amount": enumspb.INDEXED_VALUE_TYPE_INT}})
+		Namespace: "default", SearchAttributes: map[string]enumspb.IndexedValueType{
+			"Amount": enumspb.INDEXED_VALUE_TYPE_INT, "Customer": enumspb.INDEXED_VALUE_TYPE_KEYWORD}})
 	require.NoError(b, err)
 
 	ids := make(chan int)
@@ -40,12 +42,15 @@ func BenchmarkListActivityExecutions(b *testing.B) {
 	for range 64 {
 		wg.Go(func() {
 			for i := range ids {
-				tq := fmt.Sprintf("q-%d", i%200) // 100 activities a queue
+				tq := fmt.Sprintf("q-%d", i%1000) // 100 activities a queue
 				_, err := svc.StartActivityExecution(ctx, &workflowservice.StartActivityExecutionRequest{
 					Namespace: "default", ActivityId: fmt.Sprintf("bench-%06d", i), ActivityType: &commonpb.ActivityType{Name: "x"},
 					TaskQueue: &taskqueuepb.TaskQueue{Name: tq}, StartToCloseTimeout: durationpb.New(time.Hour), RequestId: fmt.Sprint(i),
 					SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
-						"Amount": {Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: fmt.Appendf(nil, "%d", i)}}},
+						"Amount": {Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: fmt.Appendf(nil, "%d", i)},
+						// 100 activities a customer, spread over the whole range of start times.
+						"Customer": {Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: fmt.Appendf(nil, `"c-%d"`, i%1000)},
+					}},
 				})
 				if err != nil {
 					b.Error(err)
@@ -61,27 +66,33 @@ func BenchmarkListActivityExecutions(b *testing.B) {
 
 	for _, bc := range []struct {
 		name, query string
-		// shortPage: the matches lie beyond what one call reads, so it answers a short page
-		// and a token.
-		shortPage bool
+		// secondPage times the page after the first one, reached by its token.
+		secondPage bool
 	}{
 		{"TaskQueueIndexed", `TaskQueue = "q-7"`, false},
 		{"AllFirstPage", ``, false},
-		{"CustomAttributeSelective", `Amount >= 19950`, true},
+		{"CustomAttributeSelective", `Amount >= 99950`, false},
 		{"CustomAttributeInIndexedQueue", `TaskQueue = "q-7" AND Amount >= 10000`, false},
+		{"CustomKeywordOrderByStartTime", `Customer = "c-7" ORDER BY StartTime DESC`, false},
+		{"CustomRangeOrderByStartTime", `Amount >= 50000 ORDER BY StartTime DESC`, false},
+		{"CustomRangeOrderByStartTimeSecondPage", `Amount >= 50000 ORDER BY StartTime DESC`, true},
 		{"OrderByCustomAttributeInIndexedQueue", `TaskQueue = "q-7" ORDER BY Amount DESC`, false},
 		{"OrderByWholeNamespace", `ORDER BY Amount DESC`, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			for b.Loop() {
+			var token []byte
+			if bc.secondPage {
 				resp, err := svc.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
 					Namespace: "default", PageSize: 100, Query: bc.query})
 				require.NoError(b, err)
-				if !bc.shortPage {
-					require.NotEmpty(b, resp.GetExecutions())
-				} else {
-					require.NotEmpty(b, resp.GetNextPageToken())
-				}
+				require.NotEmpty(b, resp.GetNextPageToken())
+				token = resp.GetNextPageToken()
+			}
+			for b.Loop() {
+				resp, err := svc.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
+					Namespace: "default", PageSize: 100, Query: bc.query, NextPageToken: token})
+				require.NoError(b, err)
+				require.NotEmpty(b, resp.GetExecutions())
 			}
 		})
 	}

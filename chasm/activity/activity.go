@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigilhq/vigil/chasm"
 	activitypb "github.com/vigilhq/vigil/chasm/activity/gen/activitypb/v1"
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // LibraryName qualifies the component and its tasks.
@@ -54,6 +55,29 @@ func (a *Activity) LifecycleState() chasm.LifecycleState {
 // IndexedFields implements chasm.IndexedComponent: activities list by status and task queue.
 func (a *Activity) IndexedFields() chasm.IndexedFields {
 	return chasm.IndexedFields{Status: StatusName(a.Status), TaskQueue: a.TaskQueue}
+}
+
+// Visibility implements chasm.VisibilityComponent: what ListActivityExecutions filters, sorts
+// and groups by, as the frontend's queries name it (frontend/query: ActivityType, TaskQueue,
+// WorkerInstanceKey of the running attempt, the public ExecutionStatus, StartTime (the
+// schedule time), CloseTime, and the custom search attributes the start set).
+func (a *Activity) Visibility() *visibility.Record {
+	r := &visibility.Record{
+		TypeName:   a.GetActivityType().GetName(),
+		TaskQueue:  a.GetTaskQueue(),
+		Status:     int32(PublicStatus(a.GetStatus())),
+		Attributes: visibility.AttributesOf(a.GetSearchAttributes()),
+	}
+	if a.GetStatus() == statusStarted {
+		r.WorkerInstanceKey = a.GetWorkerInstanceKey()
+	}
+	if t := a.GetScheduleTime(); t != nil {
+		r.StartTime = t.AsTime()
+	}
+	if t := a.GetCloseTime(); t != nil {
+		r.CloseTime = t.AsTime()
+	}
+	return r
 }
 
 // StateMachineState implements chasm.StateMachine.

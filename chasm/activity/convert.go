@@ -85,9 +85,8 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 	if s.GetCloseTime() != nil && s.GetScheduleTime() != nil {
 		info.ExecutionDuration = durationpb.New(s.GetCloseTime().AsTime().Sub(s.GetScheduleTime().AsTime()))
 	}
-	switch s.GetStatus() {
-	case statusScheduled, statusStarted, statusPaused:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING
+	info.Status = PublicStatus(s.GetStatus())
+	if info.Status == enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING {
 		switch {
 		case s.GetCancelRequested():
 			info.RunState = enumspb.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
@@ -106,16 +105,26 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		if s.GetStatus() == statusScheduled {
 			info.CurrentRetryInterval = s.GetCurrentRetryInterval()
 		}
-	case statusCompleted:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED
-	case statusFailed:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_FAILED
-	case statusCanceled:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED
-	case statusTimedOut:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT
-	case statusTerminated:
-		info.Status = enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED
 	}
 	return info
+}
+
+// PublicStatus is the execution status the API shows for a stored status: a scheduled,
+// started or paused activity is RUNNING.
+func PublicStatus(st activitypb.ActivityStatus) enumspb.ActivityExecutionStatus {
+	switch st {
+	case statusScheduled, statusStarted, statusPaused:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING
+	case statusCompleted:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED
+	case statusFailed:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_FAILED
+	case statusCanceled:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_CANCELED
+	case statusTimedOut:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_TIMED_OUT
+	case statusTerminated:
+		return enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED
+	}
+	return enumspb.ACTIVITY_EXECUTION_STATUS_UNSPECIFIED
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/metrics"
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // Handler is the history side of standalone activities (ActivityHistoryService), and the
@@ -707,8 +708,22 @@ func (h *Handler) ListActivities(ctx context.Context, req *activitypb.ListActivi
 	if pageSize <= 0 || pageSize > ListActivityPageSizeMax {
 		pageSize = ListActivityPageSizeMax
 	}
-	listed, next, err := chasm.ListComponents[*Activity](ctx, lister, h.engine.Registry(), req.GetNamespaceId(),
-		chasm.IndexedFields{Status: StatusName(req.GetStatus()), TaskQueue: req.GetTaskQueue()}, pageSize, req.GetNextPageToken())
+	var listed []chasm.Listed[*Activity]
+	var next []byte
+	var err error
+	if len(req.GetVisibilityQuery()) > 0 {
+		var resp *activitypb.ListActivitiesResponse
+		listed, next, resp, err = h.listVisibility(ctx, req, pageSize)
+		if err != nil || resp != nil {
+			return resp, err
+		}
+	} else {
+		if req.GetCountOnly() {
+			return nil, invalidArgument("count_only needs a visibility_query")
+		}
+		listed, next, err = chasm.ListComponents[*Activity](ctx, lister, h.engine.Registry(), req.GetNamespaceId(),
+			chasm.IndexedFields{Status: StatusName(req.GetStatus()), TaskQueue: req.GetTaskQueue()}, pageSize, req.GetNextPageToken())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -719,6 +734,38 @@ func (h *Handler) ListActivities(ctx context.Context, req *activitypb.ListActivi
 		})
 	}
 	return resp, nil
+}
+
+// listVisibility serves a ListActivities with a visibility query: a page in the query's
+// order, or with count_only the counts (a non-nil response).
+func (h *Handler) listVisibility(ctx context.Context, req *activitypb.ListActivitiesRequest, pageSize int) (
+	[]chasm.Listed[*Activity], []byte, *activitypb.ListActivitiesResponse, error,
+) {
+	if req.GetStatus() != statusUnspecified || req.GetTaskQueue() != "" {
+		return nil, nil, nil, invalidArgument("visibility_query cannot be combined with status or task_queue")
+	}
+	lister, ok := h.engine.(chasm.VisibilityLister)
+	if !ok {
+		return nil, nil, nil, serviceerror.NewUnimplemented("this history engine cannot answer visibility queries")
+	}
+	q, err := visibility.DecodeQuery(req.GetVisibilityQuery())
+	if err != nil {
+		return nil, nil, nil, invalidArgument("%s", err)
+	}
+	lr := chasm.ListRequest{NamespaceID: req.GetNamespaceId(), Visibility: q,
+		PageSize: pageSize, NextPageToken: req.GetNextPageToken()}
+	if req.GetCountOnly() {
+		if lr.Archetype, err = chasm.ArchetypeOf[*Activity](h.engine.Registry()); err != nil {
+			return nil, nil, nil, err
+		}
+		total, byStatus, err := lister.CountVisibility(ctx, lr)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, &activitypb.ListActivitiesResponse{Count: total, StatusCounts: byStatus}, nil
+	}
+	listed, next, err := chasm.ListComponentsOf[*Activity](ctx, lister, h.engine.Registry(), lr)
+	return listed, next, nil, err
 }
 
 // TerminateActivity closes a SCHEDULED or STARTED activity as TERMINATED at once (see

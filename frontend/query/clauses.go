@@ -3,8 +3,6 @@ package query
 import (
 	"cmp"
 	"strings"
-
-	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // ORDER BY and GROUP BY, for activity queries. ListActivityExecutions sorts by the ORDER BY
@@ -101,11 +99,14 @@ func (q *Query) Ordered() bool { return q != nil && len(q.orderBy) > 0 }
 // GroupedByStatus reports whether the query has GROUP BY ExecutionStatus.
 func (q *Query) GroupedByStatus() bool { return q != nil && q.groupBy != nil }
 
-// CompareActivities orders two activities by the ORDER BY clause: ascending values first,
-// a missing value (NULL) last, as PostgreSQL orders them (first for DESC); ties are broken by
-// activity ID, then run ID.
+// CompareActivities orders two activities by the ORDER BY clause, as the stores order a
+// visibility query: ascending values first, a missing value (NULL) last, as PostgreSQL orders
+// them (first for DESC); ties are broken by activity ID, then run ID, in the direction of the
+// last term (so that ORDER BY StartTime DESC is one backward walk of an index).
 func (q *Query) CompareActivities(a, b *Activity) int {
+	desc := false
 	for _, term := range q.orderBy {
+		desc = term.desc
 		c := compareColumn(term.col, a, b)
 		if term.desc {
 			c = -c
@@ -114,10 +115,14 @@ func (q *Query) CompareActivities(a, b *Activity) int {
 			return c
 		}
 	}
-	if c := cmp.Compare(a.ActivityID, b.ActivityID); c != 0 {
-		return c
+	c := cmp.Compare(a.ActivityID, b.ActivityID)
+	if c == 0 {
+		c = cmp.Compare(a.RunID, b.RunID)
 	}
-	return cmp.Compare(a.RunID, b.RunID)
+	if desc {
+		return -c
+	}
+	return c
 }
 
 // compareColumn orders by one column, NULL last.
@@ -168,38 +173,4 @@ func compareColumn(col *column, a, b row) int {
 		return 1
 	}
 	return 0
-}
-
-// ActivityIndexFilter is what a store's indexes can select before a query is evaluated: the
-// equality conditions on TaskQueue and ExecutionStatus that every match must meet (terms of
-// the query's top-level AND). Empty fields select everything. The query is still evaluated on
-// what the index returns.
-type ActivityIndexFilter struct {
-	TaskQueue string
-	Status    enumspb.ActivityExecutionStatus
-}
-
-// IndexFilter returns the query's ActivityIndexFilter.
-func (q *Query) IndexFilter() ActivityIndexFilter {
-	var f ActivityIndexFilter
-	if q == nil || q.root == nil || !q.sch.activities {
-		return f
-	}
-	terms := []node{q.root}
-	if and, ok := q.root.(andNode); ok {
-		terms = and
-	}
-	for _, term := range terms {
-		switch n := term.(type) {
-		case *stringCompare:
-			if n.op == "=" && n.col.value == nil && n.col.name == "TaskQueue" {
-				f.TaskQueue = n.value
-			}
-		case *statusIn:
-			if !n.not && len(n.values) == 1 {
-				f.Status = enumspb.ActivityExecutionStatus(n.values[0])
-			}
-		}
-	}
-	return f
 }

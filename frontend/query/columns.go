@@ -6,6 +6,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 type columnType int
@@ -32,6 +34,11 @@ type column struct {
 	alias bool
 	// value reads a custom search attribute: nil when the row has none.
 	value func(row) any
+	// attrType is a custom search attribute's registered type (UNSPECIFIED for a system
+	// column).
+	attrType enumspb.IndexedValueType
+	// sys is the visibility column a system column of activity queries is stored as.
+	sys visibility.Column
 }
 
 // row is what a query is evaluated against: a *Worker or an *Activity.
@@ -125,21 +132,21 @@ var workerSchema = newSchema([]column{
 var activitySchema = newActivitySchema(nil)
 
 var activityColumns = []column{
-	{name: "ActivityId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityID })},
-	{name: "RunId", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.RunID })},
-	{name: "ActivityType", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityType })},
-	{name: "TaskQueue", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.TaskQueue })},
+	{name: "ActivityId", sys: visibility.ColumnBusinessID, typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityID })},
+	{name: "RunId", sys: visibility.ColumnRunID, typ: stringColumn, str: activityStr(func(a *Activity) string { return a.RunID })},
+	{name: "ActivityType", sys: visibility.ColumnTypeName, typ: stringColumn, str: activityStr(func(a *Activity) string { return a.ActivityType })},
+	{name: "TaskQueue", sys: visibility.ColumnTaskQueue, typ: stringColumn, str: activityStr(func(a *Activity) string { return a.TaskQueue })},
 	// The worker running the current attempt (empty while none does).
-	{name: "WorkerInstanceKey", typ: stringColumn, str: activityStr(func(a *Activity) string { return a.WorkerInstanceKey })},
-	{name: "ExecutionStatus", typ: statusColumn},
-	{name: "Status", typ: statusColumn, alias: true},
-	{name: "StartTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
-	{name: "CloseTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
+	{name: "WorkerInstanceKey", sys: visibility.ColumnWorkerInstanceKey, typ: stringColumn, str: activityStr(func(a *Activity) string { return a.WorkerInstanceKey })},
+	{name: "ExecutionStatus", sys: visibility.ColumnStatus, typ: statusColumn},
+	{name: "Status", sys: visibility.ColumnStatus, typ: statusColumn, alias: true},
+	{name: "StartTime", sys: visibility.ColumnStartTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	{name: "CloseTime", sys: visibility.ColumnCloseTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
 	// Temporal's name for when an execution may first run: for an activity, its start.
-	{name: "ExecutionTime", typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	{name: "ExecutionTime", sys: visibility.ColumnStartTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
 	// CloseTime - StartTime, NULL while running; values are durations ("90s", "1h30m") or
 	// nanoseconds.
-	{name: "ExecutionDuration", typ: durationColumn, value: func(r row) any {
+	{name: "ExecutionDuration", sys: visibility.ColumnDuration, typ: durationColumn, value: func(r row) any {
 		a, ok := r.(*Activity)
 		if !ok || a.CloseTime.IsZero() || a.StartTime.IsZero() {
 			return nil

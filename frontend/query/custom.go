@@ -10,6 +10,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // Custom search attributes: an activity query may name the namespace's registered attributes
@@ -49,7 +51,7 @@ func customColumn(name string, t enumspb.IndexedValueType) column {
 		}
 		return a.SearchAttributes[name]
 	}
-	c := column{name: name, value: value}
+	c := column{name: name, value: value, attrType: t}
 	switch t {
 	case enumspb.INDEXED_VALUE_TYPE_KEYWORD:
 		c.typ = stringColumn
@@ -361,12 +363,9 @@ func (n *textMatch) format(b *strings.Builder) {
 	b.WriteString(n.col.name + op + quote(n.value))
 }
 
-// words splits text into lower-case words (runs of letters and digits).
-func words(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127 && r != ' ')
-	})
-}
+// words splits text into the lower-case words a Text attribute is matched by, as the stores
+// index them.
+func words(text string) []string { return visibility.Words(text) }
 
 // customNull reports whether a custom column has no value in r.
 func customNull(c *column, r row) bool {

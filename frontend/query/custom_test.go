@@ -92,9 +92,9 @@ func TestActivityQueryOrderAndGroup(t *testing.T) {
 		query string
 		want  []*Activity
 	}{
-		{`ORDER BY StartTime`, []*Activity{b, d, a, c}}, // ties by activity ID
-		{`ORDER BY StartTime DESC`, []*Activity{c, a, b, d}},
-		{`ORDER BY Amount`, []*Activity{a, d, b, c}}, // NULL last
+		{`ORDER BY StartTime`, []*Activity{b, d, a, c}},      // ties by activity ID
+		{`ORDER BY StartTime DESC`, []*Activity{c, a, d, b}}, // ties descending too
+		{`ORDER BY Amount`, []*Activity{a, d, b, c}},         // NULL last
 		{`ORDER BY Amount DESC, StartTime ASC`, []*Activity{c, b, d, a}},
 		{`ORDER BY ExecutionStatus, ActivityId DESC`, []*Activity{d, c, b, a}},
 	} {
@@ -146,25 +146,4 @@ func TestActivityQueryErrorsOnCustomSearchAttributes(t *testing.T) {
 	// Workers take no clauses.
 	_, err := Parse(`ORDER BY StartTime`)
 	require.ErrorContains(t, err, "ORDER BY is not supported")
-}
-
-func TestActivityIndexFilter(t *testing.T) {
-	t.Parallel()
-	for query, want := range map[string]ActivityIndexFilter{
-		``:                {},
-		`TaskQueue = "q"`: {TaskQueue: "q"},
-		`TaskQueue = "q" AND Status = "Completed" AND Amount > 1`: {TaskQueue: "q", Status: enumspb.ACTIVITY_EXECUTION_STATUS_COMPLETED},
-		`ExecutionStatus IN ("Failed")`:                           {Status: enumspb.ACTIVITY_EXECUTION_STATUS_FAILED},
-		`TaskQueue = "q" OR Status = "Completed"`:                 {},
-		`TaskQueue != "q"`:                                        {},
-		`Status NOT IN ("Completed")`:                             {},
-		`Status IN ("Completed", "Failed")`:                       {},
-		`(TaskQueue = "q")`:                                       {TaskQueue: "q"},
-		`TaskQueue STARTS_WITH "q"`:                               {},
-		`TaskQueue = "q" ORDER BY StartTime`:                      {TaskQueue: "q"},
-	} {
-		q, err := ParseActivitiesWith(query, testCustom)
-		require.NoError(t, err, query)
-		require.Equal(t, want, q.IndexFilter(), query)
-	}
 }

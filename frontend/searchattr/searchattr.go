@@ -9,17 +9,16 @@
 package searchattr
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/serviceerror"
+
+	"github.com/vigilhq/vigil/common/visibility"
 )
 
 // Limits, Temporal's defaults.
@@ -188,52 +187,7 @@ func Validate(sa *commonpb.SearchAttributes, registered map[string]enumspb.Index
 // (Int), float64 (Double), bool (Bool) or time.Time (Datetime). A null value (no data, the
 // binary/null encoding, or JSON null) is nil without an error.
 func Decode(p *commonpb.Payload, t enumspb.IndexedValueType) (any, error) {
-	data := p.GetData()
-	if len(data) == 0 || string(p.GetMetadata()["encoding"]) == "binary/null" || string(data) == "null" {
-		return nil, nil
-	}
-	if enc := string(p.GetMetadata()["encoding"]); enc != "" && enc != "json/plain" {
-		return nil, fmt.Errorf("encoding %q is not json/plain", enc)
-	}
-	var err error
-	switch t {
-	case enumspb.INDEXED_VALUE_TYPE_KEYWORD, enumspb.INDEXED_VALUE_TYPE_TEXT:
-		var s string
-		if err = json.Unmarshal(data, &s); err == nil {
-			return s, nil
-		}
-	case enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST:
-		var l []string
-		if err = json.Unmarshal(data, &l); err == nil {
-			return l, nil
-		}
-	case enumspb.INDEXED_VALUE_TYPE_INT:
-		var n int64
-		if err = json.Unmarshal(data, &n); err == nil {
-			return n, nil
-		}
-	case enumspb.INDEXED_VALUE_TYPE_DOUBLE:
-		var f float64
-		if err = json.Unmarshal(data, &f); err == nil {
-			return f, nil
-		}
-	case enumspb.INDEXED_VALUE_TYPE_BOOL:
-		var b bool
-		if err = json.Unmarshal(data, &b); err == nil {
-			return b, nil
-		}
-	case enumspb.INDEXED_VALUE_TYPE_DATETIME:
-		var s string
-		if err = json.Unmarshal(data, &s); err == nil {
-			var tm time.Time
-			if tm, err = time.Parse(time.RFC3339Nano, s); err == nil {
-				return tm, nil
-			}
-		}
-	default:
-		return nil, fmt.Errorf("unknown type %s", t)
-	}
-	return nil, fmt.Errorf("%.100s does not decode: %v", data, err)
+	return visibility.DecodeValue(p, t)
 }
 
 // ValidateUserMetadata checks a start request's user metadata against Temporal's size limits

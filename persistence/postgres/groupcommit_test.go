@@ -129,3 +129,7 @@ func processCPU(pid int) (time.Duration, bool) {
 	const clockTicks = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / clockTicks, true
 }
+
+func BenchmarkVisibilityList(b *testing.B) {
+	persistencetest.RunVisibilityListBenchmark(b, openBenchStore)
+}

@@ -423,6 +423,7 @@ func (p *pipeline) queue(pb *pgx.Batch, i int, w *persistence.ExecutionWrite) {
 		queueDelete(pb, w, changed)
 		return
 	}
+	queueVisibility(pb, w)
 	if p.timers == nil {
 		queueCollections(pb, w)
 		queueTasks(pb, w)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/vigilhq/vigil/common/visibility"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
@@ -121,6 +122,9 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
 		return nil, fmt.Errorf("postgres: list executions: %w", err)
 	}
+	if req.Visibility != nil {
+		return s.listVisibility(ctx, req)
+	}
 	where, args := listFilter(req)
 	if req.NextPageToken != nil {
 		bid, rid, err := sqlcommon.DecodePageToken(pageTokenFormat, req.NextPageToken)
@@ -155,6 +159,93 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 	resp := &persistence.ListExecutionsResponse{Executions: execs}
 	sqlcommon.TrimListPage(resp, req.PageSize, pageTokenFormat)
 	return resp, nil
+}
+
+// listVisibility serves a ListExecutions with a visibility query.
+func (s *Store) listVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
+	resp, err := sqlcommon.ListVisibility(req, s.visibilityDB(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return resp, nil
+}
+
+// CountVisibility implements persistence.ExecutionStore.
+func (s *Store) CountVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (int64, map[int32]int64, error) {
+	total, byStatus, err := sqlcommon.CountVisibility(req, s.visibilityDB(ctx))
+	if err != nil {
+		return 0, nil, fmt.Errorf("postgres: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return total, byStatus, nil
+}
+
+// visibilityDB runs the visibility reads on the read pool, renumbering their placeholders.
+func (s *Store) visibilityDB(ctx context.Context) sqlcommon.VisibilityDB {
+	return sqlcommon.VisibilityDB{Storable: storableText, Query: func(query string, args ...any) (sqlcommon.Rows, func(), error) {
+		rows, err := s.pool.Query(ctx, sqlcommon.Dollar(query), args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, rows.Close, nil
+	}}
+}
+
+// BackfillVisibility implements persistence.ExecutionStore. It runs in one transaction that
+// first locks the visibility table against writers (SHARE ROW EXCLUSIVE: reads go on): a
+// write that carries a record waits and then replaces the backfilled one, and one that
+// carries none changed nothing a record holds. The lock also makes hosts starting together
+// backfill once: the later ones find it done.
+func (s *Store) BackfillVisibility(ctx context.Context, archetypeID uint32, derive func(state []byte) (*visibility.Record, error)) (int, error) {
+	var done int64
+	if err := s.pool.QueryRow(ctx, sqlcommon.Dollar(sqlcommon.QBackfillDone), int64(archetypeID)).Scan(&done); err != nil {
+		return 0, fmt.Errorf("postgres: backfill visibility of archetype %d: %w", archetypeID, err)
+	}
+	if done > 0 {
+		return 0, nil
+	}
+	n := 0
+	err := pgx.BeginFunc(ctx, s.writePool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE visibility IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, sqlcommon.Dollar(sqlcommon.QBackfillDone), int64(archetypeID)).Scan(&done); err != nil || done > 0 {
+			return err
+		}
+		var err error
+		n, err = sqlcommon.Backfill(archetypeID, func(after persistence.ExecutionKey) ([]sqlcommon.BackfillRow, error) {
+			rows, err := tx.Query(ctx, sqlcommon.Dollar(sqlcommon.QBackfillScan), after.NamespaceID, int64(archetypeID),
+				after.BusinessID, after.RunID, int64(archetypeID), sqlcommon.BackfillChunk)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return sqlcommon.ScanBackfillRows(rows, archetypeID)
+		}, func(query string, args ...any) error {
+			_, err := tx.Exec(ctx, dollar(query), args...)
+			return err
+		}, derive)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: backfill visibility of archetype %d: %w", archetypeID, err)
+	}
+	if n > 0 {
+		if err := s.AnalyzeVisibility(ctx); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// AnalyzeVisibility refreshes the planner's statistics of the visibility tables and of the
+// executions they are joined with. Autovacuum does so as they grow; a backfill that filled
+// them at once does it itself, since without statistics the planner takes every predicate for
+// one row and joins the tables row by row.
+func (s *Store) AnalyzeVisibility(ctx context.Context) error {
+	if _, err := s.writePool.Exec(ctx, `ANALYZE visibility, visibility_attributes, executions`); err != nil {
+		return fmt.Errorf("postgres: analyze the visibility tables: %w", err)
+	}
+	return nil
 }
 
 // CountExecutions implements persistence.ExecutionStore.

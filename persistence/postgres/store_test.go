@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/vigilhq/vigil/persistence"
+	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 	"github.com/vigilhq/vigil/persistence/persistencetest"
 )
 
@@ -591,4 +592,32 @@ func TestWritesAreNotQueuedBehindReads(t *testing.T) {
 	results, err := s.WriteBatch(ctx, []*persistence.ExecutionWrite{createWrite(shard, "worker-1")})
 	require.NoError(t, err)
 	require.NoError(t, results[0])
+}
+
+// TestMigrationBackfillsVisibility: executions written by a binary that knew schema 5 get
+// visibility records after the migration to 6 and the backfill.
+func TestMigrationBackfillsVisibility(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn, schema := newTestSchema(t)
+	ms, err := sqlcommon.ReadMigrations(schemaFS)
+	require.NoError(t, err)
+	require.Equal(t, 6, ms[5].Version)
+
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	stmts := []string{`SET search_path TO ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL)`}
+	for _, m := range ms[:5] {
+		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO schema_version (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+	for _, stmt := range append(stmts, persistencetest.PreVisibilityExecutions) {
+		_, err := conn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, conn.Close(ctx))
+
+	s := openTestStore(t, dsn, schema)
+	defer s.Close()
+	persistencetest.RequireBackfilledAfterMigration(t, s)
 }

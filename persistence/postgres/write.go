@@ -284,6 +284,7 @@ func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 	}
 	pb.Queue(qInsertExecution, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID, w.ShardID,
 		w.NextDBVersion, w.Lifecycle, sqlcommon.NonNil(w.State), w.Indexed.Status, w.Indexed.TaskQueue)
+	queueVisibility(pb, w)
 	queueCollections(pb, w)
 	queueTasks(pb, w)
 
@@ -341,6 +342,7 @@ func (b *batch) update(w *persistence.ExecutionWrite) (writeErr, err error) {
 	// Keep the current row's lifecycle in step, so ID-reuse decisions need not read the run.
 	// The lifecycle <> $1 guard makes the usual case (no lifecycle change) a read, not a write.
 	pb.Queue(qUpdateCurrentLifecycle, w.Lifecycle, k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID)
+	queueVisibility(pb, w)
 	queueCollections(pb, w)
 	queueTasks(pb, w)
 	return b.finishConditionalWrite(w, pb, &changed)
@@ -364,6 +366,37 @@ func queueDelete(pb *pgx.Batch, w *persistence.ExecutionWrite, deleted *int64) {
 	pb.Queue(qDeleteExecutionOutbound, keyArgs(k)...)
 	// Only if it still points at this run: a newer run of the business ID keeps its row.
 	pb.Queue(qDeleteCurrentOfRun, keyArgs(k)...)
+	for _, st := range sqlcommon.VisibilityDeleteStmts(k) {
+		pb.Queue(dollar(st.SQL), st.Args...)
+	}
+}
+
+// queueVisibility queues the statements that store a create's or an update's visibility
+// record, if it carries one.
+func queueVisibility(pb *pgx.Batch, w *persistence.ExecutionWrite) {
+	if w.Visibility == nil {
+		return
+	}
+	for _, st := range sqlcommon.VisibilityWriteStmts(w) {
+		pb.Queue(dollar(st.SQL), st.Args...)
+	}
+}
+
+// dollarCache holds the renumbered text of the statements whose text never varies.
+var dollarCache = func() map[string]string {
+	m := make(map[string]string, len(sqlcommon.VisibilityFixedSQL))
+	for _, q := range sqlcommon.VisibilityFixedSQL {
+		m[q] = sqlcommon.Dollar(q)
+	}
+	return m
+}()
+
+// dollar renumbers a statement compiled with "?" placeholders for PostgreSQL.
+func dollar(q string) string {
+	if d, ok := dollarCache[q]; ok {
+		return d
+	}
+	return sqlcommon.Dollar(q)
 }
 
 // finishConditionalWrite sends an update's or delete's pipeline, whose first statement after

@@ -166,3 +166,7 @@ func BenchmarkGroupCommitRegistrations(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
 }
+
+func BenchmarkVisibilityList(b *testing.B) {
+	persistencetest.RunVisibilityListBenchmark(b, openBenchStore)
+}

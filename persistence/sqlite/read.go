@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vigilhq/vigil/common/visibility"
 	"github.com/vigilhq/vigil/persistence"
 	"github.com/vigilhq/vigil/persistence/internal/sqlcommon"
 )
@@ -137,6 +138,9 @@ func (s *Store) ListExecutions(ctx context.Context, req persistence.ListExecutio
 	if err := sqlcommon.CheckPageSize(req.PageSize); err != nil {
 		return nil, fmt.Errorf("sqlite: list executions: %w", err)
 	}
+	if req.Visibility != nil {
+		return s.listVisibility(ctx, req)
+	}
 	where, args := listFilter(req)
 	if req.NextPageToken != nil {
 		bid, rid, err := sqlcommon.DecodePageToken(pageTokenVersion, req.NextPageToken)
@@ -170,6 +174,68 @@ func (s *Store) CountExecutions(ctx context.Context, req persistence.ListExecuti
 	var n int64
 	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM executions WHERE `+where, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: count executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return n, nil
+}
+
+// listVisibility serves a ListExecutions with a visibility query.
+func (s *Store) listVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (*persistence.ListExecutionsResponse, error) {
+	resp, err := sqlcommon.ListVisibility(req, s.visibilityDB(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list executions of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return resp, nil
+}
+
+// CountVisibility implements persistence.ExecutionStore.
+func (s *Store) CountVisibility(ctx context.Context, req persistence.ListExecutionsRequest) (int64, map[int32]int64, error) {
+	total, byStatus, err := sqlcommon.CountVisibility(req, s.visibilityDB(ctx))
+	if err != nil {
+		return 0, nil, fmt.Errorf("sqlite: count visibility of %s/%d: %w", req.NamespaceID, req.ArchetypeID, err)
+	}
+	return total, byStatus, nil
+}
+
+// visibilityDB runs the visibility reads on the read connections.
+func (s *Store) visibilityDB(ctx context.Context) sqlcommon.VisibilityDB {
+	return sqlcommon.VisibilityDB{Query: func(query string, args ...any) (sqlcommon.Rows, func(), error) {
+		rows, err := s.readDB.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rows, func() { _ = rows.Close() }, nil
+	}}
+}
+
+// BackfillVisibility implements persistence.ExecutionStore, in one write transaction: no
+// other write interleaves, so every execution it reads gets the record of its latest state.
+func (s *Store) BackfillVisibility(ctx context.Context, archetypeID uint32, derive func(state []byte) (*visibility.Record, error)) (int, error) {
+	var done int64
+	if err := s.readDB.QueryRowContext(ctx, sqlcommon.QBackfillDone, int64(archetypeID)).Scan(&done); err != nil {
+		return 0, fmt.Errorf("sqlite: backfill visibility of archetype %d: %w", archetypeID, err)
+	}
+	if done > 0 {
+		return 0, nil
+	}
+	n := 0
+	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = sqlcommon.Backfill(archetypeID, func(after persistence.ExecutionKey) ([]sqlcommon.BackfillRow, error) {
+			rows, err := tx.QueryContext(ctx, sqlcommon.QBackfillScan, after.NamespaceID, int64(archetypeID),
+				after.BusinessID, after.RunID, int64(archetypeID), sqlcommon.BackfillChunk)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return sqlcommon.ScanBackfillRows(rows, archetypeID)
+		}, func(query string, args ...any) error {
+			_, err := tx.ExecContext(ctx, query, args...)
+			return err
+		}, derive)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: backfill visibility of archetype %d: %w", archetypeID, err)
 	}
 	return n, nil
 }

@@ -285,3 +285,30 @@ func TestMigrationKeepsTheData(t *testing.T) {
 		Scan(&withoutRowID))
 	require.Equal(t, 2, withoutRowID)
 }
+
+// TestMigrationBackfillsVisibility: executions written by a binary that knew schema 4 get
+// visibility records after the migration to 5 and the backfill.
+func TestMigrationBackfillsVisibility(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	ms, err := sqlcommon.ReadMigrations(schemaFS)
+	require.NoError(t, err)
+	require.Equal(t, 5, ms[4].Version)
+
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL)`}
+	for _, m := range ms[:4] {
+		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO schema_version (version, name) VALUES (%d, %q)`, m.Version, m.Name))
+	}
+	for _, stmt := range append(stmts, persistencetest.PreVisibilityExecutions) {
+		_, err := db.ExecContext(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+
+	s := openTestStore(t, path)
+	defer s.Close()
+	persistencetest.RequireBackfilledAfterMigration(t, s)
+}

@@ -89,6 +89,12 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 )
 
+func init() {
+	for _, q := range sqlcommon.VisibilityFixedSQL {
+		writeQuery(q)
+	}
+}
+
 // WriteBatch implements persistence.ExecutionStore.
 //
 // All writes share one IMMEDIATE transaction, so one commit and one WAL fsync. A write that
@@ -246,6 +252,13 @@ func (b *batch) applyWrite(w *persistence.ExecutionWrite) (writeErr, err error) 
 	if writeErr != nil || err != nil {
 		return writeErr, err
 	}
+	if w.Visibility != nil {
+		for _, st := range sqlcommon.VisibilityWriteStmts(w) {
+			if _, err := b.exec(st.SQL, st.Args...); err != nil {
+				return nil, fmt.Errorf("write visibility: %w", err)
+			}
+		}
+	}
 	if err := b.writeCollections(w); err != nil {
 		return nil, err
 	}
@@ -366,6 +379,11 @@ func (b *batch) delete(w *persistence.ExecutionWrite) (writeErr, err error) {
 	} {
 		if _, err := b.exec(stmt.sql, keyArgs...); err != nil {
 			return nil, fmt.Errorf("delete %s: %w", stmt.what, err)
+		}
+	}
+	for _, st := range sqlcommon.VisibilityDeleteStmts(k) {
+		if _, err := b.exec(st.SQL, st.Args...); err != nil {
+			return nil, fmt.Errorf("delete visibility: %w", err)
 		}
 	}
 	return nil, nil

@@ -6,7 +6,6 @@ package sqlcommon
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -53,7 +52,7 @@ func NanosToTime(n int64) time.Time {
 // backend has its own format byte, so a token cannot wander between backends unnoticed.
 
 // ErrInvalidPageToken is returned for a page token this backend did not hand out.
-var ErrInvalidPageToken = errors.New("invalid next page token")
+var ErrInvalidPageToken = fmt.Errorf("%w: invalid next page token", persistence.ErrInvalidListRequest)
 
 // EncodePageToken returns the token of the page after the one ending at (businessID, runID).
 func EncodePageToken(format byte, businessID, runID string) []byte {

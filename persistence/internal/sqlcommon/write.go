@@ -43,9 +43,12 @@ func ValidateWrite(backend string, w *persistence.ExecutionWrite, storable func(
 		if !storable(w.ExpectedCurrentRunID, w.Indexed.Status, w.Indexed.TaskQueue) {
 			return invalid("expected run ID and indexed fields must be valid UTF-8 without NUL bytes")
 		}
+		if w.Visibility != nil && !VisibilityStorable(w.Visibility, storable) {
+			return invalid("visibility strings must be valid UTF-8 without NUL bytes")
+		}
 	case persistence.WriteModeDelete:
-		if len(w.CollectionPuts)+len(w.CollectionDeletes)+len(w.TimerTasks)+len(w.OutboundTasks) > 0 {
-			return invalid("a delete carries no collection changes or tasks")
+		if len(w.CollectionPuts)+len(w.CollectionDeletes)+len(w.TimerTasks)+len(w.OutboundTasks) > 0 || w.Visibility != nil {
+			return invalid("a delete carries no collection changes, tasks or visibility record")
 		}
 		return nil
 	default:

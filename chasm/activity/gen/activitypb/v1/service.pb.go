@@ -1366,7 +1366,13 @@ type ListActivitiesRequest struct {
 	NextPageToken []byte         `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// Only activities of this task queue; empty: every task queue. Both filters use the
 	// store's indexes.
-	TaskQueue     string `protobuf:"bytes,10,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	TaskQueue string `protobuf:"bytes,10,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	// A visibility query (common/visibility.Query, JSON): the store's visibility table selects,
+	// orders and pages the activities, and status and task_queue must be empty. The page token
+	// is then the position in the query's order.
+	VisibilityQuery []byte `protobuf:"bytes,11,opt,name=visibility_query,json=visibilityQuery,proto3" json:"visibility_query,omitempty"`
+	// With visibility_query: answer count (and status_counts) only, no activities.
+	CountOnly     bool `protobuf:"varint,12,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1436,6 +1442,20 @@ func (x *ListActivitiesRequest) GetTaskQueue() string {
 	return ""
 }
 
+func (x *ListActivitiesRequest) GetVisibilityQuery() []byte {
+	if x != nil {
+		return x.VisibilityQuery
+	}
+	return nil
+}
+
+func (x *ListActivitiesRequest) GetCountOnly() bool {
+	if x != nil {
+		return x.CountOnly
+	}
+	return false
+}
+
 type ListedActivity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ActivityId    string                 `protobuf:"bytes,1,opt,name=activity_id,json=activityId,proto3" json:"activity_id,omitempty"`
@@ -1500,6 +1520,10 @@ type ListActivitiesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Activities    []*ListedActivity      `protobuf:"bytes,1,rep,name=activities,proto3" json:"activities,omitempty"`
 	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// For count_only: how many activities match, and how many of each public execution status
+	// (temporal.api.enums.v1.ActivityExecutionStatus).
+	Count         int64           `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	StatusCounts  map[int32]int64 `protobuf:"bytes,4,rep,name=status_counts,json=statusCounts,proto3" json:"status_counts,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1544,6 +1568,20 @@ func (x *ListActivitiesResponse) GetActivities() []*ListedActivity {
 func (x *ListActivitiesResponse) GetNextPageToken() []byte {
 	if x != nil {
 		return x.NextPageToken
+	}
+	return nil
+}
+
+func (x *ListActivitiesResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ListActivitiesResponse) GetStatusCounts() map[int32]int64 {
+	if x != nil {
+		return x.StatusCounts
 	}
 	return nil
 }
@@ -2439,7 +2477,7 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bidentity\x18\x06 \x01(\tR\bidentity\"\x1f\n" +
-	"\x1dRequestCancelActivityResponse\"\xd9\x01\n" +
+	"\x1dRequestCancelActivityResponse\"\xa3\x02\n" +
 	"\x15ListActivitiesRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x129\n" +
 	"\x06status\x18\x02 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1b\n" +
@@ -2447,17 +2485,25 @@ const file_chasm_activity_proto_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x04 \x01(\fR\rnextPageToken\x12\x1d\n" +
 	"\n" +
 	"task_queue\x18\n" +
-	" \x01(\tR\ttaskQueue\"\x80\x01\n" +
+	" \x01(\tR\ttaskQueue\x12)\n" +
+	"\x10visibility_query\x18\v \x01(\fR\x0fvisibilityQuery\x12\x1d\n" +
+	"\n" +
+	"count_only\x18\f \x01(\bR\tcountOnly\"\x80\x01\n" +
 	"\x0eListedActivity\x12\x1f\n" +
 	"\vactivity_id\x18\x01 \x01(\tR\n" +
 	"activityId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x126\n" +
-	"\x05state\x18\x03 \x01(\v2 .vigil.activity.v1.ActivityStateR\x05state\"\x83\x01\n" +
+	"\x05state\x18\x03 \x01(\v2 .vigil.activity.v1.ActivityStateR\x05state\"\xbc\x02\n" +
 	"\x16ListActivitiesResponse\x12A\n" +
 	"\n" +
 	"activities\x18\x01 \x03(\v2!.vigil.activity.v1.ListedActivityR\n" +
 	"activities\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xa9\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\x12`\n" +
+	"\rstatus_counts\x18\x04 \x03(\v2;.vigil.activity.v1.ListActivitiesResponse.StatusCountsEntryR\fstatusCounts\x1a?\n" +
+	"\x11StatusCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa9\x01\n" +
 	"\x18TerminateActivityRequest\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -2552,7 +2598,7 @@ func file_chasm_activity_proto_v1_service_proto_rawDescGZIP() []byte {
 	return file_chasm_activity_proto_v1_service_proto_rawDescData
 }
 
-var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_chasm_activity_proto_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*StartActivityRequest)(nil),                 // 0: vigil.activity.v1.StartActivityRequest
 	(*StartActivityResponse)(nil),                // 1: vigil.activity.v1.StartActivityResponse
@@ -2587,103 +2633,105 @@ var file_chasm_activity_proto_v1_service_proto_goTypes = []any{
 	(*ResetActivityResponse)(nil),                // 30: vigil.activity.v1.ResetActivityResponse
 	(*UpdateActivityOptionsRequest)(nil),         // 31: vigil.activity.v1.UpdateActivityOptionsRequest
 	(*UpdateActivityOptionsResponse)(nil),        // 32: vigil.activity.v1.UpdateActivityOptionsResponse
-	(*v1.ActivityType)(nil),                      // 33: temporal.api.common.v1.ActivityType
-	(*durationpb.Duration)(nil),                  // 34: google.protobuf.Duration
-	(*v1.RetryPolicy)(nil),                       // 35: temporal.api.common.v1.RetryPolicy
-	(*v1.Payloads)(nil),                          // 36: temporal.api.common.v1.Payloads
-	(*v1.Header)(nil),                            // 37: temporal.api.common.v1.Header
-	(v11.ActivityIdReusePolicy)(0),               // 38: temporal.api.enums.v1.ActivityIdReusePolicy
-	(v11.ActivityIdConflictPolicy)(0),            // 39: temporal.api.enums.v1.ActivityIdConflictPolicy
-	(*v1.Priority)(nil),                          // 40: temporal.api.common.v1.Priority
-	(*v1.SearchAttributes)(nil),                  // 41: temporal.api.common.v1.SearchAttributes
-	(*v12.UserMetadata)(nil),                     // 42: temporal.api.sdk.v1.UserMetadata
-	(*timestamppb.Timestamp)(nil),                // 43: google.protobuf.Timestamp
-	(*v13.Failure)(nil),                          // 44: temporal.api.failure.v1.Failure
-	(*ActivityOutcome)(nil),                      // 45: vigil.activity.v1.ActivityOutcome
-	(*ActivityState)(nil),                        // 46: vigil.activity.v1.ActivityState
-	(ActivityStatus)(0),                          // 47: vigil.activity.v1.ActivityStatus
-	(*v14.ActivityOptions)(nil),                  // 48: temporal.api.activity.v1.ActivityOptions
-	(*fieldmaskpb.FieldMask)(nil),                // 49: google.protobuf.FieldMask
+	nil,                                          // 33: vigil.activity.v1.ListActivitiesResponse.StatusCountsEntry
+	(*v1.ActivityType)(nil),                      // 34: temporal.api.common.v1.ActivityType
+	(*durationpb.Duration)(nil),                  // 35: google.protobuf.Duration
+	(*v1.RetryPolicy)(nil),                       // 36: temporal.api.common.v1.RetryPolicy
+	(*v1.Payloads)(nil),                          // 37: temporal.api.common.v1.Payloads
+	(*v1.Header)(nil),                            // 38: temporal.api.common.v1.Header
+	(v11.ActivityIdReusePolicy)(0),               // 39: temporal.api.enums.v1.ActivityIdReusePolicy
+	(v11.ActivityIdConflictPolicy)(0),            // 40: temporal.api.enums.v1.ActivityIdConflictPolicy
+	(*v1.Priority)(nil),                          // 41: temporal.api.common.v1.Priority
+	(*v1.SearchAttributes)(nil),                  // 42: temporal.api.common.v1.SearchAttributes
+	(*v12.UserMetadata)(nil),                     // 43: temporal.api.sdk.v1.UserMetadata
+	(*timestamppb.Timestamp)(nil),                // 44: google.protobuf.Timestamp
+	(*v13.Failure)(nil),                          // 45: temporal.api.failure.v1.Failure
+	(*ActivityOutcome)(nil),                      // 46: vigil.activity.v1.ActivityOutcome
+	(*ActivityState)(nil),                        // 47: vigil.activity.v1.ActivityState
+	(ActivityStatus)(0),                          // 48: vigil.activity.v1.ActivityStatus
+	(*v14.ActivityOptions)(nil),                  // 49: temporal.api.activity.v1.ActivityOptions
+	(*fieldmaskpb.FieldMask)(nil),                // 50: google.protobuf.FieldMask
 }
 var file_chasm_activity_proto_v1_service_proto_depIdxs = []int32{
-	33, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	34, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
-	34, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
-	34, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
-	35, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	36, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
-	37, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
-	38, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
-	39, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
-	40, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
-	41, // 12: vigil.activity.v1.StartActivityRequest.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
-	42, // 13: vigil.activity.v1.StartActivityRequest.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
-	33, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
-	36, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
-	37, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
-	43, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
-	43, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
-	43, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
-	34, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
-	34, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
-	36, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	35, // 24: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
-	40, // 25: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
-	36, // 26: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
-	44, // 27: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
-	36, // 28: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
-	36, // 29: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
-	36, // 30: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
-	45, // 31: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
-	46, // 32: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
-	47, // 33: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
-	46, // 34: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
+	34, // 0: vigil.activity.v1.StartActivityRequest.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	35, // 1: vigil.activity.v1.StartActivityRequest.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	35, // 2: vigil.activity.v1.StartActivityRequest.schedule_to_start_timeout:type_name -> google.protobuf.Duration
+	35, // 3: vigil.activity.v1.StartActivityRequest.start_to_close_timeout:type_name -> google.protobuf.Duration
+	35, // 4: vigil.activity.v1.StartActivityRequest.heartbeat_timeout:type_name -> google.protobuf.Duration
+	35, // 5: vigil.activity.v1.StartActivityRequest.start_delay:type_name -> google.protobuf.Duration
+	36, // 6: vigil.activity.v1.StartActivityRequest.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	37, // 7: vigil.activity.v1.StartActivityRequest.input:type_name -> temporal.api.common.v1.Payloads
+	38, // 8: vigil.activity.v1.StartActivityRequest.header:type_name -> temporal.api.common.v1.Header
+	39, // 9: vigil.activity.v1.StartActivityRequest.id_reuse_policy:type_name -> temporal.api.enums.v1.ActivityIdReusePolicy
+	40, // 10: vigil.activity.v1.StartActivityRequest.id_conflict_policy:type_name -> temporal.api.enums.v1.ActivityIdConflictPolicy
+	41, // 11: vigil.activity.v1.StartActivityRequest.priority:type_name -> temporal.api.common.v1.Priority
+	42, // 12: vigil.activity.v1.StartActivityRequest.search_attributes:type_name -> temporal.api.common.v1.SearchAttributes
+	43, // 13: vigil.activity.v1.StartActivityRequest.user_metadata:type_name -> temporal.api.sdk.v1.UserMetadata
+	34, // 14: vigil.activity.v1.RecordActivityTaskStartedResponse.activity_type:type_name -> temporal.api.common.v1.ActivityType
+	37, // 15: vigil.activity.v1.RecordActivityTaskStartedResponse.input:type_name -> temporal.api.common.v1.Payloads
+	38, // 16: vigil.activity.v1.RecordActivityTaskStartedResponse.header:type_name -> temporal.api.common.v1.Header
+	44, // 17: vigil.activity.v1.RecordActivityTaskStartedResponse.scheduled_time:type_name -> google.protobuf.Timestamp
+	44, // 18: vigil.activity.v1.RecordActivityTaskStartedResponse.current_attempt_scheduled_time:type_name -> google.protobuf.Timestamp
+	44, // 19: vigil.activity.v1.RecordActivityTaskStartedResponse.started_time:type_name -> google.protobuf.Timestamp
+	35, // 20: vigil.activity.v1.RecordActivityTaskStartedResponse.schedule_to_close_timeout:type_name -> google.protobuf.Duration
+	35, // 21: vigil.activity.v1.RecordActivityTaskStartedResponse.start_to_close_timeout:type_name -> google.protobuf.Duration
+	35, // 22: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_timeout:type_name -> google.protobuf.Duration
+	37, // 23: vigil.activity.v1.RecordActivityTaskStartedResponse.heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	36, // 24: vigil.activity.v1.RecordActivityTaskStartedResponse.retry_policy:type_name -> temporal.api.common.v1.RetryPolicy
+	41, // 25: vigil.activity.v1.RecordActivityTaskStartedResponse.priority:type_name -> temporal.api.common.v1.Priority
+	37, // 26: vigil.activity.v1.RespondActivityTaskCompletedRequest.result:type_name -> temporal.api.common.v1.Payloads
+	45, // 27: vigil.activity.v1.RespondActivityTaskFailedRequest.failure:type_name -> temporal.api.failure.v1.Failure
+	37, // 28: vigil.activity.v1.RespondActivityTaskFailedRequest.last_heartbeat_details:type_name -> temporal.api.common.v1.Payloads
+	37, // 29: vigil.activity.v1.RespondActivityTaskCanceledRequest.details:type_name -> temporal.api.common.v1.Payloads
+	37, // 30: vigil.activity.v1.RecordActivityTaskHeartbeatRequest.details:type_name -> temporal.api.common.v1.Payloads
+	46, // 31: vigil.activity.v1.PollActivityExecutionResponse.outcome:type_name -> vigil.activity.v1.ActivityOutcome
+	47, // 32: vigil.activity.v1.DescribeActivityResponse.state:type_name -> vigil.activity.v1.ActivityState
+	48, // 33: vigil.activity.v1.ListActivitiesRequest.status:type_name -> vigil.activity.v1.ActivityStatus
+	47, // 34: vigil.activity.v1.ListedActivity.state:type_name -> vigil.activity.v1.ActivityState
 	19, // 35: vigil.activity.v1.ListActivitiesResponse.activities:type_name -> vigil.activity.v1.ListedActivity
-	34, // 36: vigil.activity.v1.UnpauseActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
-	34, // 37: vigil.activity.v1.ResetActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
-	48, // 38: vigil.activity.v1.UpdateActivityOptionsRequest.options:type_name -> temporal.api.activity.v1.ActivityOptions
-	49, // 39: vigil.activity.v1.UpdateActivityOptionsRequest.update_mask:type_name -> google.protobuf.FieldMask
-	48, // 40: vigil.activity.v1.UpdateActivityOptionsResponse.options:type_name -> temporal.api.activity.v1.ActivityOptions
-	0,  // 41: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
-	2,  // 42: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
-	4,  // 43: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
-	6,  // 44: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
-	8,  // 45: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
-	10, // 46: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
-	12, // 47: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
-	14, // 48: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
-	16, // 49: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
-	18, // 50: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
-	21, // 51: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
-	23, // 52: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
-	25, // 53: vigil.activity.v1.ActivityHistoryService.PauseActivity:input_type -> vigil.activity.v1.PauseActivityRequest
-	27, // 54: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:input_type -> vigil.activity.v1.UnpauseActivityRequest
-	29, // 55: vigil.activity.v1.ActivityHistoryService.ResetActivity:input_type -> vigil.activity.v1.ResetActivityRequest
-	31, // 56: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:input_type -> vigil.activity.v1.UpdateActivityOptionsRequest
-	1,  // 57: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
-	3,  // 58: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
-	5,  // 59: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
-	7,  // 60: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
-	9,  // 61: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
-	11, // 62: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
-	13, // 63: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
-	15, // 64: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
-	17, // 65: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
-	20, // 66: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
-	22, // 67: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
-	24, // 68: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
-	26, // 69: vigil.activity.v1.ActivityHistoryService.PauseActivity:output_type -> vigil.activity.v1.PauseActivityResponse
-	28, // 70: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:output_type -> vigil.activity.v1.UnpauseActivityResponse
-	30, // 71: vigil.activity.v1.ActivityHistoryService.ResetActivity:output_type -> vigil.activity.v1.ResetActivityResponse
-	32, // 72: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:output_type -> vigil.activity.v1.UpdateActivityOptionsResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	33, // 36: vigil.activity.v1.ListActivitiesResponse.status_counts:type_name -> vigil.activity.v1.ListActivitiesResponse.StatusCountsEntry
+	35, // 37: vigil.activity.v1.UnpauseActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	35, // 38: vigil.activity.v1.ResetActivityRequest.jitter_delay:type_name -> google.protobuf.Duration
+	49, // 39: vigil.activity.v1.UpdateActivityOptionsRequest.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	50, // 40: vigil.activity.v1.UpdateActivityOptionsRequest.update_mask:type_name -> google.protobuf.FieldMask
+	49, // 41: vigil.activity.v1.UpdateActivityOptionsResponse.options:type_name -> temporal.api.activity.v1.ActivityOptions
+	0,  // 42: vigil.activity.v1.ActivityHistoryService.StartActivity:input_type -> vigil.activity.v1.StartActivityRequest
+	2,  // 43: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:input_type -> vigil.activity.v1.RecordActivityTaskStartedRequest
+	4,  // 44: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:input_type -> vigil.activity.v1.RespondActivityTaskCompletedRequest
+	6,  // 45: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:input_type -> vigil.activity.v1.RespondActivityTaskFailedRequest
+	8,  // 46: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:input_type -> vigil.activity.v1.RespondActivityTaskCanceledRequest
+	10, // 47: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:input_type -> vigil.activity.v1.RecordActivityTaskHeartbeatRequest
+	12, // 48: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:input_type -> vigil.activity.v1.PollActivityExecutionRequest
+	14, // 49: vigil.activity.v1.ActivityHistoryService.DescribeActivity:input_type -> vigil.activity.v1.DescribeActivityRequest
+	16, // 50: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:input_type -> vigil.activity.v1.RequestCancelActivityRequest
+	18, // 51: vigil.activity.v1.ActivityHistoryService.ListActivities:input_type -> vigil.activity.v1.ListActivitiesRequest
+	21, // 52: vigil.activity.v1.ActivityHistoryService.TerminateActivity:input_type -> vigil.activity.v1.TerminateActivityRequest
+	23, // 53: vigil.activity.v1.ActivityHistoryService.DeleteActivity:input_type -> vigil.activity.v1.DeleteActivityRequest
+	25, // 54: vigil.activity.v1.ActivityHistoryService.PauseActivity:input_type -> vigil.activity.v1.PauseActivityRequest
+	27, // 55: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:input_type -> vigil.activity.v1.UnpauseActivityRequest
+	29, // 56: vigil.activity.v1.ActivityHistoryService.ResetActivity:input_type -> vigil.activity.v1.ResetActivityRequest
+	31, // 57: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:input_type -> vigil.activity.v1.UpdateActivityOptionsRequest
+	1,  // 58: vigil.activity.v1.ActivityHistoryService.StartActivity:output_type -> vigil.activity.v1.StartActivityResponse
+	3,  // 59: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskStarted:output_type -> vigil.activity.v1.RecordActivityTaskStartedResponse
+	5,  // 60: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCompleted:output_type -> vigil.activity.v1.RespondActivityTaskCompletedResponse
+	7,  // 61: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskFailed:output_type -> vigil.activity.v1.RespondActivityTaskFailedResponse
+	9,  // 62: vigil.activity.v1.ActivityHistoryService.RespondActivityTaskCanceled:output_type -> vigil.activity.v1.RespondActivityTaskCanceledResponse
+	11, // 63: vigil.activity.v1.ActivityHistoryService.RecordActivityTaskHeartbeat:output_type -> vigil.activity.v1.RecordActivityTaskHeartbeatResponse
+	13, // 64: vigil.activity.v1.ActivityHistoryService.PollActivityExecution:output_type -> vigil.activity.v1.PollActivityExecutionResponse
+	15, // 65: vigil.activity.v1.ActivityHistoryService.DescribeActivity:output_type -> vigil.activity.v1.DescribeActivityResponse
+	17, // 66: vigil.activity.v1.ActivityHistoryService.RequestCancelActivity:output_type -> vigil.activity.v1.RequestCancelActivityResponse
+	20, // 67: vigil.activity.v1.ActivityHistoryService.ListActivities:output_type -> vigil.activity.v1.ListActivitiesResponse
+	22, // 68: vigil.activity.v1.ActivityHistoryService.TerminateActivity:output_type -> vigil.activity.v1.TerminateActivityResponse
+	24, // 69: vigil.activity.v1.ActivityHistoryService.DeleteActivity:output_type -> vigil.activity.v1.DeleteActivityResponse
+	26, // 70: vigil.activity.v1.ActivityHistoryService.PauseActivity:output_type -> vigil.activity.v1.PauseActivityResponse
+	28, // 71: vigil.activity.v1.ActivityHistoryService.UnpauseActivity:output_type -> vigil.activity.v1.UnpauseActivityResponse
+	30, // 72: vigil.activity.v1.ActivityHistoryService.ResetActivity:output_type -> vigil.activity.v1.ResetActivityResponse
+	32, // 73: vigil.activity.v1.ActivityHistoryService.UpdateActivityOptions:output_type -> vigil.activity.v1.UpdateActivityOptionsResponse
+	58, // [58:74] is the sub-list for method output_type
+	42, // [42:58] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_chasm_activity_proto_v1_service_proto_init() }
@@ -2698,7 +2746,7 @@ func file_chasm_activity_proto_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chasm_activity_proto_v1_service_proto_rawDesc), len(file_chasm_activity_proto_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
