@@ -64,11 +64,17 @@ run() {
     --log-level warn >"$out/$name.server.log" 2>&1 &
   spid=$!
   wait_port "$port" 60
+  if ! kill -0 "$spid" 2>/dev/null; then
+    # Something else holds the port: measuring it would be measuring the wrong server.
+    log "$name: $(basename "$bin") server start failed (see $name.server.log); stopping"
+    exit 1
+  fi
   log "$name: $(basename "$bin") bench $*"
   "${gen[@]}" "$bin" bench --address "127.0.0.1:$port" --server-pid "$spid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
-  kill "$spid"; wait "$spid" 2>/dev/null || true
+  kill "$spid" 2>/dev/null || true
+  wait "$spid" 2>/dev/null || true
   rm -rf "$dir"
 }
 

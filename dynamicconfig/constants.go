@@ -211,9 +211,8 @@ var (
 		"frontend.earlyRefusalTargetWait",
 		500*time.Millisecond,
 		`While the writes queued in history, or the heartbeats on their way to it, would keep a
-new heartbeat waiting longer than this, or than half of what is left of its deadline if that is
-more, the frontend refuses a share of heartbeats in the transport, before reading them
-(ResourceExhausted, which the SDKs retry): the share grows with the excess, to all of them at
+new heartbeat waiting longer than this, the frontend refuses a share of heartbeats in the
+transport, before reading them (ResourceExhausted, which the SDKs retry): the share grows with the excess, to all of them at
 twice the wait; a heartbeat whose wait would run past its own deadline is refused whatever the
 share. A refusal there costs a fraction of one made by history after reading the call. 0
 disables early refusal; history's admission still refuses what it cannot serve.`,

@@ -291,7 +291,7 @@ var (
 var (
 	// EarlyRefusals counts heartbeats refused before they were read.
 	EarlyRefusals = NewCounterDef("early_refusals",
-		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than half their deadline, and at least frontend.earlyRefusalTargetWait (a share, growing with the excess), or past their own deadline.")
+		"Heartbeats refused with ResourceExhausted in the transport, before they were read, while history's queue or the heartbeats on their way to it would have kept them waiting longer than frontend.earlyRefusalTargetWait (a share, growing with the excess), or past their own deadline.")
 	// HeartbeatsOutstanding is the heartbeats let through the tap and not yet answered.
 	HeartbeatsOutstanding = NewGaugeDef("heartbeats_outstanding",
 		"Heartbeats the frontend let through its early refusal and has not answered yet: being read, decoded, authorized, queued in history or served. Early refusal counts them in the wait a new heartbeat would meet.")

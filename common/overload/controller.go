@@ -206,12 +206,11 @@ func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, byte
 // burst let through while the queue looked short overshoots it by seconds of work.
 //
 // It is refused when that wait would outlast its deadline, which admission would find too
-// after reading it. Otherwise it is judged against a target: half of what is left of its
-// deadline, and at least frontend.earlyRefusalTargetWait. Up to the target nothing is
-// refused; beyond it a share that grows with the excess, every heartbeat at twice the target.
-// Half the deadline leaves a heartbeat time to be served and its caller time to send it again
-// if it is refused after all; refused at the first sign of a queue instead, a heartbeat whose
-// caller retries only comes back to be read again. The share is spread evenly over the
+// after reading it. Otherwise it is judged against frontend.earlyRefusalTargetWait: up to the
+// target nothing is refused; beyond it a share that grows with the excess, every heartbeat at
+// twice the target. The target is short beside any caller's deadline because the estimate is
+// the store's pace, and a host short of CPU is slower than that: a heartbeat let through to
+// wait longer is often answered after its caller gave up. The share is spread evenly over the
 // heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is exact
 // over any run of calls: refusing all or nothing at one line let a burst through whole, then
 // refused everything while it drained.
@@ -228,7 +227,6 @@ func (c *Controller) RefuseEarly(outstanding int, left time.Duration) bool {
 		if wait >= left {
 			return true
 		}
-		target = max(target, left/2)
 	}
 	share := refusedShare(wait, target)
 	return share > 0 && c.draw(share)

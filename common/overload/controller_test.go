@@ -771,20 +771,16 @@ func TestControllerRefuseEarly(t *testing.T) {
 		}
 	})
 
-	// A heartbeat is judged against half of what is left of its deadline when that is more
-	// than the target: refused early, it would only come back to be read again, while its
-	// deadline gives it time to be served in its turn. Every caller alike.
-	t.Run("JudgesAHeartbeatAgainstHalfOfItsDeadline", func(t *testing.T) {
+	// Every heartbeat is judged against the same target, whatever its deadline: only one
+	// that would wait past its deadline is refused for that.
+	t.Run("JudgesEveryHeartbeatAgainstTheTarget", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, 500*time.Millisecond)
 		b.a.writeWait.Store(int64(3 * time.Second))
-		require.Equal(t, 100, refusedOf(b, 100, 0, 0), "no deadline: judged against the target")
-		require.Equal(t, 100, refusedOf(b, 100, 0, time.Second), "a short deadline: against the target")
-		require.Zero(t, refusedOf(b, 100, 0, 10*time.Second), "3s of a 10s deadline can wait")
-		// Past half of its deadline a share is refused, growing to all of them at the
-		// deadline: 7.5s of 10s is half-way.
-		b.a.writeWait.Store(int64(7500 * time.Millisecond))
-		require.InDelta(t, 50, refusedOf(b, 100, 0, 10*time.Second), 2)
+		require.Equal(t, 100, refusedOf(b, 100, 0, 0), "no deadline")
+		require.Equal(t, 100, refusedOf(b, 100, 0, 10*time.Second), "a long deadline")
+		b.a.writeWait.Store(int64(750 * time.Millisecond))
+		require.InDelta(t, 50, refusedOf(b, 100, 0, 10*time.Second), 2, "half-way to twice the target")
 	})
 
 	// A heartbeat that would wait past its own deadline is refused whatever the share, below

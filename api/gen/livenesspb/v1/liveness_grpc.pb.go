@@ -46,8 +46,8 @@ type WorkerLivenessServiceClient interface {
 	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
 	// behind and would not answer in time.
 	//
-	// When the server is behind, a heartbeat waits for its turn as long as half of what is left
-	// of its deadline allows, so a deadline of a few seconds (the SDKs use 10 s) gives it room.
+	// A ResourceExhausted with cause SYSTEM_OVERLOADED is retryable: send the heartbeat again
+	// after a backoff, as the SDKs do, while its lease allows.
 	RecordHeartbeat(ctx context.Context, in *RecordHeartbeatRequest, opts ...grpc.CallOption) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).
@@ -182,8 +182,8 @@ type WorkerLivenessServiceServer interface {
 	// ResourceExhausted when the namespace's rate limit is exceeded, or when the server is
 	// behind and would not answer in time.
 	//
-	// When the server is behind, a heartbeat waits for its turn as long as half of what is left
-	// of its deadline allows, so a deadline of a few seconds (the SDKs use 10 s) gives it room.
+	// A ResourceExhausted with cause SYSTEM_OVERLOADED is retryable: send the heartbeat again
+	// after a backoff, as the SDKs do, while its lease allows.
 	RecordHeartbeat(context.Context, *RecordHeartbeatRequest) (*RecordHeartbeatResponse, error)
 	// DescribeWorkerLiveness returns the full liveness record of one worker. NotFound when the
 	// server never heard of it (or forgot it after cleanup).
