@@ -344,4 +344,29 @@ secondary eviction rate), oldest first, so that a real mass death is not hidden 
 of workers silent for worker.expiryBrakeWindow beyond their deadline.
 0 holds them all.`,
 	)
+	GCTargetInterval = NewGlobalDurationSetting(
+		"system.gcTargetInterval",
+		5*time.Second,
+		`While the host allocates fast, GOGC is raised so that the Go collector's cycles come about
+this far apart: room for this much of the allocation rate above the live heap, at most
+system.gcMaxExtraBytes. Idle, GOGC returns to the GOGC the process started with, or lower on a
+large heap (system.gcMinExtraBytes). 0 leaves GOGC alone, as does GOGC set in the environment
+(vigil_gc_percent shows it).`,
+	)
+	GCMaxExtraBytes = NewGlobalIntSetting(
+		"system.gcMaxExtraBytes",
+		512<<20,
+		`The most heap, in bytes above the live heap, that system.gcTargetInterval may let grow
+between collections.`,
+	)
+	GCMinExtraBytes = NewGlobalIntSetting(
+		"system.gcMinExtraBytes",
+		32<<20,
+		`The least heap, in bytes above the live heap, that the collector's pacing leaves between
+collections. A live heap larger than this at the starting GOGC (a large fleet's cached
+workers) is given the room system.gcTargetInterval's allocation needs, and at least this much,
+instead of as much again as itself; a smaller one keeps the starting GOGC. A process with
+GOMAXPROCS 1 gets twice this (its collector's marking shares the only core with the
+requests). 0 never goes below the starting GOGC.`,
+	)
 )

@@ -22,6 +22,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker/watch"
 	"github.com/vigilhq/vigil/common/buildinfo"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/gcpacer"
 	"github.com/vigilhq/vigil/common/log"
 	"github.com/vigilhq/vigil/common/log/tag"
 	"github.com/vigilhq/vigil/common/membership"
@@ -304,6 +305,21 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			g.CountFrom(counts, dynamicconfig.StateRecountInterval.Get(dc))
 			g.ReportTotalTo(h.SetWorkerCount)
 			lc.Append(fx.StartStopHook(g.Start, g.Stop))
+		}),
+		// The collector's pacing follows the allocation rate (common/gcpacer); one pacer per
+		// process, whichever server starts first.
+		fx.Invoke(func(lc fx.Lifecycle, ts clock.TimeSource, dc *dynamicconfig.Collection) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			cfg := gcpacer.Config{
+				TargetInterval: dynamicconfig.GCTargetInterval.Get(dc),
+				MaxExtra:       dynamicconfig.GCMaxExtraBytes.Get(dc),
+				MinExtra:       dynamicconfig.GCMinExtraBytes.Get(dc),
+			}
+			lc.Append(fx.StartStopHook(
+				func() { go func() { defer close(done); gcpacer.Run(ctx, cfg, ts, scope) }() },
+				func() { cancel(); <-done },
+			))
 		}),
 		clusterModule,
 		fx.Options(o.fxOptions...),

@@ -143,9 +143,8 @@ console.`,
 			cfg.Namespaces = append(cfg.Namespaces, namespace.Config{Name: ns})
 		}
 
-		// The Go runtime's own knobs: GOGC as set, and a soft memory limit of 90 % of the
-		// container's (its cgroup's) unless GOMEMLIMIT is set, so that the collector works
-		// harder before the kernel's OOM killer would.
+		// A soft memory limit of 90 % of the container's (its cgroup's) unless GOMEMLIMIT is
+		// set, so that the collector works harder before the kernel's OOM killer would.
 		_, _ = memlimit.Set(memlimit.WithProvider(memlimit.FromCgroup))
 		srv, err := server.New(cfg)
 		if err != nil {

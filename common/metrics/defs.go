@@ -295,6 +295,9 @@ var (
 	// HeartbeatsOutstanding is the heartbeats let through the tap and not yet answered.
 	HeartbeatsOutstanding = NewGaugeDef("heartbeats_outstanding",
 		"Heartbeats the frontend let through its early refusal and has not answered yet: being read, decoded, authorized, queued in history or served. Early refusal counts them in the wait a new heartbeat would meet.")
+	// GCPercent is the GOGC the process runs with (common/gcpacer).
+	GCPercent = NewGaugeDef("gc_percent",
+		"The Go collector's GOGC the process runs with: raised from its base while the host allocates fast, so that cycles come about system.gcTargetInterval apart (common/gcpacer).")
 )
 
 // Live view (WatchWorkers and the web page's stream).
