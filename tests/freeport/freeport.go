@@ -8,7 +8,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
+
+// given holds every port Port has returned in this process. A test often picks several ports
+// before any of its processes listens on them (three hosts' history ports, say); without it, a
+// port picked for a later host could be handed out again while still unbound.
+var given struct {
+	sync.Mutex
+	ports map[int]bool
+}
 
 // Address returns a loopback address, 127.0.0.1:port, free when it returns, for a server
 // process that a test starts (and may SIGKILL and restart on the same address); port is Port's.
@@ -20,7 +29,7 @@ func Address() (string, error) {
 	return fmt.Sprintf("127.0.0.1:%d", port), nil
 }
 
-// Port returns a loopback port, free when it returns.
+// Port returns a loopback port, free when it returns and never returned before in this process.
 //
 // The port comes from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
 // neither a listener on port 0 nor the local end of an outgoing connection lands: a port taken
@@ -29,8 +38,16 @@ func Address() (string, error) {
 // listen on 127.0.0.1:46187: the address is in use").
 func Port() (int, error) {
 	low, high := fixedPortRange()
+	given.Lock()
+	defer given.Unlock()
+	if given.ports == nil {
+		given.ports = map[int]bool{}
+	}
 	for range 200 {
 		port := low + rand.IntN(high-low)
+		if given.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken, by another test or another process
@@ -38,6 +55,7 @@ func Port() (int, error) {
 		if err := l.Close(); err != nil {
 			return 0, err
 		}
+		given.ports[port] = true
 		return port, nil
 	}
 	return 0, fmt.Errorf("freeport: no free port in [%d, %d) after 200 tries", low, high)

@@ -25,3 +25,14 @@ func TestAddressIsFreeAndBelowTheEphemeralRange(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+func TestPortIsNeverHandedOutTwice(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for range 500 {
+		port, err := Port()
+		require.NoError(t, err)
+		require.False(t, seen[port], "port %d handed out twice while the first holder may not listen yet", port)
+		seen[port] = true
+	}
+}
