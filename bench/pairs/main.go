@@ -115,6 +115,12 @@ var figures = []figure{
 		}
 		return s.ServerAtLoadEnd["worker_resurrections"] + math.Max(0, s.ServerAtLoadEnd["worker_lease_expiries"]-float64(killed)), true
 	}},
+	{"CPU µs/heartbeat", func(s *bench.Summary) (float64, bool) {
+		if s.Cost == nil || s.Cost.CPUPerHeartbeatUs == 0 {
+			return 0, false
+		}
+		return s.Cost.CPUPerHeartbeatUs, true
+	}},
 	{"server RSS MiB", func(s *bench.Summary) (float64, bool) {
 		if s.Server == nil || s.Server.Samples == 0 {
 			return 0, false

@@ -215,12 +215,14 @@ func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, byte
 // over any run of calls: refusing all or nothing at one line let a burst through whole, then
 // refused everything while it drained.
 func (c *Controller) RefuseEarly(outstanding int, left time.Duration) bool {
-	target := c.cfg.EarlyRefusalTargetWait()
-	if target <= 0 {
-		return false
-	}
+	// The wait comes first: it is two atomic loads, and zero on a host that keeps up, which
+	// then never reads the setting.
 	wait := max(time.Duration(c.writeWait.Load()), c.waitBehind(outstanding))
 	if wait <= 0 {
+		return false
+	}
+	target := c.cfg.EarlyRefusalTargetWait()
+	if target <= 0 {
 		return false
 	}
 	if left > 0 {
