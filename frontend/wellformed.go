@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -81,9 +82,7 @@ func checkMessage(m protoreflect.Message) *malformed {
 		}
 		return nil
 	}
-	fields := m.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
+	for _, fd := range checkedFields(m.Descriptor()) {
 		if !m.Has(fd) {
 			continue
 		}
@@ -92,6 +91,58 @@ func checkMessage(m protoreflect.Message) *malformed {
 		}
 	}
 	return nil
+}
+
+// checkedByType holds, per message type, the fields that can hold something wellFormed
+// checks (checkedFields), computed once per type.
+var checkedByType sync.Map // protoreflect.MessageDescriptor → []protoreflect.FieldDescriptor
+
+// checkedFields returns the fields of a message type that can hold a value wellFormed checks:
+// repeated and map fields (their count), strings, enums, and messages that can hold one in
+// turn. Numbers, booleans and bytes cannot be malformed once decoded, and most of an SDK
+// heartbeat's fields are numbers: skipping them is most of what the check would cost.
+func checkedFields(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	if v, ok := checkedByType.Load(md); ok {
+		return v.([]protoreflect.FieldDescriptor)
+	}
+	fields := checkedFieldsOf(md, map[protoreflect.MessageDescriptor]bool{})
+	checkedByType.Store(md, fields)
+	return fields
+}
+
+// checkedFieldsOf computes checkedFields; visiting holds the message types being computed,
+// which a recursive type meets again and counts as checked (the safe answer).
+func checkedFieldsOf(md protoreflect.MessageDescriptor, visiting map[protoreflect.MessageDescriptor]bool) []protoreflect.FieldDescriptor {
+	visiting[md] = true
+	defer delete(visiting, md)
+	var out []protoreflect.FieldDescriptor
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsList() || fd.IsMap() || valueChecked(fd, visiting) {
+			out = append(out, fd)
+		}
+	}
+	return out
+}
+
+// valueChecked says whether a single value of fd can be malformed.
+func valueChecked(fd protoreflect.FieldDescriptor, visiting map[protoreflect.MessageDescriptor]bool) bool {
+	switch fd.Kind() {
+	case protoreflect.EnumKind, protoreflect.StringKind:
+		return true
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		md := fd.Message()
+		switch name := md.FullName(); {
+		case name == durationName || name == timestampName || visiting[md]:
+			return true
+		}
+		if v, ok := checkedByType.Load(md); ok {
+			return len(v.([]protoreflect.FieldDescriptor)) > 0
+		}
+		return len(checkedFieldsOf(md, visiting)) > 0
+	}
+	return false
 }
 
 func checkField(fd protoreflect.FieldDescriptor, v protoreflect.Value) *malformed {
