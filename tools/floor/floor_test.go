@@ -71,10 +71,17 @@ func TestWithoutAStoreEveryHeartbeatIsAnswered(t *testing.T) {
 }
 
 // With the SQLite store a heartbeat is answered once its worker's row is committed, and the
-// last heartbeat of a worker is the one kept.
+// last heartbeat of a worker is the one kept: upserted, or appended to the log and folded at
+// every commit, or only when the store closes.
 func TestSQLiteStoreKeepsEachWorkersLastHeartbeat(t *testing.T) {
+	for name, foldEvery := range map[string]time.Duration{"upsert": 0, "log folded at every commit": time.Nanosecond, "log folded at close": time.Hour} {
+		t.Run(name, func(t *testing.T) { testSQLiteStoreKeepsEachWorkersLastHeartbeat(t, foldEvery) })
+	}
+}
+
+func testSQLiteStoreKeepsEachWorkersLastHeartbeat(t *testing.T, foldEvery time.Duration) {
 	path := filepath.Join(t.TempDir(), "floor.db")
-	store, err := openSQLite(path, 5*time.Millisecond)
+	store, err := openSQLite(path, 5*time.Millisecond, foldEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +137,14 @@ func TestSQLiteStoreKeepsEachWorkersLastHeartbeat(t *testing.T) {
 	}
 	if hb.GetSdkVersion() != "last" || hb.GetTaskQueue() != "tq-w1" {
 		t.Errorf("stored %v, want the last heartbeat of w1", &hb)
+	}
+	if foldEvery > 0 {
+		if err := db.QueryRow("SELECT count(*) FROM heartbeat_log").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d rows left in the log after close, want 0", n)
+		}
 	}
 }
 

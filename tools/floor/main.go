@@ -32,9 +32,10 @@ func main() {
 func run() error {
 	address := flag.String("address", "127.0.0.1:17235", "listen address (loopback only)")
 	namespace := flag.String("namespace", "default", "the one namespace served")
-	store := flag.String("store", "none", "none: answer every heartbeat without storing it; sqlite: upsert each worker's heartbeat into -db through a group commit before answering")
+	store := flag.String("store", "none", "none: answer every heartbeat without storing it; sqlite: upsert each worker's heartbeat into -db through a group commit before answering; sqlite-log: append it to a log in -db instead, folded into the table every -fold-every")
 	db := flag.String("db", "", "with -store sqlite: the database file (created; required)")
-	window := flag.Duration("commit-window", 5*time.Millisecond, "with -store sqlite: how long a group commit collects writes after its first one")
+	window := flag.Duration("commit-window", 5*time.Millisecond, "with -store sqlite or sqlite-log: how long a group commit collects writes after its first one")
+	foldEvery := flag.Duration("fold-every", 10*time.Second, "with -store sqlite-log: how often the log is folded into the table")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -46,21 +47,28 @@ func run() error {
 	srv := &server{namespace: *namespace}
 	switch *store {
 	case "none":
-	case "sqlite":
+	case "sqlite", "sqlite-log":
 		if *db == "" {
-			return errors.New("-store sqlite needs -db FILE")
+			return fmt.Errorf("-store %s needs -db FILE", *store)
 		}
 		if *window <= 0 {
 			return errors.New("-commit-window must be positive")
 		}
-		s, err := openSQLite(*db, *window)
+		fold := time.Duration(0)
+		if *store == "sqlite-log" {
+			if *foldEvery <= 0 {
+				return errors.New("-fold-every must be positive")
+			}
+			fold = *foldEvery
+		}
+		s, err := openSQLite(*db, *window, fold)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
 		srv.store = s
 	default:
-		return fmt.Errorf("-store %q: want none or sqlite", *store)
+		return fmt.Errorf("-store %q: want none, sqlite or sqlite-log", *store)
 	}
 
 	lis, err := net.Listen("tcp", *address)

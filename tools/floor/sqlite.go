@@ -20,6 +20,13 @@ type sqliteStore struct {
 	db     *sql.DB
 	upsert *sql.Stmt
 	window time.Duration
+	// With a log (openSQLite's foldEvery > 0) a heartbeat is appended to heartbeat_log, whose
+	// keys only grow, so that a batch's rows share pages instead of each rewriting its own
+	// worker's; every foldEvery the log is folded into worker_heartbeats (each worker's latest
+	// row) and emptied, in one transaction.
+	appendLog  *sql.Stmt
+	foldEvery  time.Duration
+	lastFolded time.Time
 
 	reqs chan *putRequest
 	quit chan struct{}
@@ -42,8 +49,25 @@ const schema = `CREATE TABLE IF NOT EXISTS worker_heartbeats (
 const upsertSQL = `INSERT INTO worker_heartbeats (worker_key, heartbeat) VALUES (?, ?)
 	ON CONFLICT (worker_key) DO UPDATE SET heartbeat = excluded.heartbeat`
 
-// openSQLite opens (creating) the database at path and starts its committer.
-func openSQLite(path string, window time.Duration) (*sqliteStore, error) {
+const logSchema = `CREATE TABLE IF NOT EXISTS heartbeat_log (
+	seq        INTEGER PRIMARY KEY,
+	worker_key TEXT NOT NULL,
+	heartbeat  BLOB NOT NULL
+)`
+
+const appendSQL = `INSERT INTO heartbeat_log (worker_key, heartbeat) VALUES (?, ?)`
+
+// foldSQL moves each worker's latest logged heartbeat into worker_heartbeats; the log is
+// emptied after it in the same transaction. (A crash between folds loses nothing: the log
+// is on disk, and the next fold, or a reader, takes the latest row per worker from it.)
+const foldSQL = `INSERT INTO worker_heartbeats (worker_key, heartbeat)
+	SELECT worker_key, heartbeat FROM heartbeat_log
+	WHERE seq IN (SELECT max(seq) FROM heartbeat_log GROUP BY worker_key)
+	ON CONFLICT (worker_key) DO UPDATE SET heartbeat = excluded.heartbeat`
+
+// openSQLite opens (creating) the database at path and starts its committer. With foldEvery
+// > 0 heartbeats go to an append-only log folded into the table that often.
+func openSQLite(path string, window, foldEvery time.Duration) (*sqliteStore, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -69,8 +93,18 @@ func openSQLite(path string, window time.Duration) (*sqliteStore, error) {
 		return nil, err
 	}
 	s := &sqliteStore{
-		db: db, upsert: upsert, window: window,
+		db: db, upsert: upsert, window: window, foldEvery: foldEvery, lastFolded: time.Now(),
 		reqs: make(chan *putRequest), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	if foldEvery > 0 {
+		if _, err := db.Exec(logSchema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if s.appendLog, err = db.Prepare(appendSQL); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	go s.loop()
 	return s, nil
@@ -138,6 +172,9 @@ func (s *sqliteStore) commit(batch []*putRequest) (err error) {
 		}
 	}()
 	stmt := tx.Stmt(s.upsert)
+	if s.appendLog != nil {
+		stmt = tx.Stmt(s.appendLog)
+	}
 	for _, r := range batch {
 		for _, row := range r.rows {
 			if _, err := stmt.Exec(row.key, row.data); err != nil {
@@ -145,12 +182,44 @@ func (s *sqliteStore) commit(batch []*putRequest) (err error) {
 			}
 		}
 	}
+	if s.appendLog != nil && time.Since(s.lastFolded) >= s.foldEvery {
+		if err := fold(tx); err != nil {
+			return err
+		}
+		s.lastFolded = time.Now()
+	}
 	return tx.Commit()
+}
+
+// fold moves the log into worker_heartbeats and empties it.
+func fold(tx *sql.Tx) error {
+	if _, err := tx.Exec(foldSQL); err != nil {
+		return fmt.Errorf("fold the log: %w", err)
+	}
+	_, err := tx.Exec(`DELETE FROM heartbeat_log`)
+	return err
 }
 
 // Close commits what was collected, stops the committer and closes the database.
 func (s *sqliteStore) Close() error {
 	close(s.quit)
 	<-s.done
-	return errors.Join(s.upsert.Close(), s.db.Close())
+	var foldErr, logErr error
+	if s.appendLog != nil {
+		foldErr = s.inTx(fold)
+		logErr = s.appendLog.Close()
+	}
+	return errors.Join(foldErr, logErr, s.upsert.Close(), s.db.Close())
+}
+
+func (s *sqliteStore) inTx(fn func(*sql.Tx) error) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
