@@ -29,7 +29,8 @@
 #              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
 #              with psql when it is installed)
 #   cost       the server's CPU per heartbeat at 2,000 SDK heartbeats/s: vigil, the gRPC +
-#              SQLite floor, the gRPC floor (tools/floor) and stock Temporal, alternating round
+#              SQLite floors (upsert and append-only log), the gRPC floor (tools/floor) and
+#              stock Temporal, alternating round
 #              after round (COST_ROUNDS, default 3) so that each round shares the same minutes;
 #              bench/cost.sh runs it alone
 #
@@ -196,14 +197,14 @@ peer_run() {
   grep -E '^(throughput|latency|server cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
-# floor_run NAME STORE BENCH_ARGS...: a fresh tools/floor (STORE none or sqlite, on a new
-# database), pinned like the cost scenario's other servers.
+# floor_run NAME STORE BENCH_ARGS...: a fresh tools/floor (STORE none, sqlite or sqlite-log, on
+# a new database), pinned like the cost scenario's other servers.
 floor_run() {
   local name=$1 store=$2; shift 2
   local dir pid srv gen db=()
   pin 1
   dir=$(mktemp -d)
-  if [[ $store == sqlite ]]; then db=(-db "$dir/floor.db"); fi
+  if [[ $store == sqlite* ]]; then db=(-db "$dir/floor.db"); fi
   "${srv[@]}" bin/vigil-floor -address "127.0.0.1:$floor_port" -store "$store" "${db[@]}" >"$out/$name.server.log" 2>&1 &
   pid=$!
   if ! wait_line "$out/$name.server.log" "floor listening on" "$pid" 30; then
@@ -342,6 +343,7 @@ for s in $scenarios; do
     for round in $(seq "$cost_rounds"); do
       vigil_run "cost-vigil-$round" 1 --api public "${cost_args[@]}"
       floor_run "cost-floor-sqlite-$round" sqlite --api public "${cost_args[@]}"
+      floor_run "cost-floor-sqlite-log-$round" sqlite-log --api public "${cost_args[@]}"
       floor_run "cost-floor-$round" none --api public "${cost_args[@]}"
       peer_run "cost-peer-$round" 1 --api public "${cost_args[@]}"
       if [[ -z ${SKIP_PEER:-} && ! -s $out/cost-peer-$round.json ]]; then

@@ -16,6 +16,7 @@ import (
 var costServers = []struct{ name, label string }{
 	{"vigil", "vigil (SQLite)"},
 	{"floor-sqlite", "floor: gRPC + SQLite group commit"},
+	{"floor-sqlite-log", "floor: gRPC + SQLite group commit, append-only log"},
 	{"floor", "floor: gRPC only"},
 	{"peer", "stock Temporal"},
 }
