@@ -18,6 +18,6 @@
 # run's JSON, table, progress and server log, and cost.md) go under bench-results/<UTC time>/.
 set -euo pipefail
 case ${1:-} in
--h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 SCENARIOS=cost exec "$(dirname "${BASH_SOURCE[0]}")/run.sh" "$@"
