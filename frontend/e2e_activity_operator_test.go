@@ -77,8 +77,11 @@ func TestSDKActivityPauseUnpauseReset(t *testing.T) {
 	start := func(t *testing.T, id string) client.ActivityHandle {
 		t.Helper()
 		release.Store(false)
+		// The heartbeat timeout is long beside the SDK's heartbeat interval (0.8 of it) on a
+		// loaded machine: an attempt that timed out would be retried under a new stamp before
+		// its heartbeat could learn of the pause or reset.
 		handle, err := c.ExecuteActivity(ctx, client.StartActivityOptions{
-			ID: id, TaskQueue: "e2e-operator", StartToCloseTimeout: 60 * time.Second, HeartbeatTimeout: time.Second,
+			ID: id, TaskQueue: "e2e-operator", StartToCloseTimeout: 60 * time.Second, HeartbeatTimeout: 5 * time.Second,
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 5},
 		}, "long")
 		require.NoError(t, err)
