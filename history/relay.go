@@ -140,20 +140,25 @@ func (c *shardConn) relayVia(address string, resendable bool) (string, bool) {
 	return relays.RelayFor(address)
 }
 
-// relay sends one call for the host at address through the host at via, into a fresh reply
-// of reply's type.
-func (r *Router) relay(ctx context.Context, via, address, method string, args, reply any, opts ...grpc.CallOption) (any, error) {
-	msg, ok := reply.(proto.Message)
-	if !ok {
-		return nil, serviceerror.NewInternal(fmt.Sprintf("relay %s: the reply is not a protobuf message", method))
-	}
+// relay sends one call for the host at address through the host at via, into out: a reply of
+// its own, never the direct attempt's, which that attempt may be decoding into meanwhile.
+func (r *Router) relay(ctx context.Context, via, address, method string, args any, out proto.Message, opts ...grpc.CallOption) (any, error) {
 	conn, err := r.ConnForHost(via)
 	if err != nil {
 		return nil, err
 	}
-	out := msg.ProtoReflect().New().Interface()
 	err = conn.Invoke(metadata.AppendToOutgoingContext(ctx, relayHeader, address), method, args, out, opts...)
 	return out, err
+}
+
+// freshReply returns an empty message of reply's type. It must be called before the direct
+// attempt starts decoding into reply: even reading reply's type races with that.
+func freshReply(method string, reply any) (proto.Message, error) {
+	msg, ok := reply.(proto.Message)
+	if !ok {
+		return nil, serviceerror.NewInternal(fmt.Sprintf("relay %s: the reply is not a protobuf message", method))
+	}
+	return msg.ProtoReflect().New().Interface(), nil
 }
 
 // relayServerInterceptor forwards a call that names another host in relayHeader to that host,

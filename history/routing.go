@@ -198,7 +198,16 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 		return conn.Invoke(ctx, method, args, reply, opts...)
 	}
 	relayable := remote && slices.ContainsFunc(opts, isResendable)
-	call := &relayedCall{method: method, args: args, reply: reply, opts: opts}
+	call := &relayedCall{method: method, args: args, opts: opts}
+	if relayable {
+		// The relay's replies are made now, before the direct attempt decodes into reply.
+		for i := range call.fresh {
+			var err error
+			if call.fresh[i], err = freshReply(method, reply); err != nil {
+				return err
+			}
+		}
+	}
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	watch := time.AfterFunc(hopBudget, func() { c.watchOwner(attemptCtx, cancel, deadline, address, relayable, call) })
 	err := conn.Invoke(attemptCtx, method, args, reply, opts...)
@@ -218,7 +227,7 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 		// The owner cannot be reached at all from here (refused, reset): through another host
 		// at once, if it still renews.
 		if via, ok := c.relayVia(address, true); ok {
-			out, rerr := c.router.relay(ctx, via, address, method, args, reply, opts...)
+			out, rerr := c.router.relay(ctx, via, address, method, args, call.fresh[1], opts...)
 			c.router.logRelay(method, c.shardID, address, via, rerr)
 			if rerr == nil || !transportBroken(rerr) {
 				call.set(out, rerr, nil)
@@ -232,9 +241,11 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 // relayedCall is one call's relay through another host: what to send, and the relay's answer
 // once it came (set once).
 type relayedCall struct {
-	method   string
-	args     any
-	reply    any
+	method string
+	args   any
+	// fresh are the replies relays decode into: the first for relays while the direct
+	// attempt runs (one at a time), the second for the relay after it failed.
+	fresh    [2]proto.Message
 	opts     []grpc.CallOption
 	inFlight atomic.Bool
 
@@ -299,7 +310,7 @@ func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.Cancel
 				call.inFlight.Store(true)
 				go func() {
 					defer call.inFlight.Store(false)
-					out, err := c.router.relay(attemptCtx, via, address, call.method, call.args, call.reply, call.opts...)
+					out, err := c.router.relay(attemptCtx, via, address, call.method, call.args, call.fresh[0], call.opts...)
 					if attemptCtx.Err() != nil {
 						return // the direct attempt answered, or the caller gave up
 					}
