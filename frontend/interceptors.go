@@ -35,7 +35,9 @@ const logKeyMethod = "rpc-method"
 //     final status of every call; long polls' waits and ordinary ends go to long_poll_latency
 //     and long_poll_ends instead of rpc_latency and rpc_errors;
 //  2. errors: every error leaves as serviceerror.ToStatus(err).Err(); context errors become
-//     DeadlineExceeded/Canceled; anything else unexpected becomes Internal and is logged;
+//     DeadlineExceeded/Canceled; a Canceled while the client's own call is still live (a
+//     context the server canceled inside) becomes Unavailable; anything else unexpected
+//     becomes Internal and is logged;
 //  3. malformed requests: a request the codec could not decode for the client's fault (a string
 //     that is not UTF-8) is InvalidArgument (see codec.go);
 //  4. panic guard: a panic becomes Internal and is logged with its stack;
@@ -172,7 +174,16 @@ func errorInterceptor(logger *zap.Logger) grpc.UnaryServerInterceptor {
 		if err == nil {
 			return resp, nil
 		}
-		return nil, toStatusError(err, logger, info.FullMethod)
+		err = toStatusError(err, logger, info.FullMethod)
+		if status.Code(err) == codes.Canceled && ctx.Err() == nil {
+			// The client did not cancel: a context the server made for the call was canceled
+			// inside it (history's router takes a call back from a shard owner that stopped
+			// answering, and cancels it there). No SDK retries Canceled, which means "you gave
+			// up"; the call's outcome is unknown and a retry is what it needs.
+			return nil, serviceerror.ToStatus(serviceerror.NewUnavailable(
+				"the call was canceled inside the server, not by the client: its outcome is unknown; retry: " + status.Convert(err).Message())).Err()
+		}
+		return nil, err
 	}
 }
 

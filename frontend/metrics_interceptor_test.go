@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,4 +56,26 @@ func TestLongPollEndsAreNotErrors(t *testing.T) {
 	require.Nil(t, snap.Timers()["rpc_latency+operation="+poll], "a long poll's wait is not RPC latency")
 	require.Len(t, snap.Timers()["long_poll_latency+operation="+poll].Values(), 5)
 	require.Len(t, snap.Timers()["rpc_latency+operation=RecordActivityTaskHeartbeat"].Values(), 2)
+}
+
+// TestCanceledInsideTheServerIsUnavailable: a Canceled that the client did not ask for (history's
+// router canceled the call's context inside the server, taking it back from a shard owner that
+// stopped answering) reaches the client as Unavailable, which SDKs retry; a call its client
+// canceled stays Canceled.
+func TestCanceledInsideTheServerIsUnavailable(t *testing.T) {
+	t.Parallel()
+
+	intercept := errorInterceptor(zap.NewNop())
+	info := &grpc.UnaryServerInfo{FullMethod: "/temporal.api.workflowservice.v1.WorkflowService/RecordWorkerHeartbeat"}
+	call := func(ctx context.Context, err error) error {
+		_, got := intercept(ctx, nil, info, func(context.Context, any) (any, error) { return nil, err })
+		return got
+	}
+	for _, err := range []error{context.Canceled, serviceerror.NewCanceled("the caller went away"), status.Error(codes.Canceled, "context canceled")} {
+		require.Equal(t, codes.Unavailable, status.Code(call(context.Background(), err)), "%v", err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Equal(t, codes.Canceled, status.Code(call(canceled, context.Canceled)))
+	require.Equal(t, codes.NotFound, status.Code(call(context.Background(), serviceerror.NewNotFound("gone"))))
 }

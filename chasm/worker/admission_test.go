@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilhq/vigil/chasm/worker"
+	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/overload"
 )
 
@@ -72,4 +73,31 @@ func TestHeartbeatClass(t *testing.T) {
 		b.mustBeat("fresh")
 		require.Equal(t, overload.ClassRegistration, admitter.last())
 	})
+}
+
+// canceledAdmitter answers every call as the host's admission does once the call's context is
+// canceled while it waits for a slot.
+type canceledAdmitter struct{}
+
+func (canceledAdmitter) Admit(ctx context.Context, _ int32, _ overload.Class, _ int) (func(), error) {
+	<-ctx.Done()
+	return nil, serviceerror.NewCanceled("the caller went away before history served the call")
+}
+
+// A heartbeat whose call's context is canceled inside the server (the history router takes a
+// call back from an owner that stopped answering) is answered Unavailable, which the router
+// and the SDKs retry, and never Canceled, which no SDK retries. A request whose every
+// heartbeat was canceled so fails as a whole, and the router sends it to the shard's next owner.
+func TestCanceledHeartbeatIsUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.handler = worker.NewHandler(b.engine, b.config, b.engine.Clock(), tally.NoopScope, zap.NewNop(), worker.WithAdmission(canceledAdmitter{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := b.handler.RecordHeartbeats(ctx, &workerpb.RecordHeartbeatsRequest{
+		NamespaceId: testNamespaceID, Namespace: testNamespace,
+		Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat("w1")}, {Heartbeat: heartbeat("w2")}},
+	})
+	var unavailable *serviceerror.Unavailable
+	require.ErrorAs(t, err, &unavailable, "got %v", err)
 }

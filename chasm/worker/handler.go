@@ -148,6 +148,15 @@ func (h *Handler) recordOne(ctx context.Context, req *workerpb.RecordHeartbeatsR
 	}
 	if err != nil {
 		st := serviceerror.ToStatus(err)
+		if st.Code() == codes.Canceled {
+			// The call's context was canceled: by its caller, who reads no answer, or inside
+			// the server, by the history router taking the call back from an owner that
+			// stopped answering (history/routing.go). Whoever reads this answer must retry,
+			// and no SDK retries Canceled. Whether the heartbeat was recorded is unknown; one
+			// recorded twice takes no lease back (renewLease).
+			st = serviceerror.ToStatus(serviceerror.NewUnavailable(
+				"the heartbeat's call was canceled before it was answered, its outcome unknown; retry: " + st.Message()))
+		}
 		entryErr := &workerpb.EntryError{Code: int32(st.Code()), Message: st.Message()}
 		var mismatch *ConflictTokenMismatchError
 		if errors.As(err, &mismatch) {
@@ -191,7 +200,7 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 				// acts on behalf of others.
 				w.OwnerPrincipal = req.GetPrincipal()
 			}
-			ev := EventHeartbeat{Heartbeat: hb, Lease: lease}
+			ev := EventHeartbeat{Heartbeat: hb, Lease: lease, Requested: entry.GetLeaseDuration().AsDuration() > 0}
 			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
 				w.Status == statusActive && w.LastHeartbeatTime != nil {
 				// The SDK reports the time since its previous beat was sent, which can be much

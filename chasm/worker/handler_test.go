@@ -128,8 +128,8 @@ func TestHeartbeat(t *testing.T) {
 		b.engine.AdvanceTime(1500 * time.Millisecond) // the stall: 2.5 s since the last beat applied
 		require.Equal(t, 7500*time.Millisecond, lease(b.mustBeat("w1", withElapsed(time.Second))), "the held beat covers the gap")
 		b.engine.AdvanceTime(40 * time.Millisecond)
-		require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(40*time.Millisecond))),
-			"the catch-up beat gets 3 × the previous beat's interval, not the minimum")
+		require.Equal(t, 7460*time.Millisecond, lease(b.mustBeat("w1", withElapsed(40*time.Millisecond))),
+			"the catch-up beat (3 × the previous beat's interval, not the minimum) leaves the held beat's longer lease")
 
 		// The regular beats that follow, 1.2 s apart on a slow box, find it ACTIVE (AdvanceTime
 		// fires the expiry timer when it comes due).
@@ -145,6 +145,37 @@ func TestHeartbeat(t *testing.T) {
 		b.engine.AdvanceTime(time.Second)
 		require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(time.Second))))
 		require.Zero(t, b.describe("w1").State.ResurrectionCount)
+	})
+
+	// A heartbeat can be applied twice, or after a later one of the same worker: a call resent
+	// to its shard's next owner after its first delivery committed, or the copy of a call held
+	// in a frozen connection between two hosts, which reaches the owner once the connection
+	// thaws, after the call was answered through another host. Such copies arrive together,
+	// each reporting the short interval the SDK saw when it sent it (its beat right after a slow
+	// one), milliseconds after the beat applied before. Read from those intervals alone the lease
+	// would be the minimum, and the worker's next regular beat would find it INACTIVE.
+	t.Run("AHeartbeatAppliedAgainNeverShortensTheLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dc.OverrideNamespaceValue(dynamicconfig.MinLeaseDuration.Key(), testNamespace, "1s")
+		for range 3 {
+			b.mustBeat("w1", withElapsed(time.Second))
+			b.engine.AdvanceTime(time.Second)
+		}
+		granted := b.mustBeat("w1", withElapsed(time.Second)).LeaseDeadline.AsTime()
+		for range 3 { // the copies of earlier beats, each sent 100 ms after a slow one
+			b.engine.AdvanceTime(5 * time.Millisecond)
+			r := b.mustBeat("w1", withElapsed(100*time.Millisecond))
+			require.False(t, r.LeaseDeadline.AsTime().Before(granted), "an acknowledged lease was taken back")
+		}
+		// The next regular beat, 1.2 s on, finds the worker ACTIVE (AdvanceTime fires the expiry
+		// timer when it comes due).
+		b.engine.AdvanceTime(1200 * time.Millisecond)
+		require.False(t, b.mustBeat("w1", withElapsed(time.Second)).GetResurrected(), "declared INACTIVE between two beats")
+		require.Zero(t, b.describe("w1").State.ResurrectionCount)
+
+		// A lease the worker asks for is its own: a shorter one replaces the current one.
+		require.Equal(t, time.Second, b.mustBeat("w1", withLease(time.Second)).LeaseDeadline.AsTime().Sub(b.engine.Now()))
 	})
 
 	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {

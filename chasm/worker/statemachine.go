@@ -31,6 +31,10 @@ const (
 type EventHeartbeat struct {
 	Heartbeat *workerv1.WorkerHeartbeat
 	Lease     time.Duration
+	// Requested says the client asked for Lease itself (the extended API's lease_duration):
+	// it then replaces the current lease even when shorter. A lease the server derived from
+	// the SDK's interval never shortens an ACTIVE worker's current one (renewLease).
+	Requested bool
 }
 
 // Inactivation carries what becoming INACTIVE needs to know, read from config by the caller so
@@ -63,7 +67,7 @@ var (
 		[]workerpb.WorkerStatus{statusUnspecified}, statusActive,
 		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
 			w.FirstHeartbeatTime = timestamppb.New(ctx.Now())
-			renewLease(w, ctx, ev)
+			renewLease(w, ctx, ev, false)
 			return nil
 		})
 
@@ -71,7 +75,7 @@ var (
 	TransitionHeartbeatReceived = chasm.NewTransition(
 		[]workerpb.WorkerStatus{statusActive}, statusActive,
 		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
-			renewLease(w, ctx, ev)
+			renewLease(w, ctx, ev, !ev.Requested)
 			return nil
 		})
 
@@ -86,7 +90,7 @@ var (
 			w.InactiveTime = nil
 			w.CleanupTime = nil
 			w.DrainRequested = false
-			renewLease(w, ctx, ev)
+			renewLease(w, ctx, ev, false)
 			return nil
 		})
 
@@ -131,6 +135,17 @@ var (
 
 // renewLease grants a new lease from the transaction's (server) time.
 //
+// keep (an ACTIVE worker's heartbeat whose lease the server derived from the SDK's interval)
+// never moves the deadline earlier: when the new lease would end before the one already
+// granted, that one stays, with its length. An acknowledged lease is a promise to the worker,
+// and the derived lease is shortest exactly for a heartbeat applied again, or out of order, a
+// few milliseconds after another: a call resent to its shard's next owner after its first
+// delivery committed, or the copy of a call held in a frozen connection that reaches the owner
+// after the call was answered through another host (history/relay.go). Such a copy reports the
+// short interval its SDK saw when it sent it, right after a slow beat, and follows a copy that
+// reported as short a one, so the reported, the previous and the seen intervals are all short
+// and the lease would be worker.minLeaseDuration.
+//
 // The worker keeps one expiry timer (LeaseExpiryTask is a singleton), and a heartbeat moves it
 // only when it must or soon would:
 //   - none is pending (first heartbeat, resurrection, a worker stored before lease_timer_time
@@ -141,12 +156,20 @@ var (
 // has been extended re-arms itself at the deadline then current (LeaseExpiryTaskExecutor), so
 // detection stays exact. With the usual lease of three heartbeat intervals, every other
 // heartbeat carries the timer and a live worker's timer never fires.
-func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
+func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep bool) {
 	now := ctx.Now()
 	deadline := now.Add(ev.Lease)
+	lease := durationpb.New(ev.Lease)
+	if current := w.GetLeaseDeadline(); keep && current != nil && current.AsTime().After(deadline) {
+		// The lease already granted outlasts this one: it stays, with its length.
+		deadline = current.AsTime()
+		if lease = w.GetLeaseDuration(); lease == nil {
+			lease = durationpb.New(deadline.Sub(now))
+		}
+	}
 	recordHeartbeat(w, ev.Heartbeat)
 	w.LastHeartbeatTime = timestamppb.New(now)
-	w.LeaseDuration = durationpb.New(ev.Lease)
+	w.LeaseDuration = lease
 	w.LeaseDeadline = timestamppb.New(deadline)
 	w.ConflictToken++
 	w.HeartbeatCount++
@@ -157,7 +180,7 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) {
 		armLeaseTimer(w, ctx, deadline)
 		return
 	}
-	if armed := w.LeaseTimerTime.AsTime(); armed.After(deadline) || armed.Sub(now) < ev.Lease/2 {
+	if armed := w.LeaseTimerTime.AsTime(); armed.After(deadline) || armed.Sub(now) < deadline.Sub(now)/2 {
 		armLeaseTimer(w, ctx, deadline)
 	}
 }

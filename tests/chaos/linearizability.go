@@ -143,6 +143,22 @@ func (h *leaseHistory) read(key string, invoked, returned time.Time, inactive bo
 		Input: leaseModelOp{invoked: inv, returned: ret, inactive: inactive, lastHeartbeat: lastHeartbeat.UnixNano()}})
 }
 
+// lastAcknowledged returns, per worker, the invocation of its last acknowledged heartbeat.
+func (h *leaseHistory) lastAcknowledged() map[string]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]time.Time, len(h.keys))
+	for _, op := range h.ops {
+		if in := op.Input.(leaseModelOp); in.heartbeat {
+			key := h.keys[op.ClientId]
+			if at := time.Unix(0, in.invoked); at.After(out[key]) {
+				out[key] = at
+			}
+		}
+	}
+	return out
+}
+
 // check runs porcupine over the history: ok, or the workers whose history is not
 // linearizable (or could not be decided within timeout).
 func (h *leaseHistory) check(minLease, timeout time.Duration) (ops int, bad []string) {

@@ -53,21 +53,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
-	if !*keep {
-		defer os.RemoveAll(work)
+	// exit removes the working directory unless it is kept (asked for, or a round failed and
+	// its logs are wanted), then exits: os.Exit runs no deferred call.
+	exit := func(code int) {
+		if !*keep {
+			_ = os.RemoveAll(work)
+		}
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bin, err := chaos.Build(ctx, filepath.Join(work, "bin"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(2)
+		exit(2)
 	}
 	if *vigilBin != "" {
 		bin.Vigil = *vigilBin
 	}
 	if *partition != "" {
-		os.Exit(runPartitions(ctx, *partition, *rounds, *postgres, *fleet, work, bin, keep))
+		exit(runPartitions(ctx, *partition, *rounds, *postgres, *fleet, work, bin, keep))
 	}
 	failed := 0
 	totals := map[string]int{}
@@ -80,7 +85,7 @@ func main() {
 		dir := filepath.Join(work, fmt.Sprintf("round-%d", i+1))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
-			os.Exit(2)
+			exit(2)
 		}
 		report, err := chaos.Run(ctx, chaos.Config{
 			Seed: *seed + int64(i), ServerKills: *serverKills, WorkerKills: *workerKills, WorkerStops: *workerStops,
@@ -118,8 +123,9 @@ func main() {
 		fmt.Println("working directory:", work)
 	}
 	if failed > 0 {
-		os.Exit(1)
+		exit(1)
 	}
+	exit(0)
 }
 
 // runPartitions runs each scenario rounds times and prints every report and, per scenario,
