@@ -210,8 +210,8 @@ var (
 	EarlyRefusalTargetWait = NewGlobalDurationSetting(
 		"frontend.earlyRefusalTargetWait",
 		500*time.Millisecond,
-		`While the writes queued in history, or the heartbeats on their way to it, would keep a
-new heartbeat waiting longer than this, the frontend refuses a share of heartbeats in the
+		`While the writes queued in history, or the heartbeats on their way to it, have kept new
+heartbeats waiting longer than this for a whole second, the frontend refuses a share of heartbeats in the
 transport, before reading them (ResourceExhausted, which the SDKs retry): the share grows with the excess, to all of them at
 twice the wait; a heartbeat whose wait would run past its own deadline is refused whatever the
 share. A refusal there costs a fraction of one made by history after reading the call. 0

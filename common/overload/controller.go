@@ -53,6 +53,10 @@ type Controller struct {
 	writeWait       atomic.Int64
 	// draws accumulates the early refusal's share of every heartbeat judged (RefuseEarly).
 	draws atomic.Uint64
+	// The lowest wait a heartbeat met in the current standing interval (lowNow, begun at
+	// lowStart, in Unix nanoseconds) and in the one before (lowPrev): RefuseEarly's share
+	// applies only to a queue that stood above the target through them.
+	lowStart, lowNow, lowPrev atomic.Int64
 
 	// The gauges are set under mu, where their values change: set after it, a stale value
 	// could land last and stay. The per-class series are looked up once: a tagged lookup on
@@ -214,24 +218,59 @@ func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, byte
 // heartbeats as they arrive (an error-diffusion counter, not a random draw), so it is exact
 // over any run of calls: refusing all or nothing at one line let a burst through whole, then
 // refused everything while it drained.
+//
+// As in CoDel, the share applies only to a standing queue: one whose wait stayed above the
+// target for a whole standingInterval. A burst (a fleet's registrations ending, a stall of the
+// store) fills the queue for less than that and drains within its callers' deadlines; refused,
+// its heartbeats would be failures of a host that keeps up.
 func (c *Controller) RefuseEarly(outstanding int, left time.Duration) bool {
 	// The wait comes first: it is two atomic loads, and zero on a host that keeps up, which
-	// then never reads the setting.
+	// then never reads the setting or the clock.
 	wait := max(time.Duration(c.writeWait.Load()), c.waitBehind(outstanding))
 	if wait <= 0 {
+		if c.lowNow.Load() != 0 {
+			c.lowNow.Store(0)
+		}
 		return false
 	}
 	target := c.cfg.EarlyRefusalTargetWait()
 	if target <= 0 {
 		return false
 	}
-	if left > 0 {
-		if wait >= left {
-			return true
-		}
+	if left > 0 && wait >= left {
+		return true
+	}
+	if c.standingWait(wait) <= target {
+		return false
 	}
 	share := refusedShare(wait, target)
 	return share > 0 && c.draw(share)
+}
+
+// standingInterval is how long the wait must stay above the target before RefuseEarly's
+// share applies: longer than a stall of the store or the tail of a registration burst, short
+// beside a heartbeat's interval and the lease of three.
+const standingInterval = time.Second
+
+// standingWait records wait, which a heartbeat meets now, and returns the lowest wait met
+// since the start of the previous standing interval: above the target, the queue has stood
+// there for at least one interval.
+func (c *Controller) standingWait(wait time.Duration) time.Duration {
+	now := c.ts.Now().UnixNano()
+	start := c.lowStart.Load()
+	if elapsed := now - start; elapsed >= int64(standingInterval) {
+		if c.lowStart.CompareAndSwap(start, now) {
+			prev := c.lowNow.Swap(int64(wait))
+			if elapsed >= 2*int64(standingInterval) {
+				prev = 0 // no heartbeat for a whole interval: nothing stood
+			}
+			c.lowPrev.Store(prev)
+		}
+	} else {
+		for low := c.lowNow.Load(); int64(wait) < low && !c.lowNow.CompareAndSwap(low, int64(wait)); low = c.lowNow.Load() {
+		}
+	}
+	return time.Duration(min(c.lowPrev.Load(), c.lowNow.Load()))
 }
 
 // RefusedEarly implements Pressure.

@@ -739,7 +739,13 @@ func TestControllerRefuseEarly(t *testing.T) {
 	setup := func(t *testing.T, target time.Duration) controllerBundle {
 		return newControllerBundleWith(t, Config{EarlyRefusalTargetWait: func() time.Duration { return target }})
 	}
+	// refusedOf judges n heartbeats after the wait they meet has stood for two standing
+	// intervals, as a queue that stays: the share applies only to one.
 	refusedOf := func(b controllerBundle, n, outstanding int, left time.Duration) int {
+		for range 2 {
+			b.ts.Advance(standingInterval)
+			b.a.RefuseEarly(outstanding, left)
+		}
 		refused := 0
 		for range n {
 			if b.a.RefuseEarly(outstanding, left) {
@@ -803,6 +809,43 @@ func TestControllerRefuseEarly(t *testing.T) {
 		b.a.perWrite.Store(int64(100 * time.Millisecond))
 		require.Zero(t, refusedOf(b, 100, 9, 0), "five past the slots: 500ms, the target")
 		require.Equal(t, 100, refusedOf(b, 100, 14, 0), "ten past them: 1s, twice the target")
+	})
+
+	// A burst fills the queue for less than the standing interval and drains within its
+	// callers' deadlines: it is let through, as CoDel lets a burst through. Only the wait that
+	// stays past the interval is refused.
+	t.Run("LetsABurstThrough", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 500*time.Millisecond)
+		judge := func(n int) (refused int) {
+			for range n {
+				if b.a.RefuseEarly(0, 10*time.Second) {
+					refused++
+				}
+			}
+			return refused
+		}
+		b.a.writeWait.Store(int64(3 * time.Second))
+		require.Zero(t, judge(100), "the queue has just filled")
+		b.ts.Advance(standingInterval / 2)
+		require.Zero(t, judge(100), "half an interval later")
+		b.a.writeWait.Store(0)
+		require.Zero(t, judge(1), "it drained")
+		b.a.writeWait.Store(int64(3 * time.Second))
+		require.Zero(t, judge(100), "filled again")
+		b.ts.Advance(standingInterval)
+		require.Zero(t, judge(100), "an interval later, but it drained in the interval before")
+		b.ts.Advance(standingInterval)
+		require.Equal(t, 100, judge(100), "it stood a whole interval above twice the target")
+		require.Equal(t, 10, func() int {
+			refused := 0
+			for range 10 {
+				if b.a.RefuseEarly(0, 2*time.Second) {
+					refused++
+				}
+			}
+			return refused
+		}(), "the deadline rule does not wait for the interval")
 	})
 
 	t.Run("ZeroTargetTurnsItOff", func(t *testing.T) {
