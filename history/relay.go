@@ -151,14 +151,15 @@ func (r *Router) relay(ctx context.Context, via, address, method string, args an
 	return out, err
 }
 
-// freshReply returns an empty message of reply's type. It must be called before the direct
-// attempt starts decoding into reply: even reading reply's type races with that.
-func freshReply(method string, reply any) (proto.Message, error) {
+// replyType returns the message type of reply, from which each relay makes a reply of its
+// own. It must be called before the direct attempt starts decoding into reply: even reading
+// reply's type races with that.
+func replyType(method string, reply any) (protoreflect.MessageType, error) {
 	msg, ok := reply.(proto.Message)
 	if !ok {
 		return nil, serviceerror.NewInternal(fmt.Sprintf("relay %s: the reply is not a protobuf message", method))
 	}
-	return msg.ProtoReflect().New().Interface(), nil
+	return msg.ProtoReflect().Type(), nil
 }
 
 // relayServerInterceptor forwards a call that names another host in relayHeader to that host,

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/common/membership"
@@ -200,12 +201,10 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 	relayable := remote && slices.ContainsFunc(opts, isResendable)
 	call := &relayedCall{method: method, args: args, opts: opts}
 	if relayable {
-		// The relay's replies are made now, before the direct attempt decodes into reply.
-		for i := range call.fresh {
-			var err error
-			if call.fresh[i], err = freshReply(method, reply); err != nil {
-				return err
-			}
+		// Read now, before the direct attempt decodes into reply.
+		var err error
+		if call.replyType, err = replyType(method, reply); err != nil {
+			return err
 		}
 	}
 	attemptCtx, cancel := context.WithCancelCause(ctx)
@@ -227,7 +226,7 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 		// The owner cannot be reached at all from here (refused, reset): through another host
 		// at once, if it still renews.
 		if via, ok := c.relayVia(address, true); ok {
-			out, rerr := c.router.relay(ctx, via, address, method, args, call.fresh[1], opts...)
+			out, rerr := c.router.relay(ctx, via, address, method, args, call.newReply(), opts...)
 			c.router.logRelay(method, c.shardID, address, via, rerr)
 			if rerr == nil || !transportBroken(rerr) {
 				call.set(out, rerr, nil)
@@ -243,17 +242,20 @@ func (c *shardConn) attempt(ctx context.Context, deadline time.Time, address str
 type relayedCall struct {
 	method string
 	args   any
-	// fresh are the replies relays decode into: the first for relays while the direct
-	// attempt runs (one at a time), the second for the relay after it failed.
-	fresh    [2]proto.Message
-	opts     []grpc.CallOption
-	inFlight atomic.Bool
+	// replyType is the reply's type: each relay decodes into a reply of its own, never the
+	// one the direct attempt decodes into.
+	replyType protoreflect.MessageType
+	opts      []grpc.CallOption
+	inFlight  atomic.Bool
 
 	mu   sync.Mutex
 	done bool
 	out  any
 	err  error
 }
+
+// newReply returns an empty reply for one relay.
+func (r *relayedCall) newReply() proto.Message { return r.replyType.New().Interface() }
 
 // set records the relay's answer, once, and cancels the direct attempt (when cancel is set).
 func (r *relayedCall) set(out any, err error, cancel context.CancelCauseFunc) {
@@ -310,7 +312,7 @@ func (c *shardConn) watchOwner(attemptCtx context.Context, cancel context.Cancel
 				call.inFlight.Store(true)
 				go func() {
 					defer call.inFlight.Store(false)
-					out, err := c.router.relay(attemptCtx, via, address, call.method, call.args, call.fresh[0], call.opts...)
+					out, err := c.router.relay(attemptCtx, via, address, call.method, call.args, call.newReply(), call.opts...)
 					if attemptCtx.Err() != nil {
 						return // the direct attempt answered, or the caller gave up
 					}
