@@ -104,8 +104,16 @@ func serveWatch(liveness *LivenessHandler, w http.ResponseWriter, r *http.Reques
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	// The keep-alive goroutine must be gone before the handler returns: the server finishes the
+	// response after that, and a flush racing with it corrupts the stream.
+	var keepAlive sync.WaitGroup
+	defer func() {
+		cancel()
+		keepAlive.Wait()
+	}()
+	keepAlive.Add(1)
 	go func() {
+		defer keepAlive.Done()
 		t := time.NewTicker(sseKeepAlive)
 		defer t.Stop()
 		for {

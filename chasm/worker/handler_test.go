@@ -158,24 +158,43 @@ func TestHeartbeat(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.dc.OverrideNamespaceValue(dynamicconfig.MinLeaseDuration.Key(), testNamespace, "1s")
-		for range 3 {
-			b.mustBeat("w1", withElapsed(time.Second))
-			b.engine.AdvanceTime(time.Second)
+		var sent []time.Time // each beat's heartbeat_time, by the SDK's clock
+		beat := func(elapsed time.Duration) *workerpb.HeartbeatResult {
+			sent = append(sent, b.engine.Now())
+			return b.mustBeat("w1", withElapsed(elapsed), withSentAt(b.engine.Now()))
 		}
-		granted := b.mustBeat("w1", withElapsed(time.Second)).LeaseDeadline.AsTime()
-		for range 3 { // the copies of earlier beats, each sent 100 ms after a slow one
+		beat(time.Second)
+		b.engine.AdvanceTime(time.Second)
+		beat(100 * time.Millisecond) // sent right after a slow beat
+		b.engine.AdvanceTime(time.Second)
+		granted := beat(time.Second).LeaseDeadline.AsTime()
+		for _, at := range sent[:2] { // the copies of earlier beats, as sent
 			b.engine.AdvanceTime(5 * time.Millisecond)
-			r := b.mustBeat("w1", withElapsed(100*time.Millisecond))
+			r := b.mustBeat("w1", withElapsed(100*time.Millisecond), withSentAt(at))
 			require.False(t, r.LeaseDeadline.AsTime().Before(granted), "an acknowledged lease was taken back")
 		}
+		require.Equal(t, sent[2], b.describe("w1").State.LastHeartbeat.HeartbeatTime.AsTime(), "an older copy replaced the newest snapshot")
 		// The next regular beat, 1.2 s on, finds the worker ACTIVE (AdvanceTime fires the expiry
 		// timer when it comes due).
 		b.engine.AdvanceTime(1200 * time.Millisecond)
-		require.False(t, b.mustBeat("w1", withElapsed(time.Second)).GetResurrected(), "declared INACTIVE between two beats")
+		require.False(t, beat(time.Second).GetResurrected(), "declared INACTIVE between two beats")
 		require.Zero(t, b.describe("w1").State.ResurrectionCount)
 
 		// A lease the worker asks for is its own: a shorter one replaces the current one.
 		require.Equal(t, time.Second, b.mustBeat("w1", withLease(time.Second)).LeaseDeadline.AsTime().Sub(b.engine.Now()))
+	})
+
+	// A worker's first beat reports no interval and gets the namespace default; its next beat,
+	// sent later, gives way to three of its intervals, so a worker that hangs soon after it
+	// started is found within seconds, not at the default's end.
+	t.Run("ANewerBeatShortensTheFirstLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		lease := func(r *workerpb.HeartbeatResult) time.Duration { return r.LeaseDeadline.AsTime().Sub(b.engine.Now()) }
+		require.Equal(t, 30*time.Second, lease(b.mustBeat("w1", withSentAt(b.engine.Now()))))
+		b.engine.AdvanceTime(time.Second)
+		require.Equal(t, 3*time.Second, lease(b.mustBeat("w1", withElapsed(time.Second), withSentAt(b.engine.Now()))))
+		require.Equal(t, 3*time.Second, b.describe("w1").State.LeaseDuration.AsDuration())
 	})
 
 	t.Run("TooManyBindingsAreRefusedAndNothingIsApplied", func(t *testing.T) {

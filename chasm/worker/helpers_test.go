@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/vigilhq/vigil/chasm/chasmtest"
 	"github.com/vigilhq/vigil/chasm/worker"
@@ -139,6 +140,11 @@ func withUnbound(bs ...*workerpb.ActivityBinding) hbOption {
 
 func withElapsed(d time.Duration) hbOption {
 	return func(e *workerpb.HeartbeatEntry) { e.Heartbeat.ElapsedSinceLastHeartbeat = durationpb.New(d) }
+}
+
+// withSentAt sets the time the SDK sent the heartbeat, by its own clock (heartbeat_time).
+func withSentAt(at time.Time) hbOption {
+	return func(e *workerpb.HeartbeatEntry) { e.Heartbeat.HeartbeatTime = timestamppb.New(at) }
 }
 
 func binding(activityID string, stamp int64) *workerpb.ActivityBinding {

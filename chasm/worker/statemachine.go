@@ -75,7 +75,7 @@ var (
 	TransitionHeartbeatReceived = chasm.NewTransition(
 		[]workerpb.WorkerStatus{statusActive}, statusActive,
 		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
-			renewLease(w, ctx, ev, !ev.Requested)
+			renewLease(w, ctx, ev, !ev.Requested && !sentAfterRecorded(w, ev.Heartbeat))
 			return nil
 		})
 
@@ -135,16 +135,17 @@ var (
 
 // renewLease grants a new lease from the transaction's (server) time.
 //
-// keep (an ACTIVE worker's heartbeat whose lease the server derived from the SDK's interval)
-// never moves the deadline earlier: when the new lease would end before the one already
-// granted, that one stays, with its length. An acknowledged lease is a promise to the worker,
-// and the derived lease is shortest exactly for a heartbeat applied again, or out of order, a
-// few milliseconds after another: a call resent to its shard's next owner after its first
-// delivery committed, or the copy of a call held in a frozen connection that reaches the owner
-// after the call was answered through another host (history/relay.go). Such a copy reports the
-// short interval its SDK saw when it sent it, right after a slow beat, and follows a copy that
-// reported as short a one, so the reported, the previous and the seen intervals are all short
-// and the lease would be worker.minLeaseDuration.
+// keep never moves the deadline earlier: when the new lease would end before the one already
+// granted, that one stays, with its length. An ACTIVE worker's heartbeat keeps the lease unless
+// the client asked for its lease itself or the heartbeat was sent after the one recorded last
+// (sentAfterRecorded). An acknowledged lease is a promise to the worker, and the derived lease
+// is shortest exactly for a heartbeat applied again, or out of order: a call resent to its
+// shard's next owner after its first delivery committed, or the copy of a call held in a frozen
+// connection that reaches the owner after the call was answered through another host
+// (history/relay.go). Such a copy reports the short interval its SDK saw when it sent it, right
+// after a slow beat, so the lease read from it would be worker.minLeaseDuration. A newer beat
+// may shorten the lease: the default lease of a worker's first beat gives way to three of its
+// intervals at its second.
 //
 // The worker keeps one expiry timer (LeaseExpiryTask is a singleton), and a heartbeat moves it
 // only when it must or soon would:
@@ -167,7 +168,9 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 			lease = durationpb.New(deadline.Sub(now))
 		}
 	}
-	recordHeartbeat(w, ev.Heartbeat)
+	if !sentBeforeRecorded(w, ev.Heartbeat) {
+		recordHeartbeat(w, ev.Heartbeat)
+	}
 	w.LastHeartbeatTime = timestamppb.New(now)
 	w.LeaseDuration = lease
 	w.LeaseDeadline = timestamppb.New(deadline)
@@ -183,6 +186,20 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	if armed := w.LeaseTimerTime.AsTime(); armed.After(deadline) || armed.Sub(now) < deadline.Sub(now)/2 {
 		armLeaseTimer(w, ctx, deadline)
 	}
+}
+
+// sentAfterRecorded reports whether hb was sent after the heartbeat the worker recorded last, by
+// the SDK's own clock (heartbeat_time). Without both times it cannot tell and says false.
+func sentAfterRecorded(w *Worker, hb *workerv1.WorkerHeartbeat) bool {
+	sent, last := hb.GetHeartbeatTime(), w.GetLastHeartbeat().GetHeartbeatTime()
+	return sent != nil && last != nil && sent.AsTime().After(last.AsTime())
+}
+
+// sentBeforeRecorded reports whether hb was sent before the heartbeat the worker recorded last:
+// a copy arriving out of order, whose snapshot is older than the one kept.
+func sentBeforeRecorded(w *Worker, hb *workerv1.WorkerHeartbeat) bool {
+	sent, last := hb.GetHeartbeatTime(), w.GetLastHeartbeat().GetHeartbeatTime()
+	return sent != nil && last != nil && sent.AsTime().Before(last.AsTime())
 }
 
 // armLeaseTimer replaces the worker's expiry timer with one at fireAt.
