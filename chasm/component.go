@@ -33,6 +33,21 @@ type VisibilityComponent interface {
 	Visibility() *visibility.Record
 }
 
+// TransitionCountingComponent is implemented by components that count the committed
+// transactions that changed them (Temporal's state_transition_count). The engine, not library
+// code, calls CountStateTransition: on the transaction's private copy, once per transaction it
+// is about to persist that changes the execution (the one that creates it included), after
+// the transaction's code ran. So every path that changes the execution counts, whether a
+// request, a pure task or a side-effect task's update, and nothing else does: a read, a
+// transaction that returns an error (it writes nothing), one that changes nothing (a retried
+// request answered from the state), and a write that fails (its copy is dropped, and the
+// committed state, or the store's on reload, keeps the old count).
+type TransitionCountingComponent interface {
+	Component
+	// CountStateTransition adds one to the count kept in the component's state message.
+	CountStateTransition()
+}
+
 // IndexedFields are the small set of values an engine indexes for listing.
 type IndexedFields struct {
 	Status    string

@@ -295,6 +295,10 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 		}
 		return &Mutation{exec: e, Deleted: true, Lifecycle: c.LifecycleState(), stateMsg: c.State()}, nil
 	}
+	if tc, ok := c.(TransitionCountingComponent); ok && e.changedBy(t, c) {
+		// Before the encoding, so that the count is written with the change it counts.
+		tc.CountStateTransition()
+	}
 	state := c.State()
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
 	if err != nil {
@@ -331,6 +335,19 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Key, b.Key))
 	})
 	return m, nil
+}
+
+// changedBy reports whether transaction t, which ends with component c, changes the
+// execution: it creates it, adds a task, touches a collection, or leaves a state that differs
+// from the committed one. A transaction that only answers from the state (a retried request
+// that finds its work done) is still written, but changes nothing and is not counted as a
+// state transition. The state comparison runs only for a transition-counting component and
+// only when nothing else already showed a change.
+func (e *Execution) changedBy(t *transaction, c Component) bool {
+	if !e.started || len(t.tasks) > 0 || len(t.puts) > 0 || len(t.deletes) > 0 {
+		return true
+	}
+	return !proto.Equal(c.State(), e.state)
 }
 
 // Apply makes a persisted mutation the committed state and wakes pollers. Call it only after

@@ -51,6 +51,9 @@ func activityListInfo(l *activitypb.ListedActivity, info *activityv1.ActivityExe
 		ExecutionDuration: info.GetExecutionDuration(),
 		ExecutionTime:     info.GetScheduleTime(),
 		SearchAttributes:  searchAttributesOf(l.GetState()),
+		// The listing carries each run's stored state, so the count comes with it: no
+		// visibility column is needed.
+		StateTransitionCount: info.GetStateTransitionCount(),
 	}
 }
 

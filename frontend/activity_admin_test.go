@@ -26,6 +26,7 @@ func fakeVisibilityHistory(t *testing.T, env *testEnv, n int, want *visibility.Q
 	for i := range all {
 		all[i] = &activitypb.ListedActivity{ActivityId: fmt.Sprintf("act-%02d", i), RunId: "r", State: &activitypb.ActivityState{
 			Status: activitypb.ActivityStatus_ACTIVITY_STATUS_SCHEDULED, TaskQueue: "a", ActivityType: &commonpb.ActivityType{Name: "Charge"},
+			StateTransitionCount: int64(i + 1),
 		}}
 	}
 	env.history.EXPECT().ListActivities(gomock.Any(), gomock.Any()).AnyTimes().DoAndReturn(
@@ -75,6 +76,10 @@ func TestListActivityExecutions(t *testing.T) {
 			ids = append(ids, e.GetActivityId())
 			require.Equal(t, enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING, e.GetStatus())
 			require.NotNil(t, e.GetSearchAttributes())
+			var i int64
+			_, err := fmt.Sscanf(e.GetActivityId(), "act-%d", &i)
+			require.NoError(t, err)
+			require.Equal(t, i+1, e.GetStateTransitionCount(), "from the listed state")
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break

@@ -131,6 +131,20 @@ func TestSDKActivityPauseUnpauseReset(t *testing.T) {
 		var out string
 		require.NoError(t, handle.Get(ctx, &out))
 		require.Equal(t, "done", out)
+
+		// The durable host counts the committed changes (at least the start, the dispatch,
+		// two attempts' starts, the pause, the unpause and the completion); Describe and List
+		// read the same stored count.
+		described, err := svc.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{
+			Namespace: namespace.DefaultName, ActivityId: "pause-1"})
+		require.NoError(t, err)
+		count := described.GetInfo().GetStateTransitionCount()
+		require.GreaterOrEqual(t, count, int64(7))
+		listed, err := svc.ListActivityExecutions(ctx, &workflowservice.ListActivityExecutionsRequest{
+			Namespace: namespace.DefaultName, Query: `ActivityId = "pause-1"`})
+		require.NoError(t, err)
+		require.Len(t, listed.GetExecutions(), 1)
+		require.Equal(t, count, listed.GetExecutions()[0].GetStateTransitionCount())
 	})
 
 	t.Run("ResetRunningAttempt", func(t *testing.T) {

@@ -80,6 +80,10 @@ func (a *Activity) Visibility() *visibility.Record {
 	return r
 }
 
+// CountStateTransition implements chasm.TransitionCountingComponent: the engine calls it once
+// per committed transaction that changes the activity.
+func (a *Activity) CountStateTransition() { a.StateTransitionCount++ }
+
 // StateMachineState implements chasm.StateMachine.
 func (a *Activity) StateMachineState() activitypb.ActivityStatus { return a.Status }
 

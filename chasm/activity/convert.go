@@ -77,6 +77,7 @@ func ToActivityExecutionInfo(activityID, runID string, s *activitypb.ActivitySta
 		TotalHeartbeatCount:     s.GetTotalHeartbeatCount(),
 		LastAttemptCompleteTime: s.GetLastAttemptCompleteTime(),
 		StartDelay:              s.GetStartDelay(),
+		StateTransitionCount:    s.GetStateTransitionCount(),
 	}
 	if s.GetScheduleTime() != nil {
 		// When the first attempt was due: the start delay after the start.

@@ -214,8 +214,13 @@ type ActivityState struct {
 	// ones and stamped each payload with its type.
 	SearchAttributes *v1.SearchAttributes `protobuf:"bytes,100,opt,name=search_attributes,json=searchAttributes,proto3" json:"search_attributes,omitempty"`
 	UserMetadata     *v13.UserMetadata    `protobuf:"bytes,101,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The committed transactions that changed this run, its start included: Temporal's
+	// state_transition_count, as Describe and List return it. The engine counts them
+	// (chasm.TransitionCountingComponent) rather than each transition's code, so that no path
+	// that writes the state can miss it. A run stored before the field existed counts from 0.
+	StateTransitionCount int64 `protobuf:"varint,110,opt,name=state_transition_count,json=stateTransitionCount,proto3" json:"state_transition_count,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ActivityState) Reset() {
@@ -659,6 +664,13 @@ func (x *ActivityState) GetUserMetadata() *v13.UserMetadata {
 		return x.UserMetadata
 	}
 	return nil
+}
+
+func (x *ActivityState) GetStateTransitionCount() int64 {
+	if x != nil {
+		return x.StateTransitionCount
+	}
+	return 0
 }
 
 // ActivityPauseInfo says who paused an activity, when and why.
@@ -1507,7 +1519,7 @@ var File_chasm_activity_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\x8a\x1b\n" +
+	"#chasm/activity/proto/v1/state.proto\x12\x11vigil.activity.v1\x1a\x1egoogle/protobuf/duration.proto\x1a&temporal/api/activity/v1/message.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/common/v1/message.proto\x1a%temporal/api/failure/v1/message.proto\x1a'temporal/api/sdk/v1/user_metadata.proto\"\xc0\x1b\n" +
 	"\rActivityState\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.vigil.activity.v1.ActivityStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12I\n" +
@@ -1575,7 +1587,8 @@ const file_chasm_activity_proto_v1_state_proto_rawDesc = "" +
 	"\vstart_delay\x18\\ \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"startDelay\x12U\n" +
 	"\x11search_attributes\x18d \x01(\v2(.temporal.api.common.v1.SearchAttributesR\x10searchAttributes\x12F\n" +
-	"\ruser_metadata\x18e \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\"\xa1\x01\n" +
+	"\ruser_metadata\x18e \x01(\v2!.temporal.api.sdk.v1.UserMetadataR\fuserMetadata\x124\n" +
+	"\x16state_transition_count\x18n \x01(\x03R\x14stateTransitionCount\"\xa1\x01\n" +
 	"\x11ActivityPauseInfo\x129\n" +
 	"\n" +
 	"pause_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tpauseTime\x12\x1a\n" +
