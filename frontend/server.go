@@ -26,7 +26,6 @@ import (
 
 	adminpb "github.com/vigilhq/vigil/api/gen/adminpb/v1"
 	livenesspb "github.com/vigilhq/vigil/api/gen/livenesspb/v1"
-	"github.com/vigilhq/vigil/common/growstack"
 	"github.com/vigilhq/vigil/common/log/tag"
 )
 
@@ -208,9 +207,6 @@ var answeredWhileStarting = map[string]bool{
 // before the metrics interceptor so that the start-up's refusals are not counted as the
 // handlers' errors.
 func (s *Server) readinessInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	// First in the chain, so the stack a call needs further down is grown here, while it is a
-	// few frames deep (common/growstack).
-	growstack.Grow()
 	if !s.ready.Load() && !answeredWhileStarting[operation(info.FullMethod)] && !strings.HasPrefix(info.FullMethod, healthMethodPrefix) {
 		return nil, serviceerror.ToStatus(errNotReady).Err()
 	}
