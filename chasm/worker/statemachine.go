@@ -75,7 +75,7 @@ var (
 	TransitionHeartbeatReceived = chasm.NewTransition(
 		[]workerpb.WorkerStatus{statusActive}, statusActive,
 		func(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat) error {
-			renewLease(w, ctx, ev, !ev.Requested && !sentAfterRecorded(w, ev.Heartbeat))
+			renewLease(w, ctx, ev, !ev.Requested && sentVsRecorded(w, ev.Heartbeat) <= 0)
 			return nil
 		})
 
@@ -138,7 +138,7 @@ var (
 // keep never moves the deadline earlier: when the new lease would end before the one already
 // granted, that one stays, with its length. An ACTIVE worker's heartbeat keeps the lease unless
 // the client asked for its lease itself or the heartbeat was sent after the one recorded last
-// (sentAfterRecorded). An acknowledged lease is a promise to the worker, and the derived lease
+// (sentVsRecorded). An acknowledged lease is a promise to the worker, and the derived lease
 // is shortest exactly for a heartbeat applied again, or out of order: a call resent to its
 // shard's next owner after its first delivery committed, or the copy of a call held in a frozen
 // connection that reaches the owner after the call was answered through another host
@@ -168,7 +168,7 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 			lease = durationpb.New(deadline.Sub(now))
 		}
 	}
-	if !sentBeforeRecorded(w, ev.Heartbeat) {
+	if sentVsRecorded(w, ev.Heartbeat) >= 0 { // an older copy leaves the newer snapshot
 		recordHeartbeat(w, ev.Heartbeat)
 	}
 	w.LastHeartbeatTime = timestamppb.New(now)
@@ -188,18 +188,15 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	}
 }
 
-// sentAfterRecorded reports whether hb was sent after the heartbeat the worker recorded last, by
-// the SDK's own clock (heartbeat_time). Without both times it cannot tell and says false.
-func sentAfterRecorded(w *Worker, hb *workerv1.WorkerHeartbeat) bool {
+// sentVsRecorded compares when hb was sent with when the heartbeat the worker recorded last was,
+// by the SDK's own clock (heartbeat_time): +1 sent after it, -1 before it (a copy arriving out
+// of order), 0 at the same time (a copy) or when either time is missing and it cannot tell.
+func sentVsRecorded(w *Worker, hb *workerv1.WorkerHeartbeat) int {
 	sent, last := hb.GetHeartbeatTime(), w.GetLastHeartbeat().GetHeartbeatTime()
-	return sent != nil && last != nil && sent.AsTime().After(last.AsTime())
-}
-
-// sentBeforeRecorded reports whether hb was sent before the heartbeat the worker recorded last:
-// a copy arriving out of order, whose snapshot is older than the one kept.
-func sentBeforeRecorded(w *Worker, hb *workerv1.WorkerHeartbeat) bool {
-	sent, last := hb.GetHeartbeatTime(), w.GetLastHeartbeat().GetHeartbeatTime()
-	return sent != nil && last != nil && sent.AsTime().Before(last.AsTime())
+	if sent == nil || last == nil {
+		return 0
+	}
+	return sent.AsTime().Compare(last.AsTime())
 }
 
 // armLeaseTimer replaces the worker's expiry timer with one at fireAt.
