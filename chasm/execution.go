@@ -220,7 +220,8 @@ func (e *Execution) Update(now time.Time, fn func(MutableContext, Component) err
 		return nil, fmt.Errorf("chasm: execution %s does not exist", e.key)
 	}
 	t := newTransaction(e, now, true)
-	c := e.component.fromState(e.component.cloneState(e.state))
+	// A deep copy: a transaction that fails leaves the committed state as it was.
+	c := e.component.fromState(proto.Clone(e.state))
 	if err := fn(t, c); err != nil {
 		return nil, err
 	}

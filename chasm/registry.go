@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Library is a plugin that contributes components and tasks. Its name qualifies the names of
@@ -28,15 +27,6 @@ func WithCollections(names ...string) ComponentOption {
 	return func(c *RegistrableComponent) { c.collections = append(c.collections, names...) }
 }
 
-// WithSharedStateFields names singular message fields of the state (by proto name) that the
-// component's transactions never modify in place, only replace. A transaction's private copy
-// of the state then shares them with the committed state instead of copying them: worth it for
-// a large field that most transactions replace or leave alone, such as the worker's last
-// heartbeat snapshot. Register refuses a name that is not such a field.
-func WithSharedStateFields(names ...string) ComponentOption {
-	return func(c *RegistrableComponent) { c.sharedNames = append(c.sharedNames, names...) }
-}
-
 // RegistrableComponent is a component type as registered by a library.
 type RegistrableComponent struct {
 	name        string
@@ -46,60 +36,8 @@ type RegistrableComponent struct {
 	newState    func() proto.Message
 	fromState   func(proto.Message) Component
 	collections []string
-	sharedNames []string
-	// shared are the fields of sharedNames, resolved by Register.
-	shared []protoreflect.FieldDescriptor
 	// observer sees committed changes (WithCommitObserver).
 	observer CommitObserver
-}
-
-// resolveSharedFields checks sharedNames against the state message.
-func (c *RegistrableComponent) resolveSharedFields() ([]protoreflect.FieldDescriptor, error) {
-	fields := c.newState().ProtoReflect().Descriptor().Fields()
-	var out []protoreflect.FieldDescriptor
-	for _, name := range c.sharedNames {
-		fd := fields.ByName(protoreflect.Name(name))
-		if fd == nil || fd.Kind() != protoreflect.MessageKind || fd.Cardinality() == protoreflect.Repeated {
-			return nil, fmt.Errorf("shared state field %q is not a singular message field", name)
-		}
-		out = append(out, fd)
-	}
-	return out, nil
-}
-
-// cloneState returns a private copy of state for a transaction: deep, except for the shared
-// fields, which it aliases.
-func (c *RegistrableComponent) cloneState(state proto.Message) proto.Message {
-	if len(c.shared) == 0 {
-		return proto.Clone(state)
-	}
-	src := state.ProtoReflect()
-	// A shallow view without the shared fields, deep-copied by proto.Clone; then the shared
-	// fields go back in as they are.
-	view := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if !c.isShared(fd) {
-			view.Set(fd, v)
-		}
-		return true
-	})
-	view.SetUnknown(src.GetUnknown())
-	out := proto.Clone(view.Interface()).ProtoReflect()
-	for _, fd := range c.shared {
-		if src.Has(fd) {
-			out.Set(fd, src.Get(fd))
-		}
-	}
-	return out.Interface()
-}
-
-func (c *RegistrableComponent) isShared(fd protoreflect.FieldDescriptor) bool {
-	for _, s := range c.shared {
-		if s == fd {
-			return true
-		}
-	}
-	return false
 }
 
 // NewRegistrableComponent declares a component type named name (unique within its library)
@@ -203,11 +141,6 @@ func (r *Registry) Register(lib Library) error {
 				return fmt.Errorf("chasm: component %s: invalid collection name %q", fullName, name)
 			}
 		}
-		shared, err := c.resolveSharedFields()
-		if err != nil {
-			return fmt.Errorf("chasm: component %s: %w", fullName, err)
-		}
-		c.shared = shared
 		newComponents[fullName] = c
 		newComponentIDs[id] = fullName
 		newComponentTypes[c.goType] = fullName

@@ -59,9 +59,6 @@ func (l *Library) Name() string { return LibraryName }
 func (l *Library) Components() []*chasm.RegistrableComponent {
 	opts := []chasm.ComponentOption{
 		chasm.WithCollections(BoundActivities.Name()),
-		// A heartbeat replaces the snapshot whole (recordHeartbeat), and nothing edits it
-		// in place: a transaction need not copy the previous one.
-		chasm.WithSharedStateFields("last_heartbeat"),
 	}
 	var observers []chasm.CommitObserver
 	if l.changes != nil {
