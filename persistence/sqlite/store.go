@@ -75,6 +75,8 @@ type Store struct {
 	writeDB *sql.DB
 	// writeStmts are the write path's statements, prepared once on the write connection.
 	writeStmts map[string]*sql.Stmt
+	// fence is the shards' range_ids as the write connection last read them (write.go).
+	fence rangeFence
 	// readDB is a pool of query_only connections; reads holds its hot statements.
 	readDB *sql.DB
 	reads  readStmts
@@ -307,6 +309,7 @@ func (s *Store) InitClusterMetadata(ctx context.Context, numShards int32) (int32
 func (s *Store) AcquireShard(ctx context.Context, shardID int32, owner string) (persistence.ShardInfo, error) {
 	info := persistence.ShardInfo{ShardID: shardID}
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
+		s.fence.forget(shardID) // read again by the next batch, whether this commits or not
 		return tx.QueryRowContext(ctx,
 			`INSERT INTO shards (shard_id, range_id, owner) VALUES (?, 1, ?)
 			 ON CONFLICT (shard_id) DO UPDATE SET range_id = shards.range_id + 1, owner = excluded.owner

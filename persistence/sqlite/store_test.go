@@ -160,6 +160,43 @@ func TestOpen(t *testing.T) {
 	})
 }
 
+// TestFenceSeesAnotherConnectionsAcquire checks that a store refuses its host's writes once
+// the shard was taken through another connection to the same file, though its last write
+// read the shard's range_id and keeps it between transactions.
+func TestFenceSeesAnotherConnectionsAcquire(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	a := openTestStore(t, path)
+	defer a.Close()
+	shard, err := a.AcquireShard(ctx, 1, "host-a")
+	require.NoError(t, err)
+	k := persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: "w", RunID: "r"}
+	write := func(mode persistence.WriteMode, version int64) error {
+		w := &persistence.ExecutionWrite{
+			ShardID: 1, RangeID: shard.RangeID, Mode: mode, Key: k, PrevDBVersion: version - 1, NextDBVersion: version,
+			State: []byte("s"), Lifecycle: persistence.LifecycleRunning,
+		}
+		results, err := a.WriteBatch(ctx, []*persistence.ExecutionWrite{w})
+		require.NoError(t, err)
+		return results[0]
+	}
+	require.NoError(t, write(persistence.WriteModeCreate, 1))
+	require.NoError(t, write(persistence.WriteModeUpdate, 2))
+
+	b := openTestStore(t, path)
+	defer b.Close()
+	stolen, err := b.AcquireShard(ctx, 1, "host-b")
+	require.NoError(t, err)
+
+	var lost *persistence.ShardOwnershipLostError
+	require.ErrorAs(t, write(persistence.WriteModeUpdate, 3), &lost)
+	require.Equal(t, persistence.ShardOwnershipLostError{ShardID: 1, RangeID: shard.RangeID, StoredRangeID: stolen.RangeID}, *lost)
+	rec, err := a.GetExecution(ctx, 1, k)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), rec.DBVersion, "the fenced write changed nothing")
+}
+
 // TestStateWriteCostIndependentOfCollectionSize checks the point of storing collection entries
 // as rows: a heartbeat (a state-only update) of a worker with 10,000 bound activities changes
 // as many rows and writes as many WAL bytes as one with none.

@@ -22,6 +22,7 @@ var (
 	qRollbackToSavepointTaskDeletes = writeQuery(`ROLLBACK TO SAVEPOINT task_deletes`)
 	qReleaseSavepointTaskDeletes    = writeQuery(`RELEASE SAVEPOINT task_deletes`)
 	qReadRangeID                    = writeQuery(`SELECT range_id FROM shards WHERE shard_id = ?`)
+	qDataVersion                    = writeQuery(`PRAGMA data_version`)
 	qReadExecutionExists            = writeQuery(`SELECT db_version FROM executions
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`)
 	qReadCurrent = writeQuery(`SELECT run_id, lifecycle FROM current_executions
@@ -117,7 +118,7 @@ func (s *Store) WriteBatch(ctx context.Context, writes []*persistence.ExecutionW
 		clear(results)
 		var deletes []*taskDelete
 		err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-			b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, rangeIDs: make(map[int32]int64, 1), savepoints: savepoints}
+			b := batch{ctx: ctx, tx: tx, stmts: s.writeStmts, fence: &s.fence, savepoints: savepoints}
 			if err := sqlcommon.ApplyWrites(writes, results, b.apply); err != nil {
 				return err
 			}
@@ -150,9 +151,12 @@ type batch struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
-	// rangeIDs caches each shard's stored range_id for the transaction. It cannot change
-	// under us: AcquireShard needs the write connection, which this transaction holds.
-	rangeIDs map[int32]int64
+	// bound are the statements of stmts this transaction ran, bound to it (prepared).
+	bound map[string]*sql.Stmt
+	// fence holds the shards' stored range_ids; fenceChecked is set once this transaction has
+	// made sure it is current (rangeFence.check).
+	fence        *rangeFence
+	fenceChecked bool
 	// savepoints runs each write in its own SAVEPOINT, so a write that fails halfway can be
 	// undone alone.
 	savepoints bool
@@ -183,20 +187,40 @@ func prepareWriteStatements(ctx context.Context, db *sql.DB) (map[string]*sql.St
 	return stmts, nil
 }
 
-// exec runs a prepared write statement in the batch's transaction. Tx.StmtContext reuses the
-// statement already prepared on this connection rather than preparing it again.
+// exec runs a write statement in the batch's transaction, prepared when it is one of
+// writeQueries.
 func (b *batch) exec(query string, args ...any) (sql.Result, error) {
-	if st, ok := b.stmts[query]; ok {
-		return b.tx.StmtContext(b.ctx, st).ExecContext(b.ctx, args...)
+	if st := b.prepared(query); st != nil {
+		return st.ExecContext(b.ctx, args...)
 	}
 	return b.tx.ExecContext(b.ctx, query, args...)
 }
 
 func (b *batch) queryRow(query string, args ...any) *sql.Row {
-	if st, ok := b.stmts[query]; ok {
-		return b.tx.StmtContext(b.ctx, st).QueryRowContext(b.ctx, args...)
+	if st := b.prepared(query); st != nil {
+		return st.QueryRowContext(b.ctx, args...)
 	}
 	return b.tx.QueryRowContext(b.ctx, query, args...)
+}
+
+// prepared returns the statement Open prepared for query, bound to the batch's transaction, or
+// nil when query is not one of writeQueries. Tx.StmtContext reuses the statement prepared on
+// the write connection, but makes a new binding each time: a batch of heartbeats runs the same
+// few statements many times, so it binds each once.
+func (b *batch) prepared(query string) *sql.Stmt {
+	if st, ok := b.bound[query]; ok {
+		return st
+	}
+	st, ok := b.stmts[query]
+	if !ok {
+		return nil
+	}
+	st = b.tx.StmtContext(b.ctx, st)
+	if b.bound == nil {
+		b.bound = make(map[string]*sql.Stmt)
+	}
+	b.bound[query] = st
+	return st
 }
 
 // apply runs one write. writeErr is the write's own failure (the batch goes on); err is a
@@ -266,7 +290,15 @@ func (b *batch) applyWrite(w *persistence.ExecutionWrite) (writeErr, err error) 
 }
 
 func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error) {
-	stored, ok := b.rangeIDs[shardID]
+	if !b.fenceChecked {
+		var version int64
+		if err := b.queryRow(qDataVersion).Scan(&version); err != nil {
+			return nil, fmt.Errorf("read data_version: %w", err)
+		}
+		b.fence.check(version)
+		b.fenceChecked = true
+	}
+	stored, ok := b.fence.rangeIDs[shardID]
 	if !ok {
 		err := b.queryRow(qReadRangeID, shardID).Scan(&stored)
 		switch {
@@ -275,13 +307,42 @@ func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error)
 		case err != nil:
 			return nil, fmt.Errorf("read range_id: %w", err)
 		}
-		b.rangeIDs[shardID] = stored
+		b.fence.rangeIDs[shardID] = stored
 	}
 	if stored != rangeID {
 		return &persistence.ShardOwnershipLostError{ShardID: shardID, RangeID: rangeID, StoredRangeID: stored}, nil
 	}
 	return nil, nil
 }
+
+// rangeFence keeps each shard's stored range_id between write transactions, so that a batch
+// checks its writes' fences without reading the shards table (one read per shard and batch
+// was most of a batch's reads).
+//
+// The copy is current while nothing but this store's write connection has written the
+// database: PRAGMA data_version, read once per transaction, changes exactly when another
+// connection (of this process or another) committed, and then the copy is dropped. This
+// store's own AcquireShard, the one writer of range_id on this connection, drops its shard's
+// entry inside its transaction. Both happen inside write transactions, which the single write
+// connection runs one at a time, so the fence needs no lock of its own.
+type rangeFence struct {
+	version  int64
+	valid    bool
+	rangeIDs map[int32]int64
+}
+
+// check drops the copy unless version, the write connection's data_version now, is the one it
+// was read at.
+func (f *rangeFence) check(version int64) {
+	if f.valid && f.version == version {
+		return
+	}
+	f.version, f.valid = version, true
+	f.rangeIDs = make(map[int32]int64)
+}
+
+// forget drops a shard's entry: its range_id is being written on the write connection.
+func (f *rangeFence) forget(shardID int32) { delete(f.rangeIDs, shardID) }
 
 func (b *batch) create(w *persistence.ExecutionWrite) (writeErr, err error) {
 	k := w.Key
