@@ -324,7 +324,9 @@ func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error)
 // connection (of this process or another) committed, and then the copy is dropped. This
 // store's own AcquireShard, the one writer of range_id on this connection, drops its shard's
 // entry inside its transaction. Both happen inside write transactions, which the single write
-// connection runs one at a time, so the fence needs no lock of its own.
+// connection runs one at a time, so the fence needs no lock of its own. The versions compared
+// are always that one connection's: database/sql replaces a connection only once the driver
+// reports it bad, which modernc.org/sqlite does only for a closed one.
 type rangeFence struct {
 	version  int64
 	valid    bool
