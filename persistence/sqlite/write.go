@@ -328,19 +328,18 @@ func (b *batch) checkRangeID(shardID int32, rangeID int64) (writeErr, err error)
 // are always that one connection's: database/sql replaces a connection only once the driver
 // reports it bad, which modernc.org/sqlite does only for a closed one.
 type rangeFence struct {
-	version  int64
-	valid    bool
+	version int64
+	// rangeIDs is nil until the first transaction has read data_version.
 	rangeIDs map[int32]int64
 }
 
 // check drops the copy unless version, the write connection's data_version now, is the one it
 // was read at.
 func (f *rangeFence) check(version int64) {
-	if f.valid && f.version == version {
+	if f.rangeIDs != nil && f.version == version {
 		return
 	}
-	f.version, f.valid = version, true
-	f.rangeIDs = make(map[int32]int64)
+	f.version, f.rangeIDs = version, make(map[int32]int64)
 }
 
 // forget drops a shard's entry: its range_id is being written on the write connection.
