@@ -113,10 +113,14 @@ func TestSecurity_Matrix(t *testing.T) {
 		require.NoError(t, err)
 		a, err := wf.DescribeActivityExecution(ctx, &workflowservice.DescribeActivityExecutionRequest{Namespace: "default", ActivityId: "act-1"})
 		require.NoError(t, err)
-		// Shown only until the attempt reaches matching, which happens on its own schedule.
-		a.GetInfo().NextAttemptScheduleTime = nil
 		return w.GetWorker(), a
 	}
+	// The hand-off to matching is the server's own transition (it clears the next attempt's
+	// schedule time and counts a transition); wait for it so the snapshot holds still.
+	require.Eventually(t, func() bool {
+		_, a := snapshot()
+		return a.GetInfo().GetNextAttemptScheduleTime() == nil
+	}, 30*time.Second, 10*time.Millisecond, "the activity never reached matching")
 	workerBefore, activityBefore := snapshot()
 
 	revokedKey, revokedID := createAPIKey(t, admin, "default", "worker,reader,writer,admin")
