@@ -16,6 +16,11 @@ type Context interface {
 	Ref() ComponentRef
 	// ExecutionKey returns the execution's key, RunID included.
 	ExecutionKey() ExecutionKey
+	// RecoveredAt is the last time the host may have lost deferred writes of the execution
+	// (DeferWrite): when it acquired the execution's shard, or when a failed write dropped its
+	// in-memory copy. A change the component made in memory before then may be missing from
+	// the state it sees; the zero time means none can be.
+	RecoveredAt() time.Time
 
 	txn() *transaction
 }
@@ -31,6 +36,13 @@ type MutableContext interface {
 	// collections and pending tasks go, and the business ID is free again. Such a transaction
 	// may change nothing else (no tasks, no collection changes).
 	DeleteExecution()
+	// DeferWrite lets the engine keep the transaction's change in memory and answer without
+	// writing it: reads see it at once, and the execution's next written transaction persists
+	// it with its own. The engine honours it only for a change of the state alone (no task,
+	// collection, lifecycle, index or visibility change, not a create or delete), and writes
+	// any other as usual. A deferred change is lost if the host crashes or hands the shard
+	// off before that next write; RecoveredAt tells the component when that may have happened.
+	DeferWrite()
 }
 
 // transaction implements Context and MutableContext for one engine call on one execution.
@@ -50,6 +62,8 @@ type transaction struct {
 
 	// deleteExecution is set by DeleteExecution.
 	deleteExecution bool
+	// deferWrite is set by DeferWrite.
+	deferWrite bool
 }
 
 func newTransaction(exec *Execution, now time.Time, mutable bool) *transaction {
@@ -63,6 +77,10 @@ func (t *transaction) Ref() ComponentRef {
 }
 
 func (t *transaction) ExecutionKey() ExecutionKey { return t.exec.key }
+
+func (t *transaction) RecoveredAt() time.Time { return t.exec.recoveredAt }
+
+func (t *transaction) DeferWrite() { t.deferWrite = true }
 
 func (t *transaction) txn() *transaction { return t }
 

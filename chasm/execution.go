@@ -45,6 +45,9 @@ type Execution struct {
 
 	// changed is closed and replaced by every Apply, waking PollComponent waiters.
 	changed chan struct{}
+
+	// recoveredAt is what Context.RecoveredAt reports (SetRecoveredAt).
+	recoveredAt time.Time
 }
 
 // NewExecution returns an execution that does not exist yet; Start creates it.
@@ -101,6 +104,10 @@ func LoadExecution(
 // LoadExecution, so that Indexed() compares a new value with what is stored, not with what the
 // component would compute today (a release may change how it derives them).
 func (e *Execution) SetStoredIndexed(f IndexedFields) { e.indexed = f }
+
+// SetRecoveredAt records when the engine may last have lost deferred writes of the execution
+// (Context.RecoveredAt).
+func (e *Execution) SetRecoveredAt(t time.Time) { e.recoveredAt = t }
 
 // Key returns the execution's key.
 func (e *Execution) Key() ExecutionKey { return e.key }
@@ -179,6 +186,10 @@ type Mutation struct {
 	CollectionDeletes []CollectionEntryKey
 	// Tasks added by the transaction, in the order they were added.
 	Tasks []*Task
+	// Deferred is set when the component asked for DeferWrite and the change is of the state
+	// alone: the engine may Apply it without writing it, and must then write the state with
+	// the execution's next written mutation (which carries the whole state anyway).
+	Deferred bool
 
 	stateMsg proto.Message
 }
@@ -318,6 +329,8 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	if vc, ok := c.(VisibilityComponent); ok {
 		m.Visibility = vc.Visibility()
 	}
+	m.Deferred = t.deferWrite && e.started && len(t.tasks) == 0 && len(t.puts) == 0 && len(t.deletes) == 0 &&
+		m.Lifecycle == e.lifecycle && m.Indexed == e.indexed && (m.Visibility == nil || m.Visibility.Equal(e.Visibility()))
 	for name, entries := range t.puts {
 		for key, value := range entries {
 			m.CollectionPuts = append(m.CollectionPuts, CollectionEntry{Collection: name, Key: key, Value: value})
@@ -383,15 +396,25 @@ func (e *Execution) Apply(m *Mutation) {
 	e.changed = make(chan struct{})
 }
 
+// PersistedState returns the state as Persisted does, without the collections.
+func (e *Execution) PersistedState() ([]byte, error) {
+	if e.encoded != nil {
+		return e.encoded, nil
+	}
+	state, err := (proto.MarshalOptions{Deterministic: true}).Marshal(e.state)
+	if err != nil {
+		return nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+	}
+	return state, nil
+}
+
 // Persisted returns the execution in the form the store keeps it, from which LoadExecution
 // rebuilds it (then SetStoredIndexed with Indexed()). An engine may hold this instead of the
 // execution while it is idle: the encoded state is a fraction of the decoded message's size.
 // Collection values are shared, not copied; they are never modified in place.
 func (e *Execution) Persisted() (state []byte, entries []CollectionEntry, err error) {
-	if state = e.encoded; state == nil {
-		if state, err = (proto.MarshalOptions{Deterministic: true}).Marshal(e.state); err != nil {
-			return nil, nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
-		}
+	if state, err = e.PersistedState(); err != nil {
+		return nil, nil, err
 	}
 	n := 0
 	for _, c := range e.collections {

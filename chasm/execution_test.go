@@ -115,6 +115,43 @@ func TestExecution(t *testing.T) {
 		require.Equal(t, []chasm.CollectionEntryKey{{Collection: "notes", Key: "note-00007"}}, delta.CollectionDeletes)
 	})
 
+	t.Run("DeferWriteIsHonouredOnlyForAChangeOfTheStateAlone", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		recovered := now.Add(-time.Hour)
+		exec.SetRecoveredAt(recovered)
+		update := func(fn func(chasm.MutableContext, *reminder.Reminder)) *chasm.Mutation {
+			m, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+				require.Equal(t, recovered, ctx.RecoveredAt())
+				fn(ctx, c.(*reminder.Reminder))
+				return nil
+			})
+			require.NoError(t, err)
+			return m
+		}
+		stateOnly := update(func(ctx chasm.MutableContext, r *reminder.Reminder) {
+			r.NotesCount += 10
+			ctx.DeferWrite()
+		})
+		require.True(t, stateOnly.Deferred)
+		require.False(t, update(func(_ chasm.MutableContext, r *reminder.Reminder) { r.NotesCount += 10 }).Deferred,
+			"not asked for")
+		require.False(t, update(func(ctx chasm.MutableContext, r *reminder.Reminder) {
+			r.AddNote(ctx, "n", "x")
+			ctx.DeferWrite()
+		}).Deferred, "a collection change")
+		require.False(t, update(func(ctx chasm.MutableContext, r *reminder.Reminder) {
+			require.NoError(t, reminder.TransitionScheduled.Apply(r, ctx, reminder.EventSchedule{Delay: time.Hour}))
+			ctx.DeferWrite()
+		}).Deferred, "a task")
+
+		// Applied, a deferred mutation is the committed state: its persisted form included.
+		exec.Apply(stateOnly)
+		state, _, err := exec.Persisted()
+		require.NoError(t, err)
+		require.Equal(t, stateOnly.State, state)
+	})
+
 	t.Run("DeleteExecution", func(t *testing.T) {
 		t.Parallel()
 		exec, now := newReminderExecution(t)

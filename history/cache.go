@@ -61,6 +61,9 @@ type cacheEntry struct {
 type loadedRun struct {
 	exec      *chasm.Execution
 	dbVersion int64
+	// unwritten is set while the run holds deferred changes the store does not have
+	// (chasm.Mutation.Deferred): its entry is not dropped until a write persists them.
+	unwritten bool
 
 	state   []byte
 	entries []chasm.CollectionEntry
@@ -172,6 +175,36 @@ func (c *executionCache) lock(ctx context.Context, key cacheKey) (*cacheEntry, f
 	}, nil
 }
 
+// unwrittenState returns the encoded state of run runID of key if the cache holds it with
+// deferred changes the store does not have yet; it waits for the execution lock if the entry is
+// in use, as a transaction would.
+func (c *executionCache) unwrittenState(ctx context.Context, key cacheKey, runID string) ([]byte, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	if !ok {
+		c.mu.Unlock()
+		return nil, false
+	}
+	if c.idle(e) {
+		defer c.mu.Unlock()
+		return e.unwrittenState(runID)
+	}
+	e.refs++
+	lock := e.lock
+	c.mu.Unlock()
+	select {
+	case lock <- struct{}{}:
+	case <-ctx.Done():
+		c.unref(e)
+		return nil, false
+	}
+	defer func() {
+		<-lock
+		c.unref(e)
+	}()
+	return e.unwrittenState(runID)
+}
+
 // addWaiter and removeWaiter bracket a PollComponent wait on e's current run.
 func (c *executionCache) addWaiter(e *cacheEntry) {
 	c.mu.Lock()
@@ -187,6 +220,12 @@ func (c *executionCache) removeWaiter(e *cacheEntry) {
 }
 
 func (c *executionCache) idle(e *cacheEntry) bool { return e.refs == 0 && e.waiters == 0 }
+
+// evictable reports whether an idle entry may be dropped: not while its run holds deferred
+// changes that only memory has.
+func (c *executionCache) evictable(e *cacheEntry) bool {
+	return c.idle(e) && (e.current == nil || !e.current.unwritten)
+}
 
 func (c *executionCache) unref(e *cacheEntry) {
 	c.mu.Lock()
@@ -213,13 +252,13 @@ func (c *executionCache) boundLocked(e *cacheEntry) {
 		}
 		c.decoded.Remove(victim.decodedElem)
 		victim.decodedElem = nil
-		if !victim.encode() {
+		if !victim.encode() && c.evictable(victim) {
 			c.removeLocked(victim) // could not encode: forget it, the store has it
 		}
 	}
 	for victim := c.lru.oldest; victim != nil && len(c.entries) > c.maxSize; {
 		next := victim.newer
-		if c.idle(victim) {
+		if c.evictable(victim) {
 			c.removeLocked(victim)
 		}
 		victim = next
@@ -255,6 +294,23 @@ func (e *cacheEntry) encode() bool {
 	run.state, run.entries, run.indexed, run.runID = state, entries, internIndexed(run.exec.Indexed()), run.exec.Key().RunID
 	run.exec = nil
 	return true
+}
+
+// unwrittenState is executionCache.unwrittenState for an entry the caller may read (its lock
+// held, or idle under executionCache.mu).
+func (e *cacheEntry) unwrittenState(runID string) ([]byte, bool) {
+	run := e.current
+	if !e.loaded || run == nil || !run.unwritten {
+		return nil, false
+	}
+	if run.exec == nil {
+		return run.state, run.runID == runID
+	}
+	if run.exec.Key().RunID != runID {
+		return nil, false
+	}
+	state, err := run.exec.PersistedState()
+	return state, err == nil
 }
 
 // internIndexed shares the strings of an idle run's indexed fields among the runs that have the

@@ -347,6 +347,14 @@ func (c *shardController) shardFor(namespaceID, businessID string) (*Shard, erro
 	return c.shard(id)
 }
 
+// ownedShard returns the shard of a business ID if this host holds it; nil otherwise.
+func (c *shardController) ownedShard(namespaceID, businessID string) *Shard {
+	id := shard.ForKey(namespaceID, businessID, c.engine.config.NumShards)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.shards[id]
+}
+
 func (c *shardController) shard(id int32) (*Shard, error) {
 	c.mu.RLock()
 	s, ok := c.shards[id]

@@ -441,7 +441,16 @@ func (e *Engine) ListExecutions(ctx context.Context, req chasm.ListRequest) (*ch
 	out := &chasm.ListResponse{NextPageToken: resp.NextPageToken}
 	for _, record := range resp.Executions {
 		key := chasm.ExecutionKey{NamespaceID: record.Key.NamespaceID, BusinessID: record.Key.BusinessID, RunID: record.Key.RunID}
-		c, err := rc.DecodeComponent(record.State)
+		state := record.State
+		// A run of a shard this host owns may hold deferred changes the store does not have
+		// yet: list what a read would show.
+		if shard := e.controller.ownedShard(key.NamespaceID, key.BusinessID); shard != nil {
+			ckey := cacheKey{archetypeID: record.Key.ArchetypeID, namespaceID: key.NamespaceID, businessID: key.BusinessID}
+			if unwritten, ok := shard.cache.unwrittenState(ctx, ckey, key.RunID); ok {
+				state = unwritten
+			}
+		}
+		c, err := rc.DecodeComponent(state)
 		if err != nil {
 			// One corrupt row must not hide every other: count it, log it, skip it.
 			metrics.CorruptExecutions.With(e.scope).Inc(1)

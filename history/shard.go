@@ -51,6 +51,10 @@ type Shard struct {
 	acquiredAt time.Time
 	takenOver  bool
 
+	// recoveredAt (Unix nanoseconds) is chasm.Context.RecoveredAt for every run of the shard:
+	// the acquisition, or the last time a failed write dropped a run with deferred changes.
+	recoveredAt atomic.Int64
+
 	// stale holds, for runs loaded with collection rows outside the packed layout (written
 	// by an older vigil), what the next collection change must rewrite (collections.go).
 	// Empty once every such run has changed a collection.
@@ -77,6 +81,7 @@ func newShard(engine *Engine, id int32, rangeID int64, released bool) *Shard {
 		acquiredAt: time.Now(),
 		takenOver:  !released,
 	}
+	s.recoveredAt.Store(engine.timeSource.Now().UnixNano())
 	s.timerQueue = tasks.NewTimerQueue(id, engine.store, (*shardTimerExecutor)(s), engine.scheduler,
 		engine.timeSource, engine.timerQueueOptions(rangeID, released), s.logger, engine.scope)
 	s.outboundQueue = tasks.NewOutboundQueue(id, &ceilingTaskStore{TaskStore: engine.store, shard: s},
@@ -183,7 +188,7 @@ func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, k
 			// Encoded by this process from a state it had decoded: not expected. The store
 			// has the run; read it again.
 			s.logger.Error("cached execution does not decode; reloading it", tag.BusinessID(key.BusinessID), tag.Error(err))
-			entry.loaded, entry.current = false, nil
+			s.forget(entry)
 		}
 	}
 	if !entry.loaded {
@@ -191,6 +196,9 @@ func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, k
 			release()
 			return nil, nil, err
 		}
+	}
+	if entry.current != nil {
+		entry.current.exec.SetRecoveredAt(s.recovered())
 	}
 	return entry, release, nil
 }
@@ -241,6 +249,7 @@ func (s *Shard) loadRun(ctx context.Context, rc *chasm.RegistrableComponent, key
 		return nil, serviceerror.NewDataLoss(err.Error())
 	}
 	exec.SetStoredIndexed(chasm.IndexedFields{Status: record.Indexed.Status, TaskQueue: record.Indexed.TaskQueue})
+	exec.SetRecoveredAt(s.recovered())
 	return &loadedRun{exec: exec, dbVersion: record.DBVersion}, nil
 }
 
@@ -264,12 +273,17 @@ func (s *Shard) write(
 	// Self-fenced (its membership renewals are too old), the host sends nothing more: another
 	// host may take the shard as soon as its row expires.
 	if s.lost.Load() || s.closing.Load() || !s.engine.controller.serving() {
-		if entry != nil {
-			entry.loaded, entry.current = false, nil
-		}
+		s.forget(entry)
 		return s.lostError()
 	}
 	exec := run.exec
+	if m.Deferred && entry != nil {
+		// A change of the state alone that the component let wait: applied in memory, written
+		// with the run's next write. The entry stays cached until then (unwritten).
+		exec.Apply(m)
+		run.unwritten = true
+		return nil
+	}
 	rc := exec.Archetype()
 	w := &persistence.ExecutionWrite{
 		ShardID:              s.id,
@@ -352,14 +366,16 @@ func (s *Shard) write(
 	}
 
 	if err := s.engine.committer.Write(ctx, w); err != nil {
-		if entry != nil {
-			entry.loaded, entry.current = false, nil
+		if entry == nil && run.unwritten {
+			s.dropUnwritten() // not the cached run: cannot happen, but never lose track
 		}
+		s.forget(entry)
 		exec.WakePollers() // its pollers would otherwise wait on a dropped execution
 		return s.storeError("WriteExecution", err)
 	}
 	exec.Apply(m)
 	run.dbVersion = w.NextDBVersion
+	run.unwritten = false
 	release()
 	if stale != nil || m.Deleted {
 		s.setStale(w.Key, nil)
@@ -378,6 +394,26 @@ func (s *Shard) write(
 	}
 	return nil
 }
+
+// forget drops the entry's run from memory, to be read from the store again; nil does nothing.
+func (s *Shard) forget(entry *cacheEntry) {
+	if entry == nil {
+		return
+	}
+	if run := entry.current; run != nil && run.unwritten {
+		s.dropUnwritten()
+	}
+	entry.loaded, entry.current = false, nil
+}
+
+// dropUnwritten records that a run's deferred changes were dropped from memory before they were
+// written: RecoveredAt moves, since any run of the shard loaded from now on may lack them.
+func (s *Shard) dropUnwritten() {
+	s.recoveredAt.Store(s.engine.timeSource.Now().UnixNano())
+}
+
+// recovered is chasm.Context.RecoveredAt for the shard's runs.
+func (s *Shard) recovered() time.Time { return time.Unix(0, s.recoveredAt.Load()) }
 
 // staleFor returns what the store holds of run key outside the packed layout; nil if nothing.
 func (s *Shard) staleFor(key persistence.ExecutionKey) *staleRows {

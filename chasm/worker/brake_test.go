@@ -46,6 +46,9 @@ func setupBrake(t *testing.T) *brakeBundle {
 	lib := worker.NewLibrary(config, rescheduler, tally.NoopScope, logger, worker.WithExpiryBrake(brake))
 	engine := chasmtest.NewEngine(t, chasmtest.NewRegistry(t, lib))
 	ts.TimeSource = engine.Clock()
+	// Every heartbeat written, so that a live worker's timer moves with its heartbeats and never
+	// fires: the counts of offered and held expiries below are those of silent workers alone.
+	dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "0s")
 	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeRecheck.Key(), time.Second)
 	dcClient.OverrideValue(dynamicconfig.ExpiryBrakeCooldown.Key(), 5*time.Second)
 	dcClient.OverrideNamespaceValue(dynamicconfig.ExpiryBrakeMinExpiries.Key(), testNamespace, 3)

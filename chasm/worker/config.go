@@ -26,6 +26,22 @@ attempt back.`,
 	)
 )
 
+// HeartbeatWriteInterval bounds how long a worker's heartbeats may be answered from memory.
+var HeartbeatWriteInterval = dynamicconfig.NewNamespaceDurationSetting(
+	"worker.heartbeatWriteInterval",
+	HeartbeatWriteIntervalDefault,
+	`How long a live worker's heartbeats may renew its lease in memory before one is written: a
+heartbeat that only moves the lease and the worker's snapshot is answered without a write
+while its deadline stays within this interval of the last written one's. A crash or a shard
+handoff loses at most this much of the snapshot (last heartbeat, slots); no lease that was
+granted is lost, since the next owner lets such a worker's lease run that much longer before
+it expires it. 0 writes every heartbeat.`,
+)
+
+// HeartbeatWriteIntervalDefault writes about one heartbeat in ten of a worker beating every
+// second, and delays at most this much the detection of a worker that dies as its shard moves.
+const HeartbeatWriteIntervalDefault = 10 * time.Second
+
 // OrphanDetectionGraceDefault covers a poll response or a completion in flight, and the
 // unbinds still queued just after a restart, with a wide margin on a loaded host.
 const OrphanDetectionGraceDefault = 5 * time.Second
@@ -59,6 +75,8 @@ type Config struct {
 	OrphanDetectionGrace   func(namespace string) time.Duration
 	// SuspectGracePeriod is worker.suspectGracePeriod (suspicion.go); nil: its default.
 	SuspectGracePeriod func(namespace string) time.Duration
+	// HeartbeatWriteInterval is worker.heartbeatWriteInterval; nil: every heartbeat is written.
+	HeartbeatWriteInterval func(namespace string) time.Duration
 }
 
 // NewConfig reads the settings from dynamic config.
@@ -79,7 +97,15 @@ func NewConfig(dc *dynamicconfig.Collection, numShards int32) *Config {
 		OrphanDetection:         OrphanDetection.Get(dc),
 		OrphanDetectionGrace:    OrphanDetectionGrace.Get(dc),
 		SuspectGracePeriod:      SuspectGracePeriod.Get(dc),
+		HeartbeatWriteInterval:  HeartbeatWriteInterval.Get(dc),
 	}
+}
+
+func (c *Config) heartbeatWriteInterval(namespace string) time.Duration {
+	if c.HeartbeatWriteInterval == nil {
+		return 0
+	}
+	return max(c.HeartbeatWriteInterval(namespace), 0)
 }
 
 func (c *Config) orphanGrace(namespace string) time.Duration {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,77 @@ func TestSuspicionSurvivesARestart(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, state(host, "w-dead").InactiveReason)
 	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-healthy").Status)
+}
+
+// TestUnwrittenHeartbeatsAfterARestart: heartbeats answered from memory are lost with the host,
+// but the leases they granted are not. After a restart (a clean one: no restart grace), a worker
+// whose last heartbeats were not written keeps its lease until the bound its last written
+// heartbeat set, and only a worker still silent then is declared dead.
+func TestUnwrittenHeartbeatsAfterARestart(t *testing.T) {
+	t.Parallel()
+	ts := clock.NewFakeTimeSource()
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcClient := dynamicconfig.NewMemoryClient()
+	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "0s")
+	dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "10s")
+	dc := dynamicconfig.NewCollection(dcClient, logger)
+	config := worker.NewConfig(dc, hostNumShards)
+	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
+	path := filepath.Join(t.TempDir(), "vigil.db")
+	start := func() (*historytest.Host, *worker.Handler) {
+		h := historytest.Start(t, historytest.Options{
+			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
+			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
+		})
+		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
+	}
+	beat := func(h *worker.Handler, key string) *workerpb.HeartbeatResult {
+		resp, err := h.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: "ns-id", Namespace: "ns",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat(key), LeaseDuration: durationpb.New(3 * time.Second)}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+		return resp.Results[0]
+	}
+	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
+		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
+		require.NoError(t, err)
+		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
+			return w.WorkerState, nil
+		})
+		require.NoError(t, err)
+		return s
+	}
+
+	host, handler := start()
+	t0 := ts.Now()
+	beat(handler, "w-1") // written: deadline t0+3s, bound t0+13s
+	var acked *workerpb.HeartbeatResult
+	for range 5 {
+		ts.Advance(time.Second)
+		acked = beat(handler, "w-1") // answered from memory
+	}
+	require.Equal(t, t0.Add(8*time.Second), acked.LeaseDeadline.AsTime())
+	host.Stop()
+
+	host, _ = start() // at t0+5s: the store has the deadline t0+3s, already past
+	deferred := func() (n int64) {
+		for _, c := range host.Scope.(tally.TestScope).Snapshot().Counters() {
+			if strings.HasSuffix(c.Name(), "timer_tasks_deferred") {
+				n += c.Value()
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return deferred() > 0 }, 10*time.Second, 5*time.Millisecond,
+		"the expiry timer stored at t0+3s fires and waits")
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-1").Status, "a granted lease is kept")
+
+	ts.Advance(5 * time.Second) // t0+10s: past the acknowledged deadline, within the bound
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-1").Status)
+	ts.Advance(3 * time.Second) // t0+13s: the bound
+	require.Eventually(t, func() bool {
+		return state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead at the bound")
 }

@@ -195,12 +195,20 @@ func (h *Handler) heartbeat(ctx context.Context, req *workerpb.RecordHeartbeatsR
 			if entry.ConflictToken != nil && entry.GetConflictToken() != w.ConflictToken {
 				return nil, &ConflictTokenMismatchError{WorkerInstanceKey: instanceKey, Sent: entry.GetConflictToken(), Current: w.ConflictToken}
 			}
+			claimed := false
 			if w.OwnerPrincipal == "" && !req.GetPrincipalIsAdmin() {
 				// The first authenticated heartbeat claims the worker. An admin's does not: it
 				// acts on behalf of others.
 				w.OwnerPrincipal = req.GetPrincipal()
+				claimed = w.OwnerPrincipal != ""
 			}
-			ev := EventHeartbeat{Heartbeat: hb, Lease: lease, Requested: entry.GetLeaseDuration().AsDuration() > 0}
+			ev := EventHeartbeat{Heartbeat: hb, Lease: lease, Requested: entry.GetLeaseDuration().AsDuration() > 0,
+				WriteInterval: h.config.heartbeatWriteInterval(namespace),
+				// What must be written whatever the lease: a claim, and the conflict token a
+				// client that sends one relies on (it would be refused after a crash that lost
+				// the token it was given). Binding changes and orphans are tasks and
+				// collection changes, which the engine always writes.
+				MayDefer: !claimed && entry.ConflictToken == nil}
 			if reported := hb.GetElapsedSinceLastHeartbeat().AsDuration(); entry.GetLeaseDuration() == nil && reported > 0 &&
 				w.Status == statusActive && w.LastHeartbeatTime != nil {
 				// The SDK reports the time since its previous beat was sent, which can be much

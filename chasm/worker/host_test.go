@@ -51,6 +51,13 @@ func startHost(t *testing.T, dcYAML string) *hostBundle {
 // (0: the default).
 func startHostCached(t *testing.T, dcYAML string, cacheDecoded int) *hostBundle {
 	t.Helper()
+	return startHostWithCache(t, dcYAML, 0, cacheDecoded)
+}
+
+// startHostWithCache is startHost with at most cacheSize business IDs cached per shard, of which
+// cacheDecoded are kept decoded (0: the defaults).
+func startHostWithCache(t *testing.T, dcYAML string, cacheSize, cacheDecoded int) *hostBundle {
+	t.Helper()
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	dcFile := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
 	require.NoError(t, os.WriteFile(dcFile, []byte(dcYAML), 0o600))
@@ -74,6 +81,7 @@ func startHostCached(t *testing.T, dcYAML string, cacheDecoded int) *hostBundle 
 		DynamicConfig:    dcClient,
 		Logger:           logger,
 		WrapStore:        writes.wrap,
+		CacheSize:        cacheSize,
 		CacheDecodedSize: cacheDecoded,
 		Services: func(e *history.Engine) []history.ServiceRegistration {
 			handler = worker.NewHandler(e, config, clock.NewRealTimeSource(), tally.NoopScope, logger)
@@ -292,9 +300,49 @@ matching.InactiveWorkerCleanupDelay:
 		require.Equal(t, time.Hour, slow.CleanupTime.AsTime().Sub(slow.InactiveTime.AsTime()), "other namespaces keep their delay")
 	})
 
+	t.Run("HeartbeatsWithinTheWriteIntervalAreAnsweredFromMemory", func(t *testing.T) {
+		t.Parallel()
+		b := startHost(t, "") // worker.heartbeatWriteInterval at its default, 10 s
+		minute := withLease(time.Minute)
+		first := b.beat("ns", "w-1", minute) // a registration is always written
+		b.writes.reset()
+		var last *workerpb.HeartbeatResult
+		for range 5 { // each deadline within 10 s of the first's
+			last = b.beat("ns", "w-1", minute)
+		}
+		require.Zero(t, b.writes.writesFor("w-1"), "plain heartbeats within the interval write nothing")
+		require.Equal(t, first.ConflictToken+5, last.ConflictToken)
+
+		// Reads and listings show the heartbeats the store does not have yet.
+		resp, err := b.handler.ListWorkers(context.Background(), &workerpb.ListWorkersRequest{NamespaceId: "ns-id", PageSize: 10})
+		require.NoError(t, err)
+		require.Len(t, resp.Workers, 1)
+		require.Equal(t, last.ConflictToken, resp.Workers[0].State.ConflictToken)
+		require.Equal(t, last.LeaseDeadline.AsTime(), resp.Workers[0].State.LeaseDeadline.AsTime())
+
+		// A deadline past the bound (here a longer lease) is written, with everything before it.
+		b.beat("ns", "w-1", withLease(2*time.Minute))
+		require.Equal(t, 1, b.writes.writesFor("w-1"))
+	})
+
+	t.Run("AWorkerWithUnwrittenHeartbeatsStaysCached", func(t *testing.T) {
+		t.Parallel()
+		b := startHostWithCache(t, "", 1, 1) // one business ID per shard
+		minute := withLease(time.Minute)
+		b.beat("ns", "w-0", minute)
+		acked := b.beat("ns", "w-0", minute) // answered from memory
+		// Every other worker of its shard would push it out of a cache of one.
+		for i := 1; i < 40; i++ {
+			b.beat("ns", fmt.Sprintf("w-%d", i), minute)
+		}
+		resp, err := b.handler.DescribeWorker(context.Background(), &workerpb.DescribeWorkerRequest{NamespaceId: "ns-id", WorkerInstanceKey: "w-0"})
+		require.NoError(t, err)
+		require.Equal(t, acked.ConflictToken, resp.Worker.State.ConflictToken, "the unwritten heartbeat was not dropped")
+	})
+
 	t.Run("PlainHeartbeatWritesTheSameBytesWith0Or10000BoundActivities", func(t *testing.T) {
 		t.Parallel()
-		b := startHost(t, "")
+		b := startHost(t, "worker.heartbeatWriteInterval:\n  - value: 0s\n") // every heartbeat written
 		var bindings []*workerpb.ActivityBinding
 		for i := range 10_000 {
 			bindings = append(bindings, binding(fmt.Sprintf("activity-%05d", i), 1))

@@ -35,6 +35,10 @@ type EventHeartbeat struct {
 	// it then replaces the current lease even when shorter. A lease the server derived from
 	// the SDK's interval never shortens an ACTIVE worker's current one (renewLease).
 	Requested bool
+	// WriteInterval is worker.heartbeatWriteInterval (0: write every heartbeat); MayDefer says
+	// the caller found nothing else in the heartbeat that must be written (renewLease).
+	WriteInterval time.Duration
+	MayDefer      bool
 }
 
 // Inactivation carries what becoming INACTIVE needs to know, read from config by the caller so
@@ -168,6 +172,12 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 			lease = durationpb.New(deadline.Sub(now))
 		}
 	}
+	// A heartbeat that only renews the lease of a worker whose timer fires before the new
+	// deadline may be answered from memory while that deadline stays within lease_bound: the
+	// timer does not move (when it fires it waits in memory for the deadline), and the next
+	// written heartbeat sets a new bound.
+	deferred := ev.MayDefer && ev.WriteInterval > 0 && w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) &&
+		!isSuspect(w.WorkerState) && w.LeaseTimerTime != nil && !w.LeaseTimerTime.AsTime().After(deadline)
 	if sentVsRecorded(w, ev.Heartbeat) >= 0 { // an older copy leaves the newer snapshot
 		recordHeartbeat(w, ev.Heartbeat)
 	}
@@ -176,6 +186,11 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	w.LeaseDeadline = timestamppb.New(deadline)
 	w.ConflictToken++
 	w.HeartbeatCount++
+	if deferred {
+		ctx.DeferWrite()
+		return
+	}
+	w.LeaseBound = timestamppb.New(deadline.Add(ev.WriteInterval))
 	// A heartbeat proves the worker alive: a connection suspicion ends (suspicion.go). The
 	// timer armed at the suspect deadline then re-arms at the new deadline when it fires.
 	clearSuspicion(w)

@@ -33,12 +33,25 @@ func (e *LeaseExpiryTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs cha
 }
 
 // Execute makes the worker INACTIVE and fans its activities out to their shards, unless
-// heartbeats extended the lease since the timer was armed: then it re-arms at the current
-// deadline. The deadline is the suspect deadline while the worker is under connection
-// suspicion (suspicion.go), and the worker then becomes INACTIVE with reason CONNECTION_LOST.
+// heartbeats extended the lease since the timer was armed: then the timer waits for the
+// current deadline, in memory if the heartbeats that moved it were not written (the timer
+// stays where the store has it), else re-armed there. The deadline is the suspect deadline
+// while the worker is under connection suspicion (suspicion.go), and the worker then becomes
+// INACTIVE with reason CONNECTION_LOST.
+//
+// A worker that has not beaten since the host may have lost unwritten heartbeats
+// (RecoveredAt: the shard was acquired, or a failed write dropped them) may have been granted
+// a deadline up to lease_bound by heartbeats this state lacks: its lease runs until then.
 func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) error {
 	deadline := EffectiveDeadline(w.WorkerState)
+	if bound := w.GetLeaseBound(); bound != nil && !isSuspect(w.WorkerState) &&
+		w.GetLastHeartbeatTime().AsTime().Before(ctx.RecoveredAt()) && bound.AsTime().After(deadline) {
+		deadline = bound.AsTime()
+	}
 	if deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
+		if w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) {
+			return chasm.DeferTask(deadline)
+		}
 		armLeaseTimer(w, ctx, deadline)
 		return nil
 	}

@@ -226,6 +226,7 @@ func TestLeaseTimer(t *testing.T) {
 	t.Run("AHeartbeatMovesTheTimerOnlyWhenItIsDueWithinHalfTheLease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		b.dc.OverrideValue(worker.HeartbeatWriteInterval.Key(), "0s") // every heartbeat written
 		start := b.engine.Now()
 		b.mustBeat("w1", withLease(10*time.Second))
 		require.Equal(t, []time.Time{start.Add(10 * time.Second)}, leaseTimers(b))
@@ -243,18 +244,52 @@ func TestLeaseTimer(t *testing.T) {
 		require.Equal(t, []time.Time{start.Add(16 * time.Second)}, leaseTimers(b))
 	})
 
+	t.Run("UnwrittenHeartbeatsLeaveTheTimerWhichWaitsInMemory", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t) // worker.heartbeatWriteInterval at its default, 10 s
+		start := b.engine.Now()
+		b.mustBeat("w1", withLease(3*time.Second)) // written: deadline 3 s, bound 13 s
+		require.Equal(t, []time.Time{start.Add(3 * time.Second)}, leaseTimers(b))
+		armed := b.engine.PendingTasksOfType("worker.leaseExpiry")[0]
+		for range 9 { // deadlines 4 s … 12 s: within the bound, answered from memory
+			b.engine.AdvanceTime(time.Second)
+			b.mustBeat("w1", withLease(3*time.Second))
+			require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		}
+		require.Same(t, armed, b.engine.PendingTasksOfType("worker.leaseExpiry")[0], "the timer was not rewritten")
+		require.Positive(t, b.engine.DeferredPureTasks(), "the timer fired, found the lease extended, and waited in memory")
+		state := b.describe("w1").State
+		require.Equal(t, start.Add(12*time.Second), state.LeaseDeadline.AsTime())
+		require.Equal(t, start.Add(13*time.Second), state.LeaseBound.AsTime())
+
+		// Past the bound the heartbeat is written: a new bound, and the timer moves.
+		b.engine.AdvanceTime(2 * time.Second)
+		b.mustBeat("w1", withLease(3*time.Second))
+		state = b.describe("w1").State
+		require.Equal(t, start.Add(24*time.Second), state.LeaseBound.AsTime())
+		require.Equal(t, []time.Time{start.Add(14 * time.Second)}, leaseTimers(b))
+
+		// Silent from here: found at its last deadline.
+		b.engine.AdvanceTime(3*time.Second - time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
+		b.engine.AdvanceTime(time.Millisecond)
+		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_INACTIVE, b.status("w1"))
+	})
+
 	t.Run("ATimerThatFiresBeforeTheDeadlineReArms", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		b.dc.OverrideValue(worker.HeartbeatWriteInterval.Key(), "0s") // every heartbeat written
 		start := b.engine.Now()
 		b.mustBeat("w1", withLease(10*time.Second))
 		b.engine.AdvanceTime(3 * time.Second)
 		b.mustBeat("w1", withLease(10*time.Second)) // deadline 13 s; the timer stays at 10 s
 
-		// The timer fires at the first lease's deadline, finds the lease extended and re-arms.
+		// The timer fires at the first lease's deadline, finds the lease extended and waits
+		// for it in memory.
 		b.engine.AdvanceTime(7 * time.Second)
 		require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, b.status("w1"))
-		require.Equal(t, []time.Time{start.Add(13 * time.Second)}, leaseTimers(b))
+		require.Equal(t, 1, b.engine.DeferredPureTasks())
 
 		// It expires at the last deadline, not a timer period later.
 		b.engine.AdvanceTime(3*time.Second - time.Millisecond)

@@ -143,9 +143,10 @@ var (
 	TimerTaskFailures = NewCounterDef("timer_task_failures",
 		"Failed executions of timer tasks (each is retried).", TagQueue).WithValues(TagQueue, "timer")
 	// TimerTasksDeferred counts timer tasks that declined to run and asked to be offered
-	// again later (the expiry brake's held lease expiries).
+	// again later (the expiry brake's held lease expiries, and expiry timers waiting for a
+	// lease that heartbeats answered from memory extended).
 	TimerTasksDeferred = NewCounterDef("timer_tasks_deferred",
-		"Timer tasks that declined to run and will be offered again (lease expiries held by the expiry brake).", TagQueue).
+		"Timer tasks that declined to run and will be offered again (lease expiries held by the expiry brake, or waiting for a lease that unwritten heartbeats extended).", TagQueue).
 		WithValues(TagQueue, "timer")
 	// TimerTasksSuperseded counts timer tasks skipped because a later one replaced them.
 	TimerTasksSuperseded = NewCounterDef("timer_tasks_superseded",

@@ -36,6 +36,8 @@ type Options struct {
 	Scope      tally.Scope
 	// CacheDecodedSize bounds the executions each shard keeps decoded (0: the default).
 	CacheDecodedSize int
+	// CacheSize bounds the business IDs each shard keeps cached (0: the default).
+	CacheSize int
 }
 
 // Host is a running history host.
@@ -106,7 +108,8 @@ func StartE(t testing.TB, opts Options) (*Host, error) {
 	scheduler.Start()
 
 	engine, err := history.NewEngine(history.EngineParams{
-		Config:        history.Config{NumShards: opts.NumShards, ExecutionCacheDecodedSize: opts.CacheDecodedSize},
+		Config: history.Config{NumShards: opts.NumShards,
+			ExecutionCacheSize: opts.CacheSize, ExecutionCacheDecodedSize: opts.CacheDecodedSize},
 		Registry:      registry,
 		Store:         store,
 		Committer:     committer,

@@ -31,8 +31,11 @@ import (
 //   - read at a linearization point r within [invoked, returned]:
 //   - INACTIVE is legal only if r may be past the lease: returned ≥ until. A read showing a
 //     worker INACTIVE while an acknowledged heartbeat's lease had not run out is illegal;
-//   - the last heartbeat time shown must be at least since − clockTolerance: an acknowledged
-//     heartbeat, once linearized before the read, is never lost or overwritten by an
+//   - the last heartbeat time shown must be at least since − lag − clockTolerance, where lag
+//     is worker.heartbeatWriteInterval: the owner answers a heartbeat that only renews the
+//     lease from memory and writes one at least that often, so a listing served from the
+//     store (another host's, or after a crash or a handoff) may show the last written
+//     heartbeat; an acknowledged heartbeat is never lost beyond that, nor overwritten by an
 //     older one;
 //   - ACTIVE is otherwise always legal: a lease may be found expired after its end.
 //
@@ -53,7 +56,7 @@ type leaseModelState struct{ until, since int64 }
 // processes (the suite's and a host's) around the same instant.
 const clockTolerance = 50 * time.Millisecond
 
-func leaseModel(minLease time.Duration) porcupine.Model {
+func leaseModel(minLease, lag time.Duration) porcupine.Model {
 	return porcupine.Model{
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 			byKey := map[int][]porcupine.Operation{}
@@ -80,7 +83,7 @@ func leaseModel(minLease time.Duration) porcupine.Model {
 			if op.inactive && op.returned < s.until {
 				return false, s
 			}
-			if op.lastHeartbeat < s.since-int64(clockTolerance) {
+			if op.lastHeartbeat < s.since-int64(lag+clockTolerance) {
 				return false, s
 			}
 			return true, s
@@ -161,19 +164,19 @@ func (h *leaseHistory) lastAcknowledged() map[string]time.Time {
 
 // check runs porcupine over the history: ok, or the workers whose history is not
 // linearizable (or could not be decided within timeout).
-func (h *leaseHistory) check(minLease, timeout time.Duration) (ops int, bad []string) {
+func (h *leaseHistory) check(minLease, lag, timeout time.Duration) (ops int, bad []string) {
 	h.mu.Lock()
 	ops = len(h.ops)
 	history := append([]porcupine.Operation(nil), h.ops...)
 	keys := append([]string(nil), h.keys...)
 	h.mu.Unlock()
-	model := leaseModel(minLease)
+	model := leaseModel(minLease, lag)
 	for _, part := range model.Partition(history) {
 		switch porcupine.CheckOperationsTimeout(model, part, timeout) {
 		case porcupine.Ok:
 		case porcupine.Illegal:
 			bad = append(bad, fmt.Sprintf("worker %s: its history is not linearizable against the lease model%s",
-				keys[part[0].ClientId], explain(part, minLease)))
+				keys[part[0].ClientId], explain(part, minLease, lag)))
 		default:
 			bad = append(bad, fmt.Sprintf("worker %s: porcupine could not decide within %v", keys[part[0].ClientId], timeout))
 		}
@@ -183,7 +186,7 @@ func (h *leaseHistory) check(minLease, timeout time.Duration) (ops int, bad []st
 
 // explain names a read of part that breaks the model against the heartbeats that returned
 // before it was invoked (those every linearization puts first), if one does.
-func explain(part []porcupine.Operation, minLease time.Duration) string {
+func explain(part []porcupine.Operation, minLease, lag time.Duration) string {
 	for _, r := range part {
 		read := r.Input.(leaseModelOp)
 		if read.heartbeat {
@@ -200,9 +203,9 @@ func explain(part []porcupine.Operation, minLease time.Duration) string {
 		case read.inactive && read.returned < until:
 			return fmt.Sprintf(": listed INACTIVE at %s, %v before the lease of a heartbeat acknowledged earlier could run out",
 				at, time.Duration(until-read.returned).Round(time.Millisecond))
-		case read.lastHeartbeat < since-int64(clockTolerance):
-			return fmt.Sprintf(": listed at %s with a last heartbeat %v older than one acknowledged before the listing",
-				at, time.Duration(since-read.lastHeartbeat).Round(time.Millisecond))
+		case read.lastHeartbeat < since-int64(lag+clockTolerance):
+			return fmt.Sprintf(": listed at %s with a last heartbeat %v older than one acknowledged before the listing (%v allowed)",
+				at, time.Duration(since-read.lastHeartbeat).Round(time.Millisecond), lag)
 		}
 	}
 	return ""

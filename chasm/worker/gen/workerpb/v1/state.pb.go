@@ -264,6 +264,13 @@ type WorkerState struct {
 	// after consecutive failures. last_suspected is when the last one was raised.
 	SuspectStreak int32                  `protobuf:"varint,45,opt,name=suspect_streak,json=suspectStreak,proto3" json:"suspect_streak,omitempty"`
 	LastSuspected *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=last_suspected,json=lastSuspected,proto3" json:"last_suspected,omitempty"`
+	// The latest lease deadline a heartbeat may grant without writing the worker
+	// (worker.heartbeatWriteInterval): set by each written heartbeat to its deadline plus that
+	// interval. No heartbeat acknowledged while this state is the stored one granted a later
+	// deadline, so a host that may have lost unwritten heartbeats (a crash, a shard handoff)
+	// lets the worker's lease run until here before it expires it. Unset: every heartbeat of the
+	// worker was written.
+	LeaseBound    *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=lease_bound,json=leaseBound,proto3" json:"lease_bound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +553,13 @@ func (x *WorkerState) GetSuspectStreak() int32 {
 func (x *WorkerState) GetLastSuspected() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastSuspected
+	}
+	return nil
+}
+
+func (x *WorkerState) GetLeaseBound() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseBound
 	}
 	return nil
 }
@@ -990,7 +1004,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\x9f\x10\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xdc\x10\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -1029,7 +1043,9 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x11suspicions_raised\x18+ \x01(\x03R\x10suspicionsRaised\x12-\n" +
 	"\x12suspicions_cleared\x18, \x01(\x03R\x11suspicionsCleared\x12%\n" +
 	"\x0esuspect_streak\x18- \x01(\x05R\rsuspectStreak\x12A\n" +
-	"\x0elast_suspected\x18. \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuspected\"\xe0\x01\n" +
+	"\x0elast_suspected\x18. \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuspected\x12;\n" +
+	"\vlease_bound\x182 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"leaseBound\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -1125,16 +1141,17 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	2,  // 16: vigil.worker.v1.WorkerState.suspect_reason:type_name -> vigil.worker.v1.SuspectReason
 	12, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
 	12, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
-	12, // 19: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	4,  // 20: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	12, // 21: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	12, // 22: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
-	9,  // 23: vigil.worker.v1.ActivityRescheduleFanOutTask.batches:type_name -> vigil.worker.v1.ActivityRescheduleTask
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	12, // 19: vigil.worker.v1.WorkerState.lease_bound:type_name -> google.protobuf.Timestamp
+	12, // 20: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	4,  // 21: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	12, // 22: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	12, // 23: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	9,  // 24: vigil.worker.v1.ActivityRescheduleFanOutTask.batches:type_name -> vigil.worker.v1.ActivityRescheduleTask
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
