@@ -189,6 +189,9 @@ func TestClusterBrakeSeesAnotherHostBehind(t *testing.T) {
 	opts := testcluster.Options{NumShards: clusterShards, Postgres: pg, DynamicConfig: map[dynamicconfig.Key]any{
 		dynamicconfig.ExpiryBrakeQueueDelay.Key(): "300ms",
 		dynamicconfig.ExpiryBrakeCooldown.Key():   "1s",
+		// Every heartbeat written, so that host 1's slow writes hold its heartbeats back: the
+		// ones answered from memory would not wait for them.
+		worker.HeartbeatWriteInterval.Key(): "0s",
 	}}
 	opts1, opts2 := opts, opts
 	opts1.HostID, opts1.SlowWrites = "host-1", slow

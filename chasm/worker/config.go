@@ -32,7 +32,8 @@ var HeartbeatWriteInterval = dynamicconfig.NewNamespaceDurationSetting(
 	HeartbeatWriteIntervalDefault,
 	`How long a live worker's heartbeats may renew its lease in memory before one is written: a
 heartbeat that only moves the lease and the worker's snapshot is answered without a write
-while its deadline stays within this interval of the last written one's. A crash or a shard
+while it comes within this interval of the last written one and its deadline within this
+interval of that one's. A crash or a shard
 handoff loses at most this much of the snapshot (last heartbeat, slots); no lease that was
 granted is lost, since the next owner lets such a worker's lease run that much longer before
 it expires it. 0 writes every heartbeat.`,

@@ -173,10 +173,12 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 		}
 	}
 	// A heartbeat that only renews the lease of a worker whose timer fires before the new
-	// deadline may be answered from memory while that deadline stays within lease_bound: the
-	// timer does not move (when it fires it waits in memory for the deadline), and the next
-	// written heartbeat sets a new bound.
+	// deadline may be answered from memory within the write interval of the last written
+	// heartbeat, while its deadline stays within lease_bound: the timer does not move (when it
+	// fires it waits in memory for the deadline), and the next written heartbeat sets a new
+	// bound.
 	deferred := ev.MayDefer && ev.WriteInterval > 0 && w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) &&
+		w.WrittenHeartbeatTime != nil && now.Sub(w.WrittenHeartbeatTime.AsTime()) < ev.WriteInterval &&
 		!isSuspect(w.WorkerState) && w.LeaseTimerTime != nil && !w.LeaseTimerTime.AsTime().After(deadline)
 	if sentVsRecorded(w, ev.Heartbeat) >= 0 { // an older copy leaves the newer snapshot
 		recordHeartbeat(w, ev.Heartbeat)
@@ -191,6 +193,7 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 		return
 	}
 	w.LeaseBound = timestamppb.New(deadline.Add(ev.WriteInterval))
+	w.WrittenHeartbeatTime = w.LastHeartbeatTime
 	// A heartbeat proves the worker alive: a connection suspicion ends (suspicion.go). The
 	// timer armed at the suspect deadline then re-arms at the new deadline when it fires.
 	clearSuspicion(w)

@@ -270,9 +270,13 @@ type WorkerState struct {
 	// deadline, so a host that may have lost unwritten heartbeats (a crash, a shard handoff)
 	// lets the worker's lease run until here before it expires it. Unset: every heartbeat of the
 	// worker was written.
-	LeaseBound    *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=lease_bound,json=leaseBound,proto3" json:"lease_bound,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseBound *timestamppb.Timestamp `protobuf:"bytes,50,opt,name=lease_bound,json=leaseBound,proto3" json:"lease_bound,omitempty"`
+	// Server time of the last written heartbeat: later ones are answered from memory only
+	// within worker.heartbeatWriteInterval of it, so the stored snapshot is never older than that
+	// by more than the interval.
+	WrittenHeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=written_heartbeat_time,json=writtenHeartbeatTime,proto3" json:"written_heartbeat_time,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *WorkerState) Reset() {
@@ -560,6 +564,13 @@ func (x *WorkerState) GetLastSuspected() *timestamppb.Timestamp {
 func (x *WorkerState) GetLeaseBound() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LeaseBound
+	}
+	return nil
+}
+
+func (x *WorkerState) GetWrittenHeartbeatTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WrittenHeartbeatTime
 	}
 	return nil
 }
@@ -1004,7 +1015,7 @@ var File_chasm_worker_proto_v1_state_proto protoreflect.FileDescriptor
 
 const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xdc\x10\n" +
+	"!chasm/worker/proto/v1/state.proto\x12\x0fvigil.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$temporal/api/worker/v1/message.proto\"\xae\x11\n" +
 	"\vWorkerState\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.WorkerStatusR\x06status\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12N\n" +
@@ -1045,7 +1056,8 @@ const file_chasm_worker_proto_v1_state_proto_rawDesc = "" +
 	"\x0esuspect_streak\x18- \x01(\x05R\rsuspectStreak\x12A\n" +
 	"\x0elast_suspected\x18. \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuspected\x12;\n" +
 	"\vlease_bound\x182 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"leaseBound\"\xe0\x01\n" +
+	"leaseBound\x12P\n" +
+	"\x16written_heartbeat_time\x183 \x01(\v2\x1a.google.protobuf.TimestampR\x14writtenHeartbeatTime\"\xe0\x01\n" +
 	"\rBoundActivity\x12!\n" +
 	"\fnamespace_id\x18\x01 \x01(\tR\vnamespaceId\x12\x1f\n" +
 	"\vactivity_id\x18\x02 \x01(\tR\n" +
@@ -1142,16 +1154,17 @@ var file_chasm_worker_proto_v1_state_proto_depIdxs = []int32{
 	12, // 17: vigil.worker.v1.WorkerState.suspect_deadline:type_name -> google.protobuf.Timestamp
 	12, // 18: vigil.worker.v1.WorkerState.last_suspected:type_name -> google.protobuf.Timestamp
 	12, // 19: vigil.worker.v1.WorkerState.lease_bound:type_name -> google.protobuf.Timestamp
-	12, // 20: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
-	4,  // 21: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
-	12, // 22: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
-	12, // 23: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
-	9,  // 24: vigil.worker.v1.ActivityRescheduleFanOutTask.batches:type_name -> vigil.worker.v1.ActivityRescheduleTask
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	12, // 20: vigil.worker.v1.WorkerState.written_heartbeat_time:type_name -> google.protobuf.Timestamp
+	12, // 21: vigil.worker.v1.BoundActivity.bound_time:type_name -> google.protobuf.Timestamp
+	4,  // 22: vigil.worker.v1.ActivityRescheduleTask.activities:type_name -> vigil.worker.v1.BoundActivity
+	12, // 23: vigil.worker.v1.ActivityRescheduleTask.inactive_time:type_name -> google.protobuf.Timestamp
+	12, // 24: vigil.worker.v1.ActivityRescheduleTask.suspect_since:type_name -> google.protobuf.Timestamp
+	9,  // 25: vigil.worker.v1.ActivityRescheduleFanOutTask.batches:type_name -> vigil.worker.v1.ActivityRescheduleTask
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_chasm_worker_proto_v1_state_proto_init() }
