@@ -21,26 +21,54 @@ import (
 	"github.com/vigilhq/vigil/history/historytest"
 )
 
+// restartable is a history host over one SQLite file that a test stops and starts again, on
+// a fake clock.
+type restartable struct {
+	t        *testing.T
+	ts       *clock.FakeTimeSource
+	dcClient *dynamicconfig.MemoryClient
+	config   *worker.Config
+	lib      *worker.Library
+	path     string
+	logger   *zap.Logger
+}
+
+func newRestartable(t *testing.T) *restartable {
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	dcClient := dynamicconfig.NewMemoryClient()
+	config := worker.NewConfig(dynamicconfig.NewCollection(dcClient, logger), hostNumShards)
+	return &restartable{t: t, ts: clock.NewFakeTimeSource(), dcClient: dcClient, config: config, logger: logger,
+		lib: worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger), path: filepath.Join(t.TempDir(), "vigil.db")}
+}
+
+// start starts the host on the file, with a handler.
+func (r *restartable) start() (*historytest.Host, *worker.Handler) {
+	h := historytest.Start(r.t, historytest.Options{
+		Path: r.path, NumShards: hostNumShards, Libraries: []chasm.Library{r.lib},
+		DynamicConfig: r.dcClient, TimeSource: r.ts, Logger: r.logger,
+	})
+	return h, worker.NewHandler(h.Engine, r.config, r.ts, tally.NoopScope, r.logger)
+}
+
+// state reads worker key's state on h.
+func (r *restartable) state(h *historytest.Host, key string) *workerpb.WorkerState {
+	ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
+	require.NoError(r.t, err)
+	s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
+		return w.WorkerState, nil
+	})
+	require.NoError(r.t, err)
+	return s
+}
+
 // TestLeaseGraceAfterRestart: leases that ran out while the server was down are not declared
 // dead the moment it comes back. A worker that heartbeats within the grace keeps its work; one
 // that stays silent is declared INACTIVE once the grace has passed.
 func TestLeaseGraceAfterRestart(t *testing.T) {
 	t.Parallel()
-	ts := clock.NewFakeTimeSource()
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	dcClient := dynamicconfig.NewMemoryClient()
-	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "30s")
-	dc := dynamicconfig.NewCollection(dcClient, logger)
-	config := worker.NewConfig(dc, hostNumShards)
-	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	start := func() (*historytest.Host, *worker.Handler) {
-		h := historytest.Start(t, historytest.Options{
-			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
-			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
-		})
-		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
-	}
+	r := newRestartable(t)
+	r.dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "30s")
+	ts, start := r.ts, r.start
 	beat := func(h *worker.Handler, key string) {
 		resp, err := h.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
 			NamespaceId: "ns-id", Namespace: "ns",
@@ -49,16 +77,7 @@ func TestLeaseGraceAfterRestart(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, resp.Results[0].Error)
 	}
-	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
-		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
-		require.NoError(t, err)
-		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
-			return w.WorkerState, nil
-		})
-		require.NoError(t, err)
-		return s
-	}
-	status := func(h *historytest.Host, key string) workerpb.WorkerStatus { return state(h, key).Status }
+	status := func(h *historytest.Host, key string) workerpb.WorkerStatus { return r.state(h, key).Status }
 
 	host, handler := start()
 	beat(handler, "w-alive")
@@ -76,7 +95,7 @@ func TestLeaseGraceAfterRestart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return status(host, "w-dead") == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
 	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead once the grace is over")
-	alive := state(host, "w-alive")
+	alive := r.state(host, "w-alive")
 	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, alive.Status)
 	require.Zero(t, alive.InactiveEpoch, "the reconnected worker was never declared dead")
 }
@@ -86,31 +105,10 @@ func TestLeaseGraceAfterRestart(t *testing.T) {
 // unless it is seen again; a worker that was not suspect is not made one.
 func TestSuspicionSurvivesARestart(t *testing.T) {
 	t.Parallel()
-	ts := clock.NewFakeTimeSource()
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	dcClient := dynamicconfig.NewMemoryClient()
-	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "5s")
-	dcClient.OverrideValue(worker.SuspectGracePeriod.Key(), "1s")
-	dc := dynamicconfig.NewCollection(dcClient, logger)
-	config := worker.NewConfig(dc, hostNumShards)
-	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	start := func() (*historytest.Host, *worker.Handler) {
-		h := historytest.Start(t, historytest.Options{
-			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
-			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
-		})
-		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
-	}
-	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
-		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
-		require.NoError(t, err)
-		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
-			return w.WorkerState, nil
-		})
-		require.NoError(t, err)
-		return s
-	}
+	r := newRestartable(t)
+	r.dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "5s")
+	r.dcClient.OverrideValue(worker.SuspectGracePeriod.Key(), "1s")
+	ts, start, state := r.ts, r.start, r.state
 	host, handler := start()
 	for _, key := range []string{"w-dead", "w-healthy"} {
 		resp, err := handler.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
@@ -147,22 +145,10 @@ func TestSuspicionSurvivesARestart(t *testing.T) {
 // heartbeat set, and only a worker still silent then is declared dead.
 func TestUnwrittenHeartbeatsAfterARestart(t *testing.T) {
 	t.Parallel()
-	ts := clock.NewFakeTimeSource()
-	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	dcClient := dynamicconfig.NewMemoryClient()
-	dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "0s")
-	dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "10s")
-	dc := dynamicconfig.NewCollection(dcClient, logger)
-	config := worker.NewConfig(dc, hostNumShards)
-	lib := worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)
-	path := filepath.Join(t.TempDir(), "vigil.db")
-	start := func() (*historytest.Host, *worker.Handler) {
-		h := historytest.Start(t, historytest.Options{
-			Path: path, NumShards: hostNumShards, Libraries: []chasm.Library{lib},
-			DynamicConfig: dcClient, TimeSource: ts, Logger: logger,
-		})
-		return h, worker.NewHandler(h.Engine, config, ts, tally.NoopScope, logger)
-	}
+	r := newRestartable(t)
+	r.dcClient.OverrideValue(dynamicconfig.LeaseExpiryGraceAfterRestart.Key(), "0s")
+	r.dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "10s")
+	ts, start := r.ts, r.start
 	beat := func(h *worker.Handler, key string) *workerpb.HeartbeatResult {
 		resp, err := h.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
 			NamespaceId: "ns-id", Namespace: "ns",
@@ -172,16 +158,6 @@ func TestUnwrittenHeartbeatsAfterARestart(t *testing.T) {
 		require.Nil(t, resp.Results[0].Error)
 		return resp.Results[0]
 	}
-	state := func(h *historytest.Host, key string) *workerpb.WorkerState {
-		ref, err := chasm.NewRef[*worker.Worker](h.Engine, chasm.ExecutionKey{NamespaceID: "ns-id", BusinessID: key})
-		require.NoError(t, err)
-		s, err := chasm.ReadComponent(context.Background(), h.Engine, ref, func(_ chasm.Context, w *worker.Worker) (*workerpb.WorkerState, error) {
-			return w.WorkerState, nil
-		})
-		require.NoError(t, err)
-		return s
-	}
-
 	host, handler := start()
 	t0 := ts.Now()
 	beat(handler, "w-1") // written: deadline t0+3s, bound t0+13s
@@ -204,12 +180,12 @@ func TestUnwrittenHeartbeatsAfterARestart(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return deferred() > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the expiry timer stored at t0+3s fires and waits")
-	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-1").Status, "a granted lease is kept")
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, r.state(host, "w-1").Status, "a granted lease is kept")
 
 	ts.Advance(5 * time.Second) // t0+10s: past the acknowledged deadline, within the bound
-	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, state(host, "w-1").Status)
+	require.Equal(t, workerpb.WorkerStatus_WORKER_STATUS_ACTIVE, r.state(host, "w-1").Status)
 	ts.Advance(3 * time.Second) // t0+13s: the bound
 	require.Eventually(t, func() bool {
-		return state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+		return r.state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
 	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead at the bound")
 }
