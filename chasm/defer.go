@@ -8,9 +8,10 @@ import (
 
 // DeferTask is what a pure task's executor returns to decline to run now and be offered again
 // at until: the transaction is discarded (nothing is written), the task stays as it is, valid,
-// and the host holds it in memory until then. It is for executors that must wait on something
-// outside the execution (the expiry brake) without writing anything while they wait; the task
-// still makes its validator false once it does run.
+// and the host holds it in memory until then. It is for executors that must wait without
+// writing anything while they wait: on something outside the execution (the expiry brake), or
+// for a time that changes made in memory moved (DeferWrite), where re-arming the task would be
+// a write. The task still makes its validator false once it does run.
 func DeferTask(until time.Time) error {
 	return &DeferredError{Until: until}
 }
