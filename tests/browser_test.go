@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,13 +140,16 @@ func startBrowser(t *testing.T, path string) *browser {
 		"--no-first-run", "--no-default-browser-check", "--hide-scrollbars", "--remote-debugging-pipe",
 		"--user-data-dir="+t.TempDir(), "about:blank")
 	cmd.ExtraFiles = []*os.File{inR, outW} // fd 3: commands in, fd 4: replies out
+	// Its own process group: chromium's renderer and utility processes outlive a kill of the
+	// browser process alone, and keep writing to the profile that t.TempDir then removes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
 	_ = inR.Close()
 	_ = outW.Close()
 	b := &browser{toPipe: inW, waiting: make(map[int]chan cdpReply)}
 	t.Cleanup(func() {
 		_ = inW.Close()
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	go func() {
