@@ -151,16 +151,17 @@ var (
 // may shorten the lease: the default lease of a worker's first beat gives way to three of its
 // intervals at its second.
 //
-// The worker keeps one expiry timer (LeaseExpiryTask is a singleton), and a heartbeat moves it
-// only when it must or soon would:
+// The worker keeps one expiry timer (LeaseExpiryTask is a singleton), and a written heartbeat
+// moves it only when it must or soon would:
 //   - none is pending (first heartbeat, resurrection, a worker stored before lease_timer_time
 //     existed), or the pending one fires after the new, shorter deadline;
 //   - the pending one fires within half the new lease, likely before the next heartbeat.
 //
-// Otherwise the heartbeat writes only the worker's state. A timer that fires while the lease
-// has been extended re-arms itself at the deadline then current (LeaseExpiryTaskExecutor), so
-// detection stays exact. With the usual lease of three heartbeat intervals, every other
-// heartbeat carries the timer and a live worker's timer never fires.
+// Otherwise the heartbeat writes only the worker's state, and one answered from memory moves
+// nothing. A timer that fires while the lease has been extended waits in memory for the
+// deadline then current (LeaseExpiryTaskExecutor), so detection stays exact. With every
+// heartbeat written and the usual lease of three heartbeat intervals, every other heartbeat
+// carries the timer and a live worker's timer never fires.
 func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep bool) {
 	now := ctx.Now()
 	deadline := now.Add(ev.Lease)
@@ -195,7 +196,7 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	w.LeaseBound = timestamppb.New(deadline.Add(ev.WriteInterval))
 	w.WrittenHeartbeatTime = w.LastHeartbeatTime
 	// A heartbeat proves the worker alive: a connection suspicion ends (suspicion.go). The
-	// timer armed at the suspect deadline then re-arms at the new deadline when it fires.
+	// timer armed at the suspect deadline then waits for the new deadline when it fires.
 	clearSuspicion(w)
 	if w.LeaseTimerTime == nil {
 		armLeaseTimer(w, ctx, deadline)
