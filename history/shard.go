@@ -366,9 +366,6 @@ func (s *Shard) write(
 	}
 
 	if err := s.engine.committer.Write(ctx, w); err != nil {
-		if entry == nil && run.unwritten {
-			s.dropUnwritten() // not the cached run: cannot happen, but never lose track
-		}
 		s.forget(entry)
 		exec.WakePollers() // its pollers would otherwise wait on a dropped execution
 		return s.storeError("WriteExecution", err)
@@ -401,15 +398,11 @@ func (s *Shard) forget(entry *cacheEntry) {
 		return
 	}
 	if run := entry.current; run != nil && run.unwritten {
-		s.dropUnwritten()
+		// Its deferred changes are dropped unwritten: RecoveredAt moves, since any run of the
+		// shard loaded from now on may lack them.
+		s.recoveredAt.Store(s.engine.timeSource.Now().UnixNano())
 	}
 	entry.loaded, entry.current = false, nil
-}
-
-// dropUnwritten records that a run's deferred changes were dropped from memory before they were
-// written: RecoveredAt moves, since any run of the shard loaded from now on may lack them.
-func (s *Shard) dropUnwritten() {
-	s.recoveredAt.Store(s.engine.timeSource.Now().UnixNano())
 }
 
 // recovered is chasm.Context.RecoveredAt for the shard's runs.
