@@ -49,7 +49,7 @@ func activityListInfo(l *activitypb.ListedActivity, info *activityv1.ActivityExe
 		Status:            info.GetStatus(),
 		TaskQueue:         info.GetTaskQueue(),
 		ExecutionDuration: info.GetExecutionDuration(),
-		ExecutionTime:     info.GetScheduleTime(),
+		ExecutionTime:     info.GetExecutionTime(),
 		SearchAttributes:  searchAttributesOf(l.GetState()),
 		// The listing carries each run's stored state, so the count comes with it: no
 		// visibility column is needed.

@@ -37,13 +37,7 @@ func TestVisibilityBackfilledAtStart(t *testing.T) {
 	}
 	cluster.Stop()
 
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	for _, stmt := range []string{`DELETE FROM visibility`, `DELETE FROM visibility_attributes`, `DELETE FROM visibility_backfill`} {
-		_, err := db.ExecContext(ctx, stmt)
-		require.NoError(t, err, stmt)
-	}
-	require.NoError(t, db.Close())
+	emptyVisibilityTables(t, ctx, path)
 
 	cluster = testcluster.New(t, testcluster.Options{Path: path})
 	c = dialSDK(t, cluster.Address())
@@ -58,4 +52,18 @@ func TestVisibilityBackfilledAtStart(t *testing.T) {
 	count, err := c.CountActivities(ctx, client.CountActivitiesOptions{Query: `TaskQueue = "backfill-nobody-polls"`})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, count.Count)
+}
+
+// emptyVisibilityTables leaves the stopped server's database as a binary that predates its
+// visibility tables (or a migration that rebuilds them) does: no visibility rows, and no
+// archetype backfilled.
+func emptyVisibilityTables(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	for _, stmt := range []string{`DELETE FROM visibility`, `DELETE FROM visibility_attributes`, `DELETE FROM visibility_backfill`} {
+		_, err := db.ExecContext(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
 }

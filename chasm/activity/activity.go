@@ -60,7 +60,8 @@ func (a *Activity) IndexedFields() chasm.IndexedFields {
 // Visibility implements chasm.VisibilityComponent: what ListActivityExecutions filters, sorts
 // and groups by, as the frontend's queries name it (frontend/query: ActivityType, TaskQueue,
 // WorkerInstanceKey of the running attempt, the public ExecutionStatus, StartTime (the
-// schedule time), CloseTime, and the custom search attributes the start set).
+// schedule time), ExecutionTime (the schedule time plus the start delay), CloseTime, and the
+// custom search attributes the start set).
 func (a *Activity) Visibility() *visibility.Record {
 	r := &visibility.Record{
 		TypeName:   a.GetActivityType().GetName(),
@@ -73,6 +74,7 @@ func (a *Activity) Visibility() *visibility.Record {
 	}
 	if t := a.GetScheduleTime(); t != nil {
 		r.StartTime = t.AsTime()
+		r.ExecutionTime = r.StartTime.Add(a.GetStartDelay().AsDuration())
 	}
 	if t := a.GetCloseTime(); t != nil {
 		r.CloseTime = t.AsTime()

@@ -28,7 +28,7 @@ type Order struct {
 // Column is a system column of a Record.
 type Column string
 
-// The system columns. ColumnStartTime also serves Temporal's ExecutionTime.
+// The system columns.
 const (
 	ColumnBusinessID        Column = "BusinessId"
 	ColumnRunID             Column = "RunId"
@@ -37,6 +37,7 @@ const (
 	ColumnWorkerInstanceKey Column = "WorkerInstanceKey"
 	ColumnStatus            Column = "Status"
 	ColumnStartTime         Column = "StartTime"
+	ColumnExecutionTime     Column = "ExecutionTime"
 	ColumnCloseTime         Column = "CloseTime"
 	ColumnDuration          Column = "ExecutionDuration"
 )
@@ -146,7 +147,7 @@ func (f Field) check() error {
 	}
 	switch f.Column {
 	case ColumnBusinessID, ColumnRunID, ColumnTypeName, ColumnTaskQueue, ColumnWorkerInstanceKey,
-		ColumnStatus, ColumnStartTime, ColumnCloseTime, ColumnDuration:
+		ColumnStatus, ColumnStartTime, ColumnExecutionTime, ColumnCloseTime, ColumnDuration:
 		return nil
 	}
 	return fmt.Errorf("visibility query: unknown column %q", f.Column)

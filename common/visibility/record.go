@@ -29,9 +29,12 @@ type Record struct {
 	WorkerInstanceKey string
 	// Status is the public execution status (an enumspb.ActivityExecutionStatus).
 	Status int32
-	// StartTime and CloseTime are zero when unknown (CloseTime: while running).
-	StartTime time.Time
-	CloseTime time.Time
+	// StartTime, ExecutionTime and CloseTime are zero when unknown (CloseTime: while running).
+	// ExecutionTime is when the execution may first run: an activity's schedule time plus its
+	// start delay, as Temporal's execution_time.
+	StartTime     time.Time
+	ExecutionTime time.Time
+	CloseTime     time.Time
 	// Attributes are the custom search attributes, sorted by name.
 	Attributes []Attribute
 }
@@ -65,7 +68,8 @@ func (r *Record) Equal(o *Record) bool {
 		return r == o
 	}
 	return r.TypeName == o.TypeName && r.TaskQueue == o.TaskQueue && r.WorkerInstanceKey == o.WorkerInstanceKey &&
-		r.Status == o.Status && r.StartTime.Equal(o.StartTime) && r.CloseTime.Equal(o.CloseTime) &&
+		r.Status == o.Status && r.StartTime.Equal(o.StartTime) && r.ExecutionTime.Equal(o.ExecutionTime) &&
+		r.CloseTime.Equal(o.CloseTime) &&
 		AttributesEqual(r.Attributes, o.Attributes)
 }
 

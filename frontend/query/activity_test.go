@@ -12,9 +12,10 @@ func TestActivityQueries(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	running := &Activity{ActivityID: "pay-1", RunID: "r1", ActivityType: "Charge", TaskQueue: "payments",
-		WorkerInstanceKey: "w-1", Status: enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING, StartTime: start}
+		WorkerInstanceKey: "w-1", Status: enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING, StartTime: start, ExecutionTime: start}
 	terminated := &Activity{ActivityID: "pay-2", RunID: "r2", ActivityType: "Refund", TaskQueue: "payments",
-		Status: enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED, StartTime: start, CloseTime: start.Add(time.Minute)}
+		Status: enumspb.ACTIVITY_EXECUTION_STATUS_TERMINATED, StartTime: start, ExecutionTime: start.Add(time.Hour),
+		CloseTime: start.Add(time.Minute)}
 	for _, tc := range []struct {
 		query string
 		want  []*Activity
@@ -31,7 +32,8 @@ func TestActivityQueries(t *testing.T) {
 		{`ExecutionDuration < "1h" ORDER BY ExecutionDuration DESC`, []*Activity{terminated}},
 		{`ExecutionDuration IS NULL`, []*Activity{running}},
 		{`ExecutionDuration BETWEEN "30s" AND "2m"`, []*Activity{terminated}},
-		{`ExecutionTime = "2026-01-02T03:04:05Z"`, []*Activity{running, terminated}},
+		{`ExecutionTime = "2026-01-02T03:04:05Z"`, []*Activity{running}},
+		{`ExecutionTime > "2026-01-02T03:04:05Z"`, []*Activity{terminated}},
 	} {
 		q, err := ParseActivities(tc.query)
 		require.NoError(t, err, tc.query)

@@ -142,8 +142,8 @@ var activityColumns = []column{
 	{name: "Status", sys: visibility.ColumnStatus, typ: statusColumn, alias: true},
 	{name: "StartTime", sys: visibility.ColumnStartTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
 	{name: "CloseTime", sys: visibility.ColumnCloseTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.CloseTime })},
-	// Temporal's name for when an execution may first run: for an activity, its start.
-	{name: "ExecutionTime", sys: visibility.ColumnStartTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.StartTime })},
+	// When the activity may first run: its schedule time plus its start delay.
+	{name: "ExecutionTime", sys: visibility.ColumnExecutionTime, typ: timeColumn, time: activityTime(func(a *Activity) time.Time { return a.ExecutionTime })},
 	// CloseTime - StartTime, NULL while running; values are durations ("90s", "1h30m") or
 	// nanoseconds.
 	{name: "ExecutionDuration", sys: visibility.ColumnDuration, typ: durationColumn, value: func(r row) any {

@@ -52,9 +52,11 @@ type Activity struct {
 	// WorkerInstanceKey is the worker running the current attempt; empty while none does.
 	WorkerInstanceKey string
 	Status            enumspb.ActivityExecutionStatus
-	// Zero when unknown (CloseTime: while running).
-	StartTime time.Time
-	CloseTime time.Time
+	// Zero when unknown (CloseTime: while running). ExecutionTime is StartTime plus the start
+	// delay.
+	StartTime     time.Time
+	ExecutionTime time.Time
+	CloseTime     time.Time
 	// SearchAttributes are the custom search attributes' values, decoded: string (Keyword,
 	// Text), []string (KeywordList), int64 (Int), float64 (Double), bool (Bool) or time.Time
 	// (Datetime).

@@ -44,6 +44,10 @@ func randomActivity(r *rand.Rand, i int, t0 time.Time) (*query.Activity, map[str
 		Status:       statuses[r.IntN(len(statuses))],
 		StartTime:    t0.Add(time.Duration(r.IntN(50)) * time.Minute),
 	}
+	a.ExecutionTime = a.StartTime
+	if r.IntN(4) == 0 { // a start delay
+		a.ExecutionTime = a.StartTime.Add(time.Duration(1+r.IntN(30)) * time.Minute)
+	}
 	if a.Status == enumspb.ACTIVITY_EXECUTION_STATUS_RUNNING {
 		if r.IntN(2) == 0 {
 			a.WorkerInstanceKey = fmt.Sprintf("w-%d", r.IntN(3))
@@ -99,7 +103,7 @@ func TestStoreAnswersAsTheEvaluator(t *testing.T) {
 			Key:   persistence.ExecutionKey{NamespaceID: "ns", ArchetypeID: 1, BusinessID: a.ActivityID, RunID: a.RunID},
 			State: []byte(a.ActivityID), Lifecycle: persistence.LifecycleRunning,
 			Visibility: &visibility.Record{TypeName: a.ActivityType, TaskQueue: a.TaskQueue, WorkerInstanceKey: a.WorkerInstanceKey,
-				Status: int32(a.Status), StartTime: a.StartTime, CloseTime: a.CloseTime,
+				Status: int32(a.Status), StartTime: a.StartTime, ExecutionTime: a.ExecutionTime, CloseTime: a.CloseTime,
 				Attributes: visibility.AttributesOf(&commonpb.SearchAttributes{IndexedFields: fields})},
 		})
 	}
@@ -124,11 +128,12 @@ func TestStoreAnswersAsTheEvaluator(t *testing.T) {
 		`ExecutionStatus = "Running"`, `ExecutionStatus != "Running"`, `Status IN ("Failed", "TimedOut")`,
 		`StartTime > "2026-03-01T12:30:00Z"`, `StartTime NOT BETWEEN "2026-03-01T12:10:00Z" AND "2026-03-01T12:40:00Z"`,
 		`CloseTime IS NULL`, `CloseTime >= "2026-03-01T12:20:00Z"`, `ExecutionTime < "2026-03-01T12:05:00Z"`,
+		`ExecutionTime > "2026-03-01T12:45:00Z"`, `ExecutionTime BETWEEN "2026-03-01T12:20:00Z" AND "2026-03-01T12:30:00Z"`,
 		`ExecutionDuration > "60s"`, `ExecutionDuration <= 30000000000`, `ExecutionDuration IS NULL`,
 		`(Customer = "c-1" OR Amount > 100) AND ExecutionStatus = "Running"`,
 		`Tags = "a" AND (Vip = true OR Notes = "rush") OR TaskQueue = "billing"`,
 		`ORDER BY StartTime DESC`, `ORDER BY Amount`, `ORDER BY Amount DESC`, `ORDER BY Customer, StartTime DESC`,
-		`ORDER BY CloseTime`, `ORDER BY CloseTime DESC, ActivityId`, `ORDER BY ExecutionStatus, Score DESC, DueAt`,
+		`ORDER BY CloseTime`, `ORDER BY ExecutionTime DESC`, `ORDER BY CloseTime DESC, ActivityId`, `ORDER BY ExecutionStatus, Score DESC, DueAt`,
 		`ORDER BY Vip DESC, ExecutionDuration`, `Amount > 0 ORDER BY DueAt DESC`, `TaskQueue = "orders" ORDER BY RunId DESC, Amount`,
 	}
 	partial := 0 // queries that select some activities but not all

@@ -59,6 +59,11 @@ func visibilityRecord(i int) *visibility.Record {
 		Status:    statusRunning,
 		StartTime: baseTime.Add(time.Duration(i) * time.Second),
 	}
+	// Every fifth was started with a delay of i minutes.
+	r.ExecutionTime = r.StartTime
+	if i%5 == 4 {
+		r.ExecutionTime = r.StartTime.Add(time.Duration(i) * time.Minute)
+	}
 	if i%3 == 2 {
 		r.TaskQueue = "q-b"
 	}
@@ -239,6 +244,8 @@ func testVisibilityFiltersBySystemColumns(t *testing.T, b *bundle) {
 			func(i int) bool {
 				return i%4 == 3 && time.Duration(i)*time.Second+time.Duration(i)*time.Minute > 10*time.Minute
 			}},
+		{"execution time after, delayed ones only", cmpE(col(visibility.ColumnExecutionTime), ">", tm(baseTime.Add(time.Minute))),
+			func(i int) bool { return i%5 == 4 }},
 		{"duration", cmpE(col(visibility.ColumnDuration), ">=", num(int64(15*time.Minute))), func(i int) bool { return i%4 == 3 && i >= 15 }},
 		{"far-away time literals", cmpE(col(visibility.ColumnStartTime), ">", tm(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))), func(int) bool { return true }},
 		{"worker empty", pred(visibility.OpNull, col(visibility.ColumnWorkerInstanceKey)), func(int) bool { return true }},

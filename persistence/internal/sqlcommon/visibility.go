@@ -54,12 +54,14 @@ func Dollar(sql string) string {
 
 const (
 	qUpsertVisibility = `INSERT INTO visibility (namespace_id, archetype_id, business_id, run_id,
-		type_name, task_queue, worker_instance_key, status, start_time, close_time, execution_duration)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		type_name, task_queue, worker_instance_key, status, start_time, execution_time, close_time,
+		execution_duration)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace_id, archetype_id, business_id, run_id) DO UPDATE SET
 		type_name = excluded.type_name, task_queue = excluded.task_queue,
 		worker_instance_key = excluded.worker_instance_key, status = excluded.status,
-		start_time = excluded.start_time, close_time = excluded.close_time,
+		start_time = excluded.start_time, execution_time = excluded.execution_time,
+		close_time = excluded.close_time,
 		execution_duration = excluded.execution_duration`
 	qDeleteVisibility = `DELETE FROM visibility
 		WHERE namespace_id = ? AND archetype_id = ? AND business_id = ? AND run_id = ?`
@@ -81,7 +83,8 @@ func VisibilityWriteStmts(w *persistence.ExecutionWrite) []Stmt {
 	k, r := w.Key, w.Visibility
 	stmts := []Stmt{{SQL: qUpsertVisibility, Args: []any{k.NamespaceID, k.ArchetypeID, k.BusinessID, k.RunID,
 		r.TypeName, r.TaskQueue, r.WorkerInstanceKey, r.Status,
-		visibility.TimeNanos(r.StartTime), visibility.TimeNanos(r.CloseTime), r.DurationNanos()}}}
+		visibility.TimeNanos(r.StartTime), visibility.TimeNanos(r.ExecutionTime), visibility.TimeNanos(r.CloseTime),
+		r.DurationNanos()}}}
 	if w.KeepVisibilityAttributes {
 		return stmts
 	}
@@ -149,13 +152,15 @@ var systemColumn = map[visibility.Column]string{
 	visibility.ColumnWorkerInstanceKey: "v.worker_instance_key",
 	visibility.ColumnStatus:            "v.status",
 	visibility.ColumnStartTime:         "v.start_time",
+	visibility.ColumnExecutionTime:     "v.execution_time",
 	visibility.ColumnCloseTime:         "v.close_time",
 	visibility.ColumnDuration:          "v.execution_duration",
 }
 
 // nullableColumn reports whether a system column keeps visibility.Unknown for NULL.
 func nullableColumn(c visibility.Column) bool {
-	return c == visibility.ColumnStartTime || c == visibility.ColumnCloseTime || c == visibility.ColumnDuration
+	return c == visibility.ColumnStartTime || c == visibility.ColumnExecutionTime || c == visibility.ColumnCloseTime ||
+		c == visibility.ColumnDuration
 }
 
 func isStringColumn(c visibility.Column) bool {
