@@ -3,7 +3,7 @@
 # database, writes the raw outputs under OUT (default bench-results/<UTC time>, ignored by git)
 # and regenerates BENCHMARKS.md's tables from them (go run ./bench/page).
 #
-#   bench/run.sh                       # the whole page: about two and a half hours on two cores
+#   bench/run.sh                       # the whole page: about an hour and a half on two cores
 #   bench/run.sh --quick               # every scenario at a small size: a few minutes, to check
 #                                      # the machinery; its tables are not for publishing
 #   bench/run.sh --no-page             # results only, BENCHMARKS.md untouched
