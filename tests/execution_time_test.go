@@ -3,8 +3,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -38,18 +36,13 @@ func TestExecutionTimeIsTheScheduleTimePlusTheStartDelay(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	listed := func(query string) map[string]client.ActivityExecutionInfo {
-		t.Helper()
-		res, err := c.ListActivities(ctx, client.ListActivitiesOptions{Query: query})
+	res, err := c.ListActivities(ctx, client.ListActivitiesOptions{Query: fmt.Sprintf("TaskQueue = %q", queue)})
+	require.NoError(t, err)
+	all := map[string]client.ActivityExecutionInfo{}
+	for info, err := range res.Results {
 		require.NoError(t, err)
-		out := map[string]client.ActivityExecutionInfo{}
-		for info, err := range res.Results {
-			require.NoError(t, err)
-			out[info.ActivityID] = *info
-		}
-		return out
+		all[info.ActivityID] = *info
 	}
-	all := listed(fmt.Sprintf("TaskQueue = %q", queue))
 	require.Len(t, all, 2)
 	for id, delay := range delays {
 		desc, err := c.GetActivityHandle(client.GetActivityHandleOptions{ActivityID: id}).Describe(ctx, client.DescribeActivityOptions{})
@@ -61,15 +54,15 @@ func TestExecutionTimeIsTheScheduleTimePlusTheStartDelay(t *testing.T) {
 	// Between the two: only the delayed activity may first run after it.
 	between := all["now"].ScheduleTime.Add(30 * time.Minute).UTC().Format(time.RFC3339Nano)
 	query := fmt.Sprintf("TaskQueue = %q AND ExecutionTime > %q", queue, between)
-	require.Equal(t, []string{"in-an-hour"}, slices.Sorted(maps.Keys(listed(query))))
+	require.Equal(t, []string{"in-an-hour"}, listActivityIDs(t, c, query))
 	since := all["now"].ScheduleTime.Add(-time.Minute).UTC().Format(time.RFC3339Nano)
-	require.Equal(t, []string{"now"}, slices.Sorted(maps.Keys(listed(
-		fmt.Sprintf("TaskQueue = %q AND StartTime > %q AND ExecutionTime < %q", queue, since, between)))))
+	require.Equal(t, []string{"now"}, listActivityIDs(t, c,
+		fmt.Sprintf("TaskQueue = %q AND StartTime > %q AND ExecutionTime < %q", queue, since, between)))
 
 	path := cluster.Path()
 	cluster.Stop()
 	emptyVisibilityTables(t, ctx, path)
 	cluster = testcluster.New(t, testcluster.Options{Path: path})
 	c = dialSDK(t, cluster.Address())
-	require.Equal(t, []string{"in-an-hour"}, slices.Sorted(maps.Keys(listed(query))), "after the tables were rebuilt from the states")
+	require.Equal(t, []string{"in-an-hour"}, listActivityIDs(t, c, query), "after the tables were rebuilt from the states")
 }

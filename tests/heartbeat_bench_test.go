@@ -25,9 +25,9 @@ import (
 // process: the gRPC client and server over loopback, the frontend's interceptors and
 // validation, history and the worker component, on SQLite. One op is one heartbeat of one of
 // 2,000 known workers (the SDK's snapshot: host, slots, pollers), sent from 64 goroutines over
-// 4 connections, as bench/cost.sh offers them (but as fast as they are answered). The client's own work is in the figures too, so
-// compare builds with benchstat rather than read the ns/op as the server's cost
-// (`vigil bench --server-pid` measures that):
+// 4 connections as bench/cost.sh offers them, but as fast as they are answered. The client's
+// own work is in the figures too, so compare builds with benchstat rather than read the ns/op
+// as the server's cost (`vigil bench --server-pid` measures that):
 //
 //	go test -run '^$' -bench BenchmarkRecordWorkerHeartbeat -benchmem -count 10 ./tests/
 func BenchmarkRecordWorkerHeartbeat(b *testing.B) {
