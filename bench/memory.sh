@@ -123,7 +123,6 @@ for n in "${SIZES[@]}"; do
 		--dynamic-config-value 'worker.cleanedUpRetention="1s"' \
 		--dynamic-config-value 'worker.registrationRPS=0' \
 		--dynamic-config-value 'frontend.namespaceRPS=1000000' \
-		--dynamic-config-value 'history.registrationAdmitRPS=0' \
 		--dynamic-config-value 'worker.expiryBrakeThreshold=1' \
 		--dynamic-config-value 'worker.stateGaugeInterval="2s"' \
 		${SERVER_ARGS:-} >"$dir/server.log" 2>&1 &

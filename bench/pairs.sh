@@ -16,13 +16,15 @@
 #   overload-retry   the same, callers retrying refusals as the SDKs do
 #   fleet50k         50,000 workers at a 15 s interval, all registering at once, 50 killed
 #   fleet100k        100,000 workers at a 30 s interval, all registering at once, 100 killed
+#   burst            20,000 workers register at one instant while 20,000 registered ones heartbeat
+#                    every 10 s (public API), refusals retried (as bench/run.sh's burst section)
 #   cost             2,000 SDK-style workers heartbeating every second on the public API, the
 #                    server's CPU per heartbeat over a steady 16 s window (as bench/cost.sh);
 #                    server and generator pinned to one core each
 set -euo pipefail
 
 if (($# != 2)); then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,6 +102,9 @@ scenario() { # SCENARIO BUILD_TAG BINARY PAIR
   fleet100k)
     run "$s.$tag.$i" "$bin" 0 --api liveness --workers 100000 --interval 30s --lease 90s \
       --duration 200s --warmup 60s --kill 100 ;;
+  burst)
+    run "$s.$tag.$i" "$bin" 0 --api public --workers 20000 --interval 10s --duration 60s \
+      --warmup 10s --register-burst 20000 ;;
   cost)
     run "$s.$tag.$i" "$bin" 1 --api public --workers 2000 --interval 1s --duration 30s \
       --warmup 10s --cpu-window 16s ;;

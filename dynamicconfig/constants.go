@@ -199,8 +199,9 @@ of known workers are not limited. 0 or less: no limit.`,
 		`New worker instance keys a history host registers for one namespace at once, beyond
 worker.registrationRPS: each SDK worker process mints a new key when it starts, so a deploy of a
 fleet registers all of it within an interval. A fleet no larger than this registers at the
-host's pace (history.registrationAdmitRPS, delayed, not refused); only a namespace that keeps
-minting keys faster than worker.registrationRPS is refused. Less than one second's worth of
+pace the host's store keeps (queued behind known workers' heartbeats, not refused while the wait
+fits the call's deadline); only a namespace that keeps minting keys faster than
+worker.registrationRPS is refused. Less than one second's worth of
 worker.registrationRPS counts as one second's worth.`,
 	)
 )
@@ -249,20 +250,23 @@ heartbeats or registrations wait for admission, so that the host serves its call
 	AdmissionMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionMaxQueueDelay",
 		2*time.Second,
-		`Longest a registration or a read may be expected to wait for a slot; one that would wait
-longer (or past its own deadline) is refused at once with ResourceExhausted, so that an
-overloaded host never keeps a queue its callers time out in. Heartbeats have their own bound,
-history.admissionHeartbeatMaxQueueDelay. 0: only the caller's deadline bounds the wait.`,
+		`Longest a read (a describe or a list) may be expected to wait for a slot; one that would
+wait longer (or past its own deadline) is refused at once with ResourceExhausted, so that an
+overloaded host never keeps a queue its callers time out in. Heartbeats and registrations have
+their own bound, history.admissionHeartbeatMaxQueueDelay. 0: only the caller's deadline bounds
+the wait.`,
 	)
 	AdmissionHeartbeatMaxQueueDelay = NewGlobalDurationSetting(
 		"history.admissionHeartbeatMaxQueueDelay",
 		10*time.Second,
-		`Longest a heartbeat may be expected to wait for a slot, within its own deadline; one that
-would wait longer is refused at once with ResourceExhausted. Longer than the bound of other
-calls (history.admissionMaxQueueDelay): a heartbeat that reaches admission has been read,
-decoded and authorized already, and refused there that work is lost, while the frontend's
-early refusal in front keeps the queue short by refusing heartbeats before they are read. 0:
-only the heartbeat's deadline bounds its wait.`,
+		`Longest a heartbeat, a registration (a worker's first heartbeat) included, may be expected
+to wait for a slot, within its own deadline; one that would wait longer is refused at once with
+ResourceExhausted. Longer than the bound of reads (history.admissionMaxQueueDelay): a heartbeat
+that reaches admission has been read, decoded and authorized already, and refused there that
+work is lost, while the frontend's early refusal in front keeps the queue short by refusing
+heartbeats before they are read. A fleet's start thus registers at the pace the store keeps,
+known workers first, within the memory bound of history.admissionMaxQueued. 0: only the
+heartbeat's deadline bounds its wait.`,
 	)
 	AdmissionMaxQueued = NewGlobalIntSetting(
 		"history.admissionMaxQueued",
@@ -275,15 +279,6 @@ ResourceExhausted at once. Bounds the memory held by waiting work.`,
 		64<<20,
 		`Most payload bytes of the calls waiting for a slot, host-wide; beyond it calls are refused
 with ResourceExhausted at once.`,
-	)
-	RegistrationAdmitRPS = NewGlobalFloatSetting(
-		"history.registrationAdmitRPS",
-		2000,
-		`Registrations (first heartbeats of a key this host does not know) admitted per second,
-host-wide. One over the rate waits for its turn when that still fits its deadline, and is
-refused with ResourceExhausted otherwise: a fleet's start or a mass reconnect is paced, not
-failed. <= 0 disables pacing. Unlike worker.registrationRPS (an abuse limit in the frontend
-that refuses at once), this is about the server's own capacity.`,
 	)
 	ExpiryBrakeQueueDelay = NewGlobalDurationSetting(
 		"history.expiryBrakeQueueDelay",

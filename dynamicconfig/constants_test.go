@@ -49,7 +49,6 @@ func TestDeclaredKeysAndDefaults(t *testing.T) {
 		{ExpiryBrakeRefusedShare, "history.expiryBrakeRefusedShare", 0.01},
 		{AdmissionMaxQueued, "history.admissionMaxQueued", 20000},
 		{AdmissionMaxQueuedBytes, "history.admissionMaxQueuedBytes", 64 << 20},
-		{RegistrationAdmitRPS, "history.registrationAdmitRPS", 2000.0},
 		{ExpiryBrakeQueueDelay, "history.expiryBrakeQueueDelay", 2 * time.Second},
 		{ExpiryBrakeCooldown, "history.expiryBrakeCooldown", 15 * time.Second},
 		{ExpiryBrakeRecheck, "history.expiryBrakeRecheck", 2 * time.Second},

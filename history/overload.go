@@ -18,7 +18,6 @@ func NewOverloadConfig(dc *dynamicconfig.Collection) overload.Config {
 		HeartbeatMaxQueueDelay: dynamicconfig.AdmissionHeartbeatMaxQueueDelay.Get(dc),
 		MaxQueued:              dynamicconfig.AdmissionMaxQueued.Get(dc),
 		MaxQueuedBytes:         dynamicconfig.AdmissionMaxQueuedBytes.Get(dc),
-		RegistrationRPS:        dynamicconfig.RegistrationAdmitRPS.Get(dc),
 		EarlyRefusalTargetWait: dynamicconfig.EarlyRefusalTargetWait.Get(dc),
 		BehindDelay:            dynamicconfig.ExpiryBrakeQueueDelay.Get(dc),
 		BehindRefusedShare:     dynamicconfig.ExpiryBrakeRefusedShare.Get(dc),

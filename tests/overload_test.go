@@ -230,11 +230,8 @@ func TestOverloadSlowWritePath(t *testing.T) {
 		SlowWrites: slow,
 		DynamicConfig: map[dynamicconfig.Key]any{
 			dynamicconfig.AdmissionMaxInFlightPerShard.Key(): 4,
-			dynamicconfig.RegistrationAdmitRPS.Key():         20.0,
 			// Slowed, every write holds its slot for at least the 5ms of its own execution:
-			// over this target whatever else the machine does, so the limit must fall. (At
-			// 20ms it fell only when batches grew to four executions, which a test whose
-			// registrations are paced to 20/s does not always make.)
+			// over this target whatever else the machine does, so the limit must fall.
 			dynamicconfig.AdmissionTargetLatency.Key(): "4ms",
 			// The fleet's calls have 2s deadlines (the SDK's have 10s): behind means 500ms.
 			dynamicconfig.ExpiryBrakeQueueDelay.Key(): "500ms",

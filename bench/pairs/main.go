@@ -115,6 +115,24 @@ var figures = []figure{
 		}
 		return s.ServerAtLoadEnd["worker_resurrections"] + math.Max(0, s.ServerAtLoadEnd["worker_lease_expiries"]-float64(killed)), true
 	}},
+	{"burst all registered s", func(s *bench.Summary) (float64, bool) {
+		if s.Burst == nil || s.Burst.AllRegisteredMs == nil {
+			return 0, false
+		}
+		return *s.Burst.AllRegisteredMs / 1000, true
+	}},
+	{"burst refused", func(s *bench.Summary) (float64, bool) {
+		if s.Burst == nil {
+			return 0, false
+		}
+		return float64(s.Burst.Refused), true
+	}},
+	{"fleet p99 in burst ms", func(s *bench.Summary) (float64, bool) {
+		if s.Burst == nil {
+			return 0, false
+		}
+		return s.Burst.During.P99Ms, true
+	}},
 	{"CPU µs/heartbeat", func(s *bench.Summary) (float64, bool) {
 		if s.Cost == nil || s.Cost.CPUPerHeartbeatUs == 0 {
 			return 0, false

@@ -23,7 +23,7 @@ type Admitter = overload.Admitter
 type HandlerOption func(*Handler)
 
 // WithAdmission puts admission control in front of every call of the handler: heartbeats of
-// known workers first, then registrations (paced), then describes and lists.
+// known workers first, then registrations, then describes and lists.
 func WithAdmission(a Admitter) HandlerOption {
 	return func(h *Handler) { h.admission = a }
 }

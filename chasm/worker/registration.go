@@ -17,7 +17,7 @@ import (
 // create each time, and must not crowd out the heartbeats of known workers, which it never
 // limits. One token bucket per namespace, refilled at worker.registrationRPS and holding
 // worker.registrationBurst: every SDK process start mints a new key, so a fleet's deploy is a
-// burst of registrations, which the host's own pacing (history.registrationAdmitRPS) delays
+// burst of registrations, which the host's overload controller queues behind known workers
 // rather than refuses; refused here, each would come back an interval later, and at 100,000
 // workers the last of them registered two minutes after the first.
 type registrationLimiter struct {

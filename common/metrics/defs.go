@@ -271,8 +271,8 @@ var (
 		"Calls history serves at once per shard: the adaptive limit (AIMD on write latency, between history.admissionMinInFlightPerShard and history.admissionMaxInFlightPerShard).")
 	// AdmissionQueueDelay times how long an admitted call waited, by class (kind).
 	AdmissionQueueDelay = NewTimerDef("admission_queue_delay",
-		"Time admitted history calls waited for their slot, by class (kind; registrationPacing for paced registrations).", TagKind).
-		WithValues(TagKind, "heartbeat", "registration", "read", "registrationPacing")
+		"Time admitted history calls waited for their slot, by class (kind).", TagKind).
+		WithValues(TagKind, "heartbeat", "registration", "read")
 	// OutboundYieldDelay times how long an outbound queue held its deliveries for the calls
 	// waiting for admission (history.outboundYieldMax).
 	OutboundYieldDelay = NewTimerDef("outbound_yield_delay",

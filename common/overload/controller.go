@@ -10,7 +10,6 @@ import (
 	"github.com/uber-go/tally/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"golang.org/x/time/rate"
 
 	"github.com/vigilhq/vigil/common/clock"
 	"github.com/vigilhq/vigil/common/metrics"
@@ -36,8 +35,6 @@ type Controller struct {
 	// callsDrained is open while writes wait for a slot and closed when none does
 	// (YieldToCalls); nil while none waits.
 	callsDrained chan struct{}
-	regLimiter   *rate.Limiter
-	regRate      float64
 	// limit is the in-flight limit per shard, host-wide: every shard's writes share the
 	// host's store and group committer.
 	limit adaptiveLimit
@@ -64,7 +61,7 @@ type Controller struct {
 	queuedGauge, queuedBytesGauge, limitGauge tally.Gauge
 	queueDelay                                [numClasses]tally.Timer
 	shed, dropped                             [numClasses]tally.Counter
-	pacingDelay, yieldDelay                   tally.Timer
+	yieldDelay                                tally.Timer
 	earlyRefusals                             tally.Counter
 }
 
@@ -98,7 +95,6 @@ func New(cfg Config, ts clock.TimeSource, scope tally.Scope) *Controller {
 		queuedGauge:      metrics.AdmissionQueued.With(scope),
 		queuedBytesGauge: metrics.AdmissionQueuedBytes.With(scope),
 		limitGauge:       metrics.AdmissionInFlightLimit.With(scope),
-		pacingDelay:      metrics.AdmissionQueueDelay.With(scope, metrics.KindTag("registrationPacing")),
 		yieldDelay:       metrics.OutboundYieldDelay.With(scope),
 		earlyRefusals:    metrics.EarlyRefusals.With(scope),
 	}
@@ -121,13 +117,6 @@ func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, byte
 		c.drop(class, now)
 		return nil, callerGone(ctx)
 	}
-	if class == ClassRegistration {
-		if err := c.paceRegistration(ctx, now, deadline, hasDeadline, shardID); err != nil {
-			return nil, err
-		}
-		now = c.ts.Now()
-	}
-
 	c.mu.Lock()
 	g := c.gateLocked(shardID)
 	limit := c.limitLocked()
@@ -158,9 +147,9 @@ func (c *Controller) Admit(ctx context.Context, shardID int32, class Class, byte
 		slots = registrationSlots(limit)
 	}
 	wait := time.Duration(float64(ahead+1)/float64(slots)*float64(g.service)) + g.service
-	maxDelay := c.cfg.MaxQueueDelay()
-	if class == ClassHeartbeat {
-		maxDelay = c.cfg.HeartbeatMaxQueueDelay()
+	maxDelay := c.cfg.HeartbeatMaxQueueDelay()
+	if class == ClassRead {
+		maxDelay = c.cfg.MaxQueueDelay()
 	}
 	if (hasDeadline && now.Add(wait).After(deadline)) || (maxDelay > 0 && wait > maxDelay) {
 		c.refuseLocked(class, now)
@@ -509,45 +498,6 @@ func (c *Controller) updateWriteWaitLocked(limit int) {
 	c.perWrite.Store(perWrite)
 	queued := c.queuedByCls[ClassHeartbeat] + c.queuedByCls[ClassRegistration]
 	c.writeWait.Store(int64(queued) * perWrite)
-}
-
-// paceRegistration takes a token from the registration bucket, waiting for it when the wait
-// still leaves time to serve the call before its deadline, refusing otherwise.
-func (c *Controller) paceRegistration(ctx context.Context, now, deadline time.Time, hasDeadline bool, shardID int32) error {
-	c.mu.Lock()
-	rps := c.cfg.RegistrationRPS()
-	if rps <= 0 {
-		c.mu.Unlock()
-		return nil
-	}
-	if c.regLimiter == nil || rps != c.regRate {
-		// Burst: one second's worth, at least one.
-		c.regLimiter = rate.NewLimiter(rate.Limit(rps), max(1, int(rps)))
-		c.regRate = rps
-	}
-	service := c.gateLocked(shardID).service
-	r := c.regLimiter.ReserveN(now, 1)
-	delay := r.DelayFrom(now)
-	if !r.OK() || (hasDeadline && now.Add(delay+service).After(deadline)) {
-		r.CancelAt(now)
-		c.mu.Unlock()
-		c.shed[ClassRegistration].Inc(1)
-		return exhausted(fmt.Sprintf("registrations are admitted at %g/s (history.registrationAdmitRPS); retry later", rps))
-	}
-	c.mu.Unlock()
-	if delay <= 0 {
-		return nil
-	}
-	c.pacingDelay.Record(delay)
-	timerC, timer := c.ts.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case <-timerC:
-		return nil
-	case <-ctx.Done():
-		c.drop(ClassRegistration, c.ts.Now())
-		return callerGone(ctx)
-	}
 }
 
 // refuseLocked counts a call refused at once; a heartbeat refused counts for the behind

@@ -21,17 +21,16 @@ type controllerBundle struct {
 
 // newControllerBundle returns a Controller with a fixed in-flight limit (no adaptation) and no
 // queue delay cap beyond the callers' deadlines.
-func newControllerBundle(t *testing.T, inFlight, maxQueued, maxBytes int, regRPS float64) controllerBundle {
+func newControllerBundle(t *testing.T, inFlight, maxQueued, maxBytes int) controllerBundle {
 	return newControllerBundleWith(t, Config{
 		MaxInFlightPerShard: func() int { return inFlight },
 		MaxQueued:           func() int { return maxQueued },
 		MaxQueuedBytes:      func() int { return maxBytes },
-		RegistrationRPS:     func() float64 { return regRPS },
 	})
 }
 
 // newControllerBundleWith fills the fields cfg leaves nil: limits 1..1, no adaptation, no queue
-// delay cap, room for 100 calls, no registration pacing.
+// delay cap, room for 100 calls.
 func newControllerBundleWith(t *testing.T, cfg Config) controllerBundle {
 	ts := clock.NewFakeTimeSource()
 	// Near the wall clock, so contexts' real deadlines compare sensibly with the fake now.
@@ -57,9 +56,6 @@ func newControllerBundleWith(t *testing.T, cfg Config) controllerBundle {
 	if cfg.HeartbeatMaxQueueDelay == nil {
 		// The tests of refusals past the cap use heartbeats: the same cap, unless a test says.
 		cfg.HeartbeatMaxQueueDelay = cfg.MaxQueueDelay
-	}
-	if cfg.RegistrationRPS == nil {
-		cfg.RegistrationRPS = func() float64 { return 0 }
 	}
 	if cfg.EarlyRefusalTargetWait == nil {
 		cfg.EarlyRefusalTargetWait = func() time.Duration { return 500 * time.Millisecond }
@@ -109,7 +105,7 @@ func TestController(t *testing.T) {
 
 	t.Run("BoundsWorkInFlightPerShard", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		release, err := b.a.Admit(longCtx(t), 3, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		// Another shard has its own slots.
@@ -126,7 +122,7 @@ func TestController(t *testing.T) {
 
 	t.Run("RegistrationsLeaveAQuarterOfTheSlotsToHeartbeats", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 8, 100, 1<<20, 0)
+		b := newControllerBundle(t, 8, 100, 1<<20)
 		var releases []func()
 		for range 6 {
 			release, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
@@ -151,7 +147,7 @@ func TestController(t *testing.T) {
 
 	t.Run("ServesHeartbeatsBeforeRegistrationsAndRefusesReadsWhileTheyWait", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 
@@ -186,7 +182,7 @@ func TestController(t *testing.T) {
 
 	t.Run("RefusesAtOnceWhatCannotBeServedBeforeTheDeadline", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -232,9 +228,10 @@ func TestController(t *testing.T) {
 		require.True(t, b.a.Behind())
 	})
 
-	// A heartbeat that reached admission has been read and decoded already: it waits longer
-	// than other calls before it is refused (history.admissionHeartbeatMaxQueueDelay).
-	t.Run("LetsAHeartbeatWaitLongerThanOtherCalls", func(t *testing.T) {
+	// A heartbeat that reached admission has been read and decoded already, a registration
+	// (the first heartbeat of a key) included: it waits longer than a read before it is
+	// refused (history.admissionHeartbeatMaxQueueDelay).
+	t.Run("LetsHeartbeatsAndRegistrationsWaitLongerThanReads", func(t *testing.T) {
 		t.Parallel()
 		b := newControllerBundleWith(t, Config{
 			MaxQueueDelay:          func() time.Duration { return 30 * time.Millisecond },
@@ -243,28 +240,31 @@ func TestController(t *testing.T) {
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		for range 5 {
-			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+			admitAsync(longCtx(t), b.a, 0, ClassRead)
 		}
 		waitQueued(t, b.a, 5)
 
-		// Six calls of 5ms each are ahead, over the 30ms cap: a registration is refused, and a
-		// heartbeat waits.
-		_, err = b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
+		// Six calls of 5ms each are ahead of a read, over the 30ms cap: it is refused. Ahead of
+		// a registration are none of them (reads come last), and it waits.
+		_, err = b.a.Admit(longCtx(t), 0, ClassRead, 100)
 		var exhausted *serviceerror.ResourceExhausted
-		require.ErrorAs(t, err, &exhausted, "a registration")
-		heartbeat := admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
-		waitQueued(t, b.a, 6)
+		require.ErrorAs(t, err, &exhausted, "a read")
+		for range 5 {
+			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
+		}
+		registration := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
+		waitQueued(t, b.a, 11)
 
-		// Heartbeats wait up to their own cap: 19 ahead are 105ms.
+		// Registrations wait up to the heartbeats' cap: 19 writes ahead are 105ms.
 		for range 13 {
 			admitAsync(longCtx(t), b.a, 0, ClassHeartbeat)
 		}
-		waitQueued(t, b.a, 19)
-		_, err = b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
-		require.ErrorAs(t, err, &exhausted, "a heartbeat past its own cap")
+		waitQueued(t, b.a, 24)
+		_, err = b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
+		require.ErrorAs(t, err, &exhausted, "a registration past the heartbeats' cap")
 
 		release()
-		require.NoError(t, <-heartbeat, "the heartbeat is served in its turn")
+		require.NoError(t, <-registration, "the registration is served in its turn")
 	})
 
 	t.Run("CountsTheHostBehindWhileItRefusesHeartbeats", func(t *testing.T) {
@@ -395,7 +395,7 @@ func TestController(t *testing.T) {
 	})
 	t.Run("DropsCallsWhoseDeadlinePassed", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		cancel()
 		_, err := b.a.Admit(ctx, 0, ClassHeartbeat, 100)
@@ -420,7 +420,7 @@ func TestController(t *testing.T) {
 
 	t.Run("CapsQueuedCallsAndBytes", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 2, 250, 0)
+		b := newControllerBundle(t, 1, 2, 250)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -433,33 +433,6 @@ func TestController(t *testing.T) {
 		require.Contains(t, err.Error(), "queue is full")
 		_, bytes := b.a.Queued()
 		require.Equal(t, 200, bytes)
-	})
-
-	t.Run("PacesRegistrationsWithinTheirDeadline", func(t *testing.T) {
-		t.Parallel()
-		b := newControllerBundle(t, 10, 100, 1<<20, 1)
-		r, err := b.a.Admit(longCtx(t), 0, ClassRegistration, 100)
-		require.NoError(t, err)
-		r()
-
-		// The next token is a second away: too late for a 100ms deadline...
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_, err = b.a.Admit(ctx, 0, ClassRegistration, 100)
-		var exhausted *serviceerror.ResourceExhausted
-		require.ErrorAs(t, err, &exhausted)
-		require.Contains(t, err.Error(), "history.registrationAdmitRPS")
-
-		// ...but a caller with time waits for it.
-		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
-		require.Eventually(t, func() bool { return b.ts.PendingTimers() > 0 }, 10*time.Second, time.Millisecond)
-		select {
-		case err := <-waiting:
-			t.Fatalf("registration admitted before its token: %v", err)
-		default:
-		}
-		b.ts.Advance(time.Second)
-		require.NoError(t, <-waiting)
 	})
 }
 
@@ -511,7 +484,7 @@ func TestControllerPressure(t *testing.T) {
 
 	t.Run("EstimatedWaitFollowsTheWritesQueued", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		require.Zero(t, b.a.EstimatedWait(), "nothing queued")
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
@@ -535,7 +508,7 @@ func TestControllerPressure(t *testing.T) {
 
 	t.Run("WaitBehindSpreadsTheWritesOnTheirWayOverTheSlots", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 2, 100, 1<<20, 0)
+		b := newControllerBundle(t, 2, 100, 1<<20)
 		require.Zero(t, b.a.waitBehind(1000), "nothing measured yet")
 		// Two shards, two slots each; a write holds its slot 5ms.
 		var releases []func()
@@ -555,7 +528,7 @@ func TestControllerPressure(t *testing.T) {
 
 	t.Run("EarlyRefusalsMakeTheHostBehindForTheBrake", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 4, 100, 1<<20, 0)
+		b := newControllerBundle(t, 4, 100, 1<<20)
 		for range 100 {
 			release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 			require.NoError(t, err)
@@ -576,7 +549,7 @@ func TestControllerPressure(t *testing.T) {
 func TestControllerQueuedGauge(t *testing.T) {
 	t.Parallel()
 	scope := &pausableScope{Scope: tally.NewTestScope("", nil), gauge: metrics.AdmissionQueued.Name()}
-	b := newControllerBundle(t, 1, 100, 1<<20, 0)
+	b := newControllerBundle(t, 1, 100, 1<<20)
 	b.a = New(b.a.cfg, b.ts, scope)
 
 	hold, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
@@ -673,7 +646,7 @@ func TestControllerYieldToCalls(t *testing.T) {
 
 	t.Run("ReturnsAtOnceWhileNoCallWaits", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		defer release()
@@ -683,7 +656,7 @@ func TestControllerYieldToCalls(t *testing.T) {
 
 	t.Run("WaitsUntilTheWaitingCallsAreServed", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
 		require.NoError(t, err)
 		waiting := admitAsync(longCtx(t), b.a, 0, ClassRegistration)
@@ -702,7 +675,7 @@ func TestControllerYieldToCalls(t *testing.T) {
 
 	t.Run("WaitsNoLongerThanItsBound", func(t *testing.T) {
 		t.Parallel()
-		b := newControllerBundle(t, 1, 100, 1<<20, 0)
+		b := newControllerBundle(t, 1, 100, 1<<20)
 		scope := tally.NewTestScope("", nil)
 		b.a = New(b.a.cfg, b.ts, scope)
 		release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
@@ -860,8 +833,8 @@ func TestControllerRefuseEarly(t *testing.T) {
 // carries the word, and a host missing from the members says nothing.
 func TestControllerBehindAcrossTheCluster(t *testing.T) {
 	t.Parallel()
-	b := newControllerBundle(t, 4, 100, 1<<20, 0)
-	other := newControllerBundle(t, 4, 100, 1<<20, 0)
+	b := newControllerBundle(t, 4, 100, 1<<20)
+	other := newControllerBundle(t, 4, 100, 1<<20)
 	require.False(t, b.a.Behind())
 	require.JSONEq(t, `{"behind":false}`, string(other.a.Report()))
 

@@ -15,8 +15,6 @@
 //     refused at once with a retryable ResourceExhausted; one whose deadline passes while it
 //     waits is dropped unserved. An overloaded host then spends its time only on calls whose
 //     callers still wait for the answer;
-//   - registrations paced by a token bucket (golang.org/x/time/rate), delayed rather than
-//     refused when the delay fits their deadline, so that a fleet's start is absorbed;
 //   - the early refusal rule (RefuseEarly) the frontend applies in its transport tap, before a
 //     heartbeat is read, so that a refusal costs a fraction of a served call;
 //   - the behind signal (Behind), which the expiry brake reads: heartbeats wait long, or a
@@ -94,15 +92,13 @@ type Config struct {
 	// TargetLatency is the slot time of a write above which the limit shrinks; <= 0: the limit
 	// is MaxInFlightPerShard.
 	TargetLatency func() time.Duration
-	// MaxQueueDelay bounds the expected wait of a registration or a read, and
-	// HeartbeatMaxQueueDelay that of a heartbeat; <= 0: only the caller's deadline.
+	// HeartbeatMaxQueueDelay bounds the expected wait of a heartbeat (a registration
+	// included), and MaxQueueDelay that of a read; <= 0: only the caller's deadline.
 	MaxQueueDelay          func() time.Duration
 	HeartbeatMaxQueueDelay func() time.Duration
 	// MaxQueued and MaxQueuedBytes bound the calls waiting, and their payload, host-wide.
 	MaxQueued      func() int
 	MaxQueuedBytes func() int
-	// RegistrationRPS paces registrations host-wide; <= 0: not paced.
-	RegistrationRPS func() float64
 	// EarlyRefusalTargetWait is the wait past which the transport refuses a share of
 	// heartbeats before reading them; <= 0: no early refusal.
 	EarlyRefusalTargetWait func() time.Duration
