@@ -281,7 +281,9 @@ func TestOverloadSlowWritePath(t *testing.T) {
 		return exhausted.Load() >= 100 && workers.minBeats(live) >= start+16
 	}, 3*time.Minute, 100*time.Millisecond, "the flood was not refused, or the fleet could not beat")
 	t.Logf("flood: %d calls, %d refused with ResourceExhausted", floodCalls.Load(), exhausted.Load())
-	neverInactive(t, client, live)
+	// Describes are reads, refused while any write waits: whether a live worker ever went
+	// INACTIVE is asked once the flood is over (a resurrection count would show it).
+
 	// The host serves fewer calls at once while its writes are slow (the operator sees the
 	// adaptive limit fall below history.admissionMaxInFlightPerShard).
 	require.Eventually(t, func() bool {
