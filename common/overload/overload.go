@@ -34,8 +34,9 @@ const (
 	// worker's state right (shutdown, binding changes). Served first: a heartbeat lost for a
 	// whole lease costs a live worker its work.
 	ClassHeartbeat Class = iota
-	// ClassRegistration is the first heartbeat of a key this host does not know. Paced, then
-	// served after heartbeats, on at most three quarters of a shard's slots.
+	// ClassRegistration is the first heartbeat of a key this host does not know. Served after
+	// heartbeats, on at most three quarters of a shard's slots, and bounded in its wait as
+	// they are.
 	ClassRegistration
 	// ClassRead is a describe or list. Served last, and refused while writes wait.
 	ClassRead
