@@ -139,11 +139,14 @@ func describeLiveness(t *testing.T, client livenesspb.WorkerLivenessServiceClien
 // (ResourceExhausted: heartbeats come first), as a client should.
 func describeRetrying(t *testing.T, client livenesspb.WorkerLivenessServiceClient, key string) *livenesspb.DescribeWorkerLivenessResponse {
 	t.Helper()
+	// Bounded, so that a host that never serves the read fails the test by name instead of
+	// running into the package's timeout.
+	giveUp := time.Now().Add(2 * time.Minute)
 	for {
 		resp, err := client.DescribeWorkerLiveness(context.Background(), &livenesspb.DescribeWorkerLivenessRequest{
 			Namespace: "default", WorkerInstanceKey: key,
 		})
-		if status.Code(err) == codes.ResourceExhausted {
+		if status.Code(err) == codes.ResourceExhausted && time.Now().Before(giveUp) {
 			time.Sleep(20 * time.Millisecond) // backoff before the retry, not a wait for an outcome
 			continue
 		}
