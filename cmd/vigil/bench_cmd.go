@@ -32,7 +32,7 @@ heartbeating, and measure it: progress on stderr, the summary on stdout as a tab
 	var cfg bench.Config
 	var api, jsonPath, cpuProfile, memProfile string
 	fs.StringVar(&cfg.Address, "address", bench.AddressDefault, "vigil frontend address (loopback only); several comma-separated (a cluster's hosts) are used round robin, skipping a host that is down")
-	fs.BoolVar(&cfg.RetryResourceExhausted, "retry-resource-exhausted", false, "retry a heartbeat refused with ResourceExhausted (200 ms backoff doubling up to a tenth of the RPC timeout, within it) as the SDK does, instead of counting it as an error; the client then says it retries (the SDK's client-name, or the liveness API's vigil-retries-refusals header), so its heartbeats may wait for their turn")
+	fs.BoolVar(&cfg.RetryResourceExhausted, "retry-resource-exhausted", false, "retry a heartbeat refused with ResourceExhausted (200 ms backoff doubling up to a tenth of the RPC timeout, within it) as the SDK does, instead of counting it as an error")
 	fs.BoolVar(&cfg.RetryUnavailable, "retry-unavailable", false, "retry a heartbeat answered Unavailable (10-200 ms backoff, within the RPC timeout) as the SDK does, instead of counting it as an error")
 	fs.StringVar(&cfg.Namespace, "namespace", bench.NamespaceDefault, "namespace")
 	fs.IntVar(&cfg.Workers, "workers", bench.WorkersDefault, "simulated workers alive at any time")
