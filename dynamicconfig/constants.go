@@ -300,9 +300,9 @@ only the queueing delay counts.`,
 		"history.expiryBrakeCooldown",
 		15*time.Second,
 		`How long the host counts as behind after its heartbeats stopped waiting or being refused,
-so that a passing dip does not turn the brake on and off. After it, every lease the brake held
-gets one whole lease more (as etcd's leases after a leader change), so that workers whose
-heartbeats were refused get one through before their expiries run.`,
+so that a passing dip does not turn the brake on and off. A lease's clock stands still while the
+host is behind, this time included, so that workers whose heartbeats were refused get one
+through before their expiries run.`,
 	)
 	ExpiryBrakeRecheck = NewGlobalDurationSetting(
 		"history.expiryBrakeRecheck",

@@ -80,19 +80,21 @@ type BrakeStatus struct {
 //
 //   - the host is behind (overload.Signal: its heartbeats wait long, or a share of them is
 //     refused, on this host or another of its cluster). Every expiry waits while it is, and
-//     history.expiryBrakeCooldown after, so that a passing dip does not flap the rule. Then,
-//     as etcd promotes every lease after a leader change, no lease expires before a whole
-//     lease of its own has passed since the host caught up: a worker whose heartbeats were
-//     all refused needs up to an interval of normal service to get one through. A real death
-//     during an overload is found that much after the overload ends, never before;
+//     history.expiryBrakeCooldown after, so that a passing dip does not flap the rule. A
+//     lease's clock stops for that time, as etcd's leases do while there is no leader: a lease
+//     runs out only once its worker has been silent for a whole lease of the host's normal
+//     service, so a worker whose heartbeats were refused still has the rest of its lease to get
+//     one through. A death during an overload is found after its lease plus the time the host
+//     spent behind within it: when the overload ends, or, if the host keeps falling behind
+//     and catching up, once the times between add up to a lease;
 //   - a mass expiry: more than worker.expiryBrakeThreshold of a namespace's ACTIVE workers on
 //     this host are running out of lease (at least worker.expiryBrakeMinExpiries of them),
 //     Kubernetes' unhealthyZoneThreshold. Then only worker.expiryBrakeSecondaryRate expiries
 //     per second still run (its secondary eviction rate), oldest first, and only of workers
 //     silent for worker.expiryBrakeWindow beyond their deadline, whose heartbeats can no
-//     longer be on their way. The rule is not judged while the host is behind or promoting
-//     leases: the host's own refusals make many live workers overdue then, and the first
-//     rule holds every expiry anyway.
+//     longer be on their way. The rule is not judged while the host is behind, nor for the
+//     longest lease after: the host's own refusals make many live workers overdue then, and
+//     the first rule holds their expiries (their leases' clocks stood still).
 //
 // A worker is running out of lease once it is overdue, that is once less than a third of its
 // lease is left without a heartbeat (with the usual lease of three intervals: it missed a
@@ -118,7 +120,12 @@ type Brake struct {
 	behindUntil time.Time
 	// behindOffAt is when the host last caught up (the behind rule came off).
 	behindOffAt time.Time
-	namespaces  map[string]*namespaceBrake
+	// behindTimes are the times the host was behind (cooldown included), oldest first, as
+	// long as a lease can still reach back to them (pruneBehindTimesLocked); longestLease is
+	// the longest lease the brake has seen committed, which bounds that.
+	behindTimes  []behindTime
+	longestLease time.Duration
+	namespaces   map[string]*namespaceBrake
 
 	stop chan struct{}
 	done chan struct{}
@@ -145,6 +152,14 @@ type namespaceBrake struct {
 	secondary      *rate.Limiter
 	secRate        float64
 }
+
+// behindTime is one time the host was behind, from when the behind rule came on to the end of
+// its cooldown.
+type behindTime struct{ start, end time.Time }
+
+// maxBehindTimes bounds behindTimes on a host that keeps falling behind: past it, the two
+// oldest are merged, their gap counted as behind, which only holds expiries longer.
+const maxBehindTimes = 256
 
 // trackedLease is a worker's lease as last committed, in Unix nanoseconds.
 type trackedLease struct {
@@ -210,7 +225,8 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	b.evaluateNamespaceLocked(namespaceID, ns, now, false)
 
 	c.held = true
-	if until, held := b.behindHoldLocked(now, lease); held {
+	b.longestLease = max(b.longestLease, lease)
+	if until, held := b.behindHoldLocked(now, deadline, lease); held {
 		b.deferredBehind.Inc(1)
 		return b.recheckAfter(until.Add(-time.Nanosecond)), true
 	}
@@ -240,17 +256,63 @@ func (b *Brake) Hold(namespaceID, namespace, instanceKey string, deadline, now t
 	return time.Time{}, false
 }
 
-// behindHoldLocked says whether the behind rule holds an expiry of a lease of that length now,
-// and until when at least: while the host is behind, the end of its cooldown; after, a whole
-// lease from the moment it caught up (etcd's lease promotion).
-func (b *Brake) behindHoldLocked(now time.Time, lease time.Duration) (time.Time, bool) {
+// behindHoldLocked says whether the behind rule holds the expiry of a lease that ends at
+// deadline, and until when at least: while the host is behind, the end of its cooldown; after,
+// the deadline moved by the time the host was behind since the lease began (its clock stopped
+// then).
+func (b *Brake) behindHoldLocked(now, deadline time.Time, lease time.Duration) (time.Time, bool) {
 	if b.behindOn {
 		return b.behindUntil, true
 	}
-	if until := b.behindOffAt.Add(lease); !b.behindOffAt.IsZero() && now.Before(until) {
+	if until := deadline.Add(b.behindWithinLocked(deadline.Add(-lease), now)); now.Before(until) {
 		return until, true
 	}
 	return time.Time{}, false
+}
+
+// behindWithinLocked is how long the host was behind between from and to.
+func (b *Brake) behindWithinLocked(from, to time.Time) time.Duration {
+	var d time.Duration
+	for i := len(b.behindTimes) - 1; i >= 0; i-- {
+		bt := b.behindTimes[i]
+		if !bt.end.After(from) {
+			break
+		}
+		if start, end := later(bt.start, from), earlier(bt.end, to); end.After(start) {
+			d += end.Sub(start)
+		}
+	}
+	return d
+}
+
+// pruneBehindTimesLocked forgets the times behind that no lease reaches back to: a lease that
+// began before such a time has had a whole longest lease of normal service since, and has run
+// out whatever came before.
+func (b *Brake) pruneBehindTimesLocked(now time.Time) {
+	served := time.Duration(0) // normal service from the end of behindTimes[i] to now
+	next := now
+	for i := len(b.behindTimes) - 1; i >= 0; i-- {
+		served += next.Sub(b.behindTimes[i].end)
+		if served >= b.longestLease {
+			b.behindTimes = b.behindTimes[i+1:]
+			return
+		}
+		next = b.behindTimes[i].start
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's
@@ -276,7 +338,7 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 		return time.Time{}, false
 	case known:
 		var held bool
-		if until, held = b.behindHoldLocked(now, l.lease()); !held {
+		if until, held = b.behindHoldLocked(now, time.Unix(0, l.deadline), l.lease()); !held {
 			return b.holdForShareLocked(key.NamespaceID, ns, key.BusinessID, l, now)
 		}
 	default:
@@ -359,6 +421,7 @@ func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *worker
 	ns := b.namespaceLocked(namespaceID, namespace)
 	deadline := st.GetLeaseDeadline().AsTime().UnixNano()
 	lease := st.GetLeaseDuration().AsDuration()
+	b.longestLease = max(b.longestLease, lease)
 	if prev, known := ns.leases[instanceKey]; known && prev.deadline == deadline {
 		return // a change other than a heartbeat (a binding): the lease did not move
 	}
@@ -471,8 +534,14 @@ func (b *Brake) evaluateBehindLocked(now time.Time) {
 	if b.behindOn && !now.Before(b.behindUntil) {
 		b.behindOn = false
 		b.behindOffAt = now
+		b.behindTimes = append(b.behindTimes, behindTime{start: b.behindSince, end: b.behindUntil})
+		b.pruneBehindTimesLocked(now)
+		if len(b.behindTimes) > maxBehindTimes {
+			b.behindTimes[1].start = b.behindTimes[0].start
+			b.behindTimes = b.behindTimes[1:]
+		}
 		metrics.ExpiryBrakeEngaged.With(b.scope, metrics.KindTag(BrakeReasonBehind), metrics.NamespaceTag("")).Update(0)
-		b.logger.Info("expiry brake off: the server caught up; the expiries it deferred resume, oldest first, once their workers have had a whole lease to beat",
+		b.logger.Info("expiry brake off: the server caught up; a deferred expiry runs once its worker has been silent for a whole lease besides the time the server was behind",
 			zap.Duration("engaged-for", now.Sub(b.behindSince)))
 	}
 }
@@ -511,9 +580,9 @@ func (b *Brake) evaluateNamespaceLocked(id string, ns *namespaceBrake, now time.
 	}
 	if b.behindOn || (!b.behindOffAt.IsZero() && now.Before(b.behindOffAt.Add(ns.longestLease))) {
 		// A host that is behind makes many live workers overdue itself (it refused their
-		// heartbeats), and the behind rule holds every expiry anyway, through the lease after
-		// it caught up: judged now, the rule would turn on after every overload, and its
-		// secondary rate then hold real deaths for minutes.
+		// heartbeats), and the behind rule holds their expiries (their leases' clocks stood
+		// still while it was behind): judged now, the rule would turn on after every
+		// overload, and its secondary rate then hold real deaths for minutes.
 		return
 	}
 	n, base := ns.expiring, ns.tracked

@@ -72,8 +72,15 @@ func setupBehindBrake(t *testing.T, n int) (*brakeBundle, []string) {
 	for _, k := range keys {
 		b.mustBeat(k, withLease(10*time.Second))
 	}
-	b.load.behind.Store(true)
+	b.setBehind(true)
 	return b, keys
+}
+
+// setBehind says whether the host is behind, and lets the brake see it at once, as its own
+// evaluation every recheck (Brake.Start) would.
+func (b *brakeBundle) setBehind(behind bool) {
+	b.load.behind.Store(behind)
+	b.brake.Status(testNamespaceID)
 }
 
 func workerKeys(prefix string, n int) []string {
@@ -92,10 +99,12 @@ func (b *brakeBundle) run(d time.Duration, live []string) {
 
 // runFlaky advances the clock second by second for d, beating steady workers every 2s and
 // flaky ones every 12s, longer than their 10s lease: each flaky worker's expiry is offered
-// before each of its beats.
+// before each of its beats. The brake looks at the host's load every second, as its own
+// evaluation every recheck (Brake.Start) would.
 func (b *brakeBundle) runFlaky(d time.Duration, steady, flaky []string) {
 	b.t.Helper()
 	for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
+		b.brake.Status(testNamespaceID)
 		for _, k := range steady {
 			if elapsed%(2*time.Second) == 0 {
 				b.mustBeat(k, withLease(10*time.Second))
@@ -234,7 +243,7 @@ func TestExpiryBrake(t *testing.T) {
 		for _, k := range keys {
 			b.mustBeat(k, withLease(10*time.Second))
 		}
-		b.load.behind.Store(true)
+		b.setBehind(true)
 		b.run(20*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys))
 		st := b.brake.Status(testNamespaceID)
@@ -251,7 +260,7 @@ func TestExpiryBrake(t *testing.T) {
 		// expiry, held while the host was behind, waits a whole lease (10s) more, as if its
 		// lease had been refreshed when the host caught up; then it is found, the others not.
 		loadedHolds := b.engine.DeferredPureTasks() - b.engine.GatedPureTasks()
-		b.load.behind.Store(false)
+		b.setBehind(false)
 		b.run(3*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys), "the cooldown gives delayed heartbeats time to land")
 		b.run(5*time.Second, keys[1:])
@@ -272,12 +281,45 @@ func TestExpiryBrake(t *testing.T) {
 		b.run(300*time.Second, keys[1:])
 		require.Zero(t, b.inactive(keys))
 		require.True(t, b.brake.Status(testNamespaceID).Engaged)
-		b.load.behind.Store(false)
+		b.setBehind(false)
 		b.run(5*time.Second+9*time.Second, keys[1:]) // the cooldown, then most of a lease
 		require.Zero(t, b.inactive(keys))
 		b.run(3*time.Second, keys[1:])
 		require.Equal(t, 1, b.inactive(keys[:1]))
 		require.Zero(t, b.inactive(keys[1:]))
+	})
+
+	t.Run("FindsADeathWhileTheHostKeepsFallingBehind", func(t *testing.T) {
+		t.Parallel()
+		// The host is behind for 2s (then its 5s cooldown) out of every 13s, and refuses
+		// every heartbeat then: the live workers get theirs through only in the 6s between.
+		// A lease's clock stops while the host is behind, so the silent worker is found once
+		// it has missed a whole lease (10s) of normal service, in the third round, and a
+		// live worker is never found however long this goes on. Were every catch-up to give
+		// each lease a whole lease more, the silent worker would never be found: the host
+		// falls behind again before that.
+		b := setupBrake(t)
+		keys := workerKeys("w", 4)
+		for _, k := range keys {
+			b.mustBeat(k, withLease(10*time.Second))
+		}
+		silent, live := keys[:1], keys[1:]
+		round := func() {
+			b.setBehind(true)
+			b.run(2*time.Second, nil)
+			b.setBehind(false)
+			b.run(5*time.Second, nil)
+			b.run(6*time.Second, live)
+		}
+		round()
+		require.Zero(t, b.inactive(keys), "7s of normal service so far")
+		round()
+		round()
+		require.Equal(t, 1, b.inactive(silent))
+		for range 10 {
+			round()
+		}
+		require.Zero(t, b.inactive(live))
 	})
 
 	t.Run("TheShareRuleWaitsOutTheLeaseAfterTheCatchUp", func(t *testing.T) {
@@ -293,7 +335,7 @@ func TestExpiryBrake(t *testing.T) {
 		silent, flaky, steady := keys[:4], keys[4:18], keys[18:]
 		b.runFlaky(60*time.Second, steady, flaky)
 		require.Equal(t, []string{worker.BrakeReasonBehind}, b.brake.Status(testNamespaceID).Reasons)
-		b.load.behind.Store(false)
+		b.setBehind(false)
 		b.run(8*time.Second, append(append([]string{}, steady...), flaky...)) // the cooldown (5s), then 3s of the lease after it
 		require.False(t, b.brake.Status(testNamespaceID).Engaged)
 		require.Zero(t, b.inactive(keys), "held through the lease after the catch-up")
