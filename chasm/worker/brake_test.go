@@ -298,11 +298,7 @@ func TestExpiryBrake(t *testing.T) {
 		// live worker is never found however long this goes on. Were every catch-up to give
 		// each lease a whole lease more, the silent worker would never be found: the host
 		// falls behind again before that.
-		b := setupBrake(t)
-		keys := workerKeys("w", 4)
-		for _, k := range keys {
-			b.mustBeat(k, withLease(10*time.Second))
-		}
+		b, keys := setupBehindBrake(t, 4)
 		silent, live := keys[:1], keys[1:]
 		round := func() {
 			b.setBehind(true)
