@@ -278,7 +278,14 @@ func (b *Brake) behindWithinLocked(from, to time.Time) time.Duration {
 		if !bt.end.After(from) {
 			break
 		}
-		if start, end := later(bt.start, from), earlier(bt.end, to); end.After(start) {
+		start, end := bt.start, bt.end
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(to) {
+			end = to
+		}
+		if end.After(start) {
 			d += end.Sub(start)
 		}
 	}
@@ -299,20 +306,6 @@ func (b *Brake) pruneBehindTimesLocked(now time.Time) {
 		}
 		next = b.behindTimes[i].start
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // HoldAll reports whether the lease expiry of the worker at key must wait whatever its worker's

@@ -257,8 +257,8 @@ func TestExpiryBrake(t *testing.T) {
 		require.Len(t, b.engine.PendingTasksOfType("worker.leaseExpiry"), len(keys), "held, still pending")
 
 		// Caught up: the brake comes off after the cooldown (5s), but the silent worker's
-		// expiry, held while the host was behind, waits a whole lease (10s) more, as if its
-		// lease had been refreshed when the host caught up; then it is found, the others not.
+		// lease ran only while the host was behind, so its clock stood still throughout: it
+		// waits a whole lease (10s) more from the catch-up; then it is found, the others not.
 		loadedHolds := b.engine.DeferredPureTasks() - b.engine.GatedPureTasks()
 		b.setBehind(false)
 		b.run(3*time.Second, keys[1:])
