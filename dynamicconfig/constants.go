@@ -292,9 +292,10 @@ now more likely lost its heartbeat in the queue than its worker. 0 disables this
 		0.01,
 		`The host is behind, and the expiry brake holds every lease expiry, while more than this
 share of the last 5 seconds' heartbeats (at least 5 of them) were refused with
-ResourceExhausted, in the transport or by admission, or dropped past their deadline: at a
-refused share r, a worker beating three times per lease loses all three with odds r³. <= 0:
-only the queueing delay counts.`,
+ResourceExhausted, in the transport or by admission, dropped past their deadline, or renewed
+their worker's lease with less than a third of it left (held up on their way for an interval):
+at a refused share r, a worker beating three times per lease loses all three with odds r³.
+<= 0: only the queueing delay counts.`,
 	)
 	ExpiryBrakeCooldown = NewGlobalDurationSetting(
 		"history.expiryBrakeCooldown",

@@ -415,8 +415,16 @@ func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *worker
 	deadline := st.GetLeaseDeadline().AsTime().UnixNano()
 	lease := st.GetLeaseDuration().AsDuration()
 	b.longestLease = max(b.longestLease, lease)
-	if prev, known := ns.leases[instanceKey]; known && prev.deadline == deadline {
-		return // a change other than a heartbeat (a binding): the lease did not move
+	if prev, known := ns.leases[instanceKey]; known {
+		if prev.deadline == deadline {
+			return // a change other than a heartbeat (a binding): the lease did not move
+		}
+		if b.load != nil && b.ts.Now().UnixNano() >= prev.overdue {
+			// Renewed with less than a third of its lease left: the worker's heartbeats were
+			// held up for an interval on their way here, or it missed one. Enough of these
+			// make the host behind before a live worker's lease runs out whole.
+			b.load.RenewedLate()
+		}
 	}
 	ns.leases[instanceKey] = trackedLease{overdue: deadline - int64(lease/3), deadline: deadline}
 	// A worker that beat again is no longer running out of lease, whatever was offered

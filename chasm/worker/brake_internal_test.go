@@ -76,3 +76,4 @@ func TestBehindTimes(t *testing.T) {
 type behindSwitch struct{ on bool }
 
 func (s *behindSwitch) Behind() bool { return s.on }
+func (s *behindSwitch) RenewedLate() {}

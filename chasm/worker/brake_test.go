@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/overload"
 	"github.com/vigilhq/vigil/dynamicconfig"
 )
 
@@ -22,10 +23,27 @@ import (
 // library (and so the brake) has been built.
 type lateClock struct{ clock.TimeSource }
 
-// fakeLoad is a host (or cluster) the test says is behind or not.
-type fakeLoad struct{ behind atomic.Bool }
+// fakeLoad is a host (or cluster) the test says is behind or not; it counts the late renewals
+// the brake tells it of. With signal set, it is that signal (a real overload controller).
+type fakeLoad struct {
+	behind atomic.Bool
+	late   atomic.Int64
+	signal overload.Signal
+}
 
-func (l *fakeLoad) Behind() bool { return l.behind.Load() }
+func (l *fakeLoad) Behind() bool {
+	if l.signal != nil {
+		return l.signal.Behind()
+	}
+	return l.behind.Load()
+}
+
+func (l *fakeLoad) RenewedLate() {
+	l.late.Add(1)
+	if l.signal != nil {
+		l.signal.RenewedLate()
+	}
+}
 
 type brakeBundle struct {
 	*bundle
@@ -132,6 +150,94 @@ func (b *brakeBundle) inactive(keys []string) int {
 
 func TestExpiryBrake(t *testing.T) {
 	t.Parallel()
+
+	// A heartbeat held up for an interval on its way, where history cannot see it wait, renews
+	// a lease that has almost run out: the brake tells the host's load signal, which counts such
+	// renewals as it counts refusals.
+	t.Run("TellsTheLoadSignalOfLeasesRenewedLate", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		b.mustBeat("w", withLease(9*time.Second))
+		for range 3 {
+			b.engine.AdvanceTime(3 * time.Second) // an interval: 6s of the lease are left
+			b.mustBeat("w", withLease(9*time.Second))
+		}
+		require.Zero(t, b.load.late.Load(), "heartbeats on time")
+
+		b.engine.AdvanceTime(6 * time.Second) // two intervals: the lease's last third
+		b.mustBeat("w", withLease(9*time.Second))
+		require.EqualValues(t, 1, b.load.late.Load())
+
+		b.mustBeat("new", withLease(9*time.Second))
+		b.engine.AdvanceTime(3 * time.Second)
+		b.mustBeat("w", withLease(9*time.Second))
+		require.EqualValues(t, 1, b.load.late.Load(), "a worker's first heartbeat renews nothing; the next came on time")
+	})
+
+	// One connection of the fleet stalls: history sees no queue and refuses nothing, and its
+	// workers' heartbeats arrive in a burst once it moves again, with little of their leases
+	// left. Those late renewals make the host behind (a real overload controller here), so
+	// that when the connection stalls again for longer than a lease, its workers are not
+	// declared INACTIVE; a worker that really died is still found.
+	t.Run("LateHeartbeatsHoldTheExpiriesOfAStalledConnection", func(t *testing.T) {
+		t.Parallel()
+		b := setupBrake(t)
+		ctl := overload.New(overload.Config{
+			MaxInFlightPerShard: func() int { return 64 }, MinInFlightPerShard: func() int { return 1 },
+			TargetLatency: func() time.Duration { return 0 }, MaxQueueDelay: func() time.Duration { return 0 },
+			HeartbeatMaxQueueDelay: func() time.Duration { return 0 },
+			MaxQueued:              func() int { return 1000 }, MaxQueuedBytes: func() int { return 1 << 20 },
+			EarlyRefusalTargetWait: func() time.Duration { return 0 },
+			BehindDelay:            func() time.Duration { return 2 * time.Second },
+			BehindRefusedShare:     func() float64 { return 0.01 },
+		}, b.engine.Clock(), tally.NoopScope)
+		b.load.signal = ctl
+		beat := func(k string) {
+			release, err := ctl.Admit(b.ctx, 0, overload.ClassHeartbeat, 100)
+			require.NoError(t, err)
+			b.mustBeat(k, withLease(6*time.Second))
+			release()
+		}
+		steady, stalled := workerKeys("steady", 15), workerKeys("stalled", 5)
+		// Stalls of the stalled workers' connection: nothing from it arrives in [from, to),
+		// and what it held arrives at to. The first is shorter than a lease, the second longer.
+		stalls := []struct{ from, to int }{{9, 13}, {14, 22}}
+		arrives := func(sec int) bool {
+			for _, s := range stalls {
+				if sec == s.to {
+					return true
+				}
+				if sec >= s.from && sec < s.to {
+					return false
+				}
+			}
+			return sec%2 == 0
+		}
+		falseInactive := 0 // the stalled workers' INACTIVE seconds: a later heartbeat resurrects them
+		for sec := range 40 {
+			b.brake.Status(testNamespaceID)
+			if sec > 0 {
+				falseInactive += b.inactive(stalled)
+			}
+			if sec%2 == 0 {
+				for _, k := range steady {
+					beat(k)
+				}
+			}
+			if sec <= 12 && sec%2 == 0 {
+				beat("dead") // dies at 12: its lease runs out at 18
+			}
+			if arrives(sec) {
+				for _, k := range stalled {
+					beat(k)
+				}
+			}
+			b.engine.AdvanceTime(time.Second)
+		}
+		require.Zero(t, falseInactive, "the stalled connection's workers are alive")
+		require.Zero(t, b.inactive(steady))
+		require.Equal(t, 1, b.inactive([]string{"dead"}), "a death is still found")
+	})
 
 	t.Run("HoldsAMassExpiryUntilReleasedThenExpiresOldestFirst", func(t *testing.T) {
 		t.Parallel()

@@ -21,8 +21,14 @@ func (c *Controller) Behind() bool {
 // LocalBehind says whether this host is behind: its heartbeats lately spent longer than
 // BehindDelay in history (waiting for a slot, then for their write), or one waiting now has,
 // or more than BehindRefusedShare of the last behindWindow's heartbeats (at least
-// behindMinRefused of them) were refused or dropped, wherever: in the transport, by admission,
-// or past their deadline.
+// behindMinRefused of them) were refused or dropped, wherever (in the transport, by admission,
+// or past their deadline), or renewed their leases late (RenewedLate).
+//
+// Late renewals see what the other measures cannot: a heartbeat that waited in the socket's
+// buffers before gRPC read it, or behind its client's backoff after a refusal, looks fresh to
+// history, whose clock for it starts when its headers are read. Its lease does not: when such
+// waits grow, the heartbeats that get through renew leases that have almost run out, an
+// interval or more before the first lease of a live worker runs out whole.
 func (c *Controller) LocalBehind() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -31,6 +37,7 @@ func (c *Controller) LocalBehind() bool {
 
 func (c *Controller) localBehindLocked() bool {
 	now := c.ts.Now()
+	c.lateLocked(now)
 	if limit := c.cfg.BehindDelay(); limit > 0 {
 		if c.behind.recentDelay(now) > limit || c.oldestHeartbeatWaitLocked(now) > limit {
 			return true
@@ -56,6 +63,18 @@ func (c *Controller) oldestHeartbeatWaitLocked(now time.Time) time.Duration {
 		}
 	}
 	return oldest
+}
+
+// RenewedLate implements Signal. It only counts: the count joins the window where the
+// controller's lock is held anyway (lateLocked), since an overloaded host renews most leases
+// late, from under the brake's lock.
+func (c *Controller) RenewedLate() { c.lateRenewals.Add(1) }
+
+// lateLocked moves the late renewals counted since into now's second.
+func (c *Controller) lateLocked(now time.Time) {
+	if n := c.lateRenewals.Swap(0); n > 0 {
+		c.behind.late(now, int(n))
+	}
 }
 
 // Report is what this host tells the other hosts of its cluster with its membership renewal
@@ -99,7 +118,7 @@ const (
 )
 
 // behindSignal is what LocalBehind reads: the smoothed time heartbeats spent in history, and
-// the heartbeats served and refused in each of the last behindWindow seconds. It is not safe
+// the heartbeats served, refused and late in each of the last behindWindow seconds. It is not safe
 // for concurrent use; the Controller holds its lock.
 type behindSignal struct {
 	delay   time.Duration
@@ -110,8 +129,10 @@ type behindSignal struct {
 }
 
 type secondCount struct {
-	second          int64
-	served, refused int
+	second int64
+	// late counts the served heartbeats that renewed their leases late: counted in served as
+	// well, and in the refused share as refused.
+	served, refused, late int
 }
 
 func newBehindSignal(now time.Time) behindSignal { return behindSignal{delayAt: now} }
@@ -126,16 +147,25 @@ func (b *behindSignal) served(now time.Time, took time.Duration) {
 
 // count notes n heartbeats served or refused in now's second.
 func (b *behindSignal) count(now time.Time, n int, refused bool) {
-	second := now.Unix()
-	s := &b.seconds[(second%behindWindow+behindWindow)%behindWindow]
-	if s.second != second {
-		*s = secondCount{second: second}
-	}
+	s := b.secondOf(now)
 	if refused {
 		s.refused += n
 	} else {
 		s.served += n
 	}
+}
+
+// late notes n served heartbeats that renewed their leases late, in now's second.
+func (b *behindSignal) late(now time.Time, n int) { b.secondOf(now).late += n }
+
+// secondOf returns now's second's counts, begun anew if they held an older second's.
+func (b *behindSignal) secondOf(now time.Time) *secondCount {
+	second := now.Unix()
+	s := &b.seconds[(second%behindWindow+behindWindow)%behindWindow]
+	if s.second != second {
+		*s = secondCount{second: second}
+	}
+	return s
 }
 
 // recentDelay is the smoothed delay, halved for every second without a heartbeat served: a
@@ -148,13 +178,13 @@ func (b *behindSignal) recentDelay(now time.Time) time.Duration {
 	return d
 }
 
-// recentCounts returns the heartbeats refused, and all heartbeats, of the last behindWindow
-// seconds.
+// recentCounts returns the heartbeats refused or late, and all heartbeats, of the last
+// behindWindow seconds.
 func (b *behindSignal) recentCounts(now time.Time) (refused, total int) {
 	second := now.Unix()
 	for _, s := range b.seconds {
 		if s.second > second-behindWindow && s.second <= second {
-			refused += s.refused
+			refused += s.refused + min(s.late, s.served)
 			total += s.served + s.refused
 		}
 	}

@@ -50,6 +50,8 @@ type Controller struct {
 	writeWait       atomic.Int64
 	// draws accumulates the early refusal's share of every heartbeat judged (RefuseEarly).
 	draws atomic.Uint64
+	// lateRenewals counts the late renewals (RenewedLate) not yet in the behind signal.
+	lateRenewals atomic.Int64
 	// The lowest wait a heartbeat met in the current standing interval (lowNow, begun at
 	// lowStart, in Unix nanoseconds) and in the one before (lowPrev): RefuseEarly's share
 	// applies only to a queue that stood above the target through them.
@@ -390,6 +392,7 @@ func (c *Controller) releaser(g *gate, class Class, arrived, start time.Time) fu
 			defer c.mu.Unlock()
 			if class == ClassHeartbeat {
 				c.behind.served(now, now.Sub(arrived))
+				c.lateLocked(now)
 			}
 			g.service += (took - g.service) / 10
 			g.inFlight--

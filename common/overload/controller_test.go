@@ -540,6 +540,31 @@ func TestControllerPressure(t *testing.T) {
 		b.a.RefusedEarly(100)
 		require.True(t, b.a.Behind(), "half the heartbeats were refused: the host is behind, whoever refused them")
 	})
+
+	// Heartbeats that waited before history saw them (in the socket, behind their clients'
+	// retries) are served at once, but renew leases that have almost run out.
+	t.Run("LateRenewalsMakeTheHostBehind", func(t *testing.T) {
+		t.Parallel()
+		b := newControllerBundle(t, 4, 100, 1<<20)
+		serve := func(n, late int) {
+			for i := range n {
+				release, err := b.a.Admit(longCtx(t), 0, ClassHeartbeat, 100)
+				require.NoError(t, err)
+				release()
+				if i < late {
+					b.a.RenewedLate()
+				}
+			}
+		}
+		serve(1000, behindMinRefused-1)
+		require.False(t, b.a.Behind(), "a few workers missed a beat")
+		serve(100, 20)
+		require.True(t, b.a.Behind(), "2% of the heartbeats renewed their leases late")
+		require.True(t, b.a.LocalBehind(), "and the host tells the cluster so")
+		b.ts.Advance(6 * time.Second)
+		serve(1000, 0)
+		require.False(t, b.a.Behind(), "heartbeats on time again")
+	})
 }
 
 // TestControllerQueuedGauge: once the queue is empty, the exported queue reads empty, however

@@ -18,7 +18,8 @@
 //   - the early refusal rule (RefuseEarly) the frontend applies in its transport tap, before a
 //     heartbeat is read, so that a refusal costs a fraction of a served call;
 //   - the behind signal (Behind), which the expiry brake reads: heartbeats wait long, or a
-//     share of them is refused, on this host or on another host of the cluster.
+//     share of them is refused or arrives late, on this host or on another host of the
+//     cluster.
 package overload
 
 import (
@@ -66,9 +67,13 @@ type Admitter interface {
 
 // Signal tells the expiry brake whether the host, or another host of its cluster, is behind:
 // whether a lease that runs out now more likely lost its heartbeats to the server than to its
-// worker.
+// worker. The brake tells it in turn which heartbeats came late.
 type Signal interface {
 	Behind() bool
+	// RenewedLate counts a heartbeat that renewed its worker's lease with less than a third of
+	// it left: a heartbeat held up for a whole interval on its way (in the network, the
+	// transport's buffers or the client's retries), where history's own waits do not see it.
+	RenewedLate()
 }
 
 // Pressure is what the frontend's transport tap asks before it lets a heartbeat through, and
@@ -104,8 +109,8 @@ type Config struct {
 	// heartbeats before reading them; <= 0: no early refusal.
 	EarlyRefusalTargetWait func() time.Duration
 	// BehindDelay is the time heartbeats spend in history past which the host is behind, and
-	// BehindRefusedShare the share of the last seconds' heartbeats refused past which it is;
-	// <= 0 turns either trigger off.
+	// BehindRefusedShare the share of the last seconds' heartbeats refused or late
+	// (Signal.RenewedLate) past which it is; <= 0 turns either trigger off.
 	BehindDelay        func() time.Duration
 	BehindRefusedShare func() float64
 }
