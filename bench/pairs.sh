@@ -8,6 +8,7 @@
 #   PAIRS=4 SCENARIOS="overload-giveup overload-retry" bench/pairs.sh bin/vigil.old bin/vigil
 #   CAPACITY=10000 bench/pairs.sh ...                      # base rate of the overload runs
 #   OUT=/tmp/p bench/pairs.sh ...                          # raw outputs (default bench-results/pairs-<time>)
+#   LOG_LEVEL=info bench/pairs.sh ...                      # the servers' log level (default warn)
 #
 # Scenarios (SCENARIOS):
 #   overload-giveup  20,000 workers on the liveness API alternating every 20 s between CAPACITY
@@ -24,7 +25,7 @@
 set -euo pipefail
 
 if (($# != 2)); then
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,7 +67,7 @@ run() {
   fi
   dir=$(mktemp -d)
   "${srv[@]}" "$bin" server start --db-filename "$dir/v.db" --port "$port" --http-port "$http" \
-    --log-level warn >"$out/$name.server.log" 2>&1 &
+    --log-level "${LOG_LEVEL:-warn}" >"$out/$name.server.log" 2>&1 &
   spid=$!
   wait_port "$port" 60
   if ! kill -0 "$spid" 2>/dev/null; then
