@@ -409,3 +409,72 @@ func TestEngineFailsTestWhenPureTaskStaysValid(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, v, "the faulty run is not committed")
 }
+
+// A component whose pure task waits, judged on the committed state (chasm.PureTaskDeferrer).
+
+type napper struct{ state *wrapperspb.Int64Value }
+
+func (n *napper) State() proto.Message                 { return n.state }
+func (n *napper) LifecycleState() chasm.LifecycleState { return chasm.LifecycleRunning }
+
+// wake is valid while the napper sleeps (0), waits until its time, then wakes it (1).
+type wake struct {
+	until    *time.Time
+	executed *int
+}
+
+func (wake) Validate(_ chasm.Context, n *napper, _ chasm.TaskAttributes, _ *wrapperspb.BoolValue) (bool, error) {
+	return n.state.Value == 0, nil
+}
+
+func (w wake) Defer(ctx chasm.Context, _ *napper, _ chasm.TaskAttributes, _ *wrapperspb.BoolValue) (time.Time, bool) {
+	return *w.until, ctx.Now().Before(*w.until)
+}
+
+func (w wake) Execute(_ chasm.MutableContext, n *napper, _ chasm.TaskAttributes, _ *wrapperspb.BoolValue) error {
+	*w.executed++
+	n.state.Value = 1
+	return nil
+}
+
+type napperLibrary struct{ wake wake }
+
+func (napperLibrary) Name() string { return "napper" }
+func (napperLibrary) Components() []*chasm.RegistrableComponent {
+	return []*chasm.RegistrableComponent{chasm.NewRegistrableComponent("napper",
+		func(s *wrapperspb.Int64Value) *napper { return &napper{state: s} })}
+}
+func (l napperLibrary) Tasks() []*chasm.RegistrableTask {
+	return []*chasm.RegistrableTask{chasm.NewRegistrablePureTask("wake", l.wake)}
+}
+
+func TestEngineDefersAPureTaskOnTheCommittedState(t *testing.T) {
+	t.Parallel()
+	var executed int
+	var until time.Time
+	engine := chasmtest.NewEngine(t, chasmtest.NewRegistry(t, napperLibrary{wake: wake{until: &until, executed: &executed}}))
+	until = engine.Now().Add(5 * time.Second)
+	_, err := chasm.StartExecution(context.Background(), engine, key("n"),
+		func(ctx chasm.MutableContext) (*napper, error) {
+			ctx.AddTask(chasm.TaskAttributes{ScheduledTime: ctx.Now().Add(time.Second)}, &wrapperspb.BoolValue{})
+			return &napper{state: &wrapperspb.Int64Value{}}, nil
+		}, chasm.StartOptions{})
+	require.NoError(t, err)
+	ref, err := chasm.NewRef[*napper](engine, key("n"))
+	require.NoError(t, err)
+	state := func() int64 {
+		v, err := chasm.ReadComponent(context.Background(), engine, ref, func(_ chasm.Context, n *napper) (int64, error) {
+			return n.state.Value, nil
+		})
+		require.NoError(t, err)
+		return v
+	}
+
+	engine.AdvanceTime(4 * time.Second)
+	require.Zero(t, executed, "offered at 1s, the task waits without running")
+	require.Zero(t, state())
+
+	engine.AdvanceTime(time.Second)
+	require.Equal(t, 1, executed, "offered again when its wait ends, it runs once")
+	require.EqualValues(t, 1, state())
+}
