@@ -118,8 +118,8 @@ const (
 )
 
 // behindSignal is what LocalBehind reads: the smoothed time heartbeats spent in history, and
-// the heartbeats served, refused and late in each of the last behindWindow seconds. It is not safe
-// for concurrent use; the Controller holds its lock.
+// the heartbeats served, refused and late in each of the last behindWindow seconds. It is not
+// safe for concurrent use; the Controller holds its lock.
 type behindSignal struct {
 	delay   time.Duration
 	delayAt time.Time
@@ -184,6 +184,8 @@ func (b *behindSignal) recentCounts(now time.Time) (refused, total int) {
 	second := now.Unix()
 	for _, s := range b.seconds {
 		if s.second > second-behindWindow && s.second <= second {
+			// Late renewals join the second they are folded in, which may be the one after
+			// their heartbeats were served: no second counts more late than served.
 			refused += s.refused + min(s.late, s.served)
 			total += s.served + s.refused
 		}
