@@ -419,9 +419,10 @@ func (b *Brake) noteLease(namespaceID, namespace, instanceKey string, st *worker
 		if prev.deadline == deadline {
 			return // a change other than a heartbeat (a binding): the lease did not move
 		}
-		if b.load != nil && b.ts.Now().UnixNano() >= prev.overdue {
-			// Renewed with less than a third of its lease left: the worker's heartbeats were
-			// held up for an interval on their way here, or it missed one. Enough of these
+		if b.load != nil && st.GetLastHeartbeatTime().AsTime().UnixNano() >= prev.overdue {
+			// Renewed (at the heartbeat's time, which the state carries: no clock read on the
+			// heartbeat path) with less than a third of its lease left: the worker's heartbeats
+			// were held up for an interval on their way here, or it missed one. Enough of these
 			// make the host behind before a live worker's lease runs out whole.
 			b.load.RenewedLate()
 		}
