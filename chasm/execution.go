@@ -231,9 +231,14 @@ func (e *Execution) Update(now time.Time, fn func(MutableContext, Component) err
 		return nil, fmt.Errorf("chasm: execution %s does not exist", e.key)
 	}
 	t := newTransaction(e, now, true)
-	// A deep copy: a transaction that fails leaves the committed state as it was.
-	c := e.component.fromState(proto.Clone(e.state))
-	if err := fn(t, c); err != nil {
+	// A copy: a transaction that fails leaves the committed state as it was.
+	c := e.component.fromState(e.copyState())
+	check := e.checkCopyOnWrite()
+	err := fn(t, c)
+	if check != nil {
+		err = cmp.Or(check(), err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return e.finish(t, c)

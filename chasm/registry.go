@@ -38,6 +38,9 @@ type RegistrableComponent struct {
 	collections []string
 	// observer sees committed changes (WithCommitObserver).
 	observer CommitObserver
+	// copyState makes a transaction's copy of the committed state (WithCopyOnWrite); nil:
+	// proto.Clone.
+	copyState func(proto.Message) proto.Message
 }
 
 // NewRegistrableComponent declares a component type named name (unique within its library)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/vigilhq/vigil/chasm"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/combine"
@@ -48,7 +50,10 @@ func recordOutcome(w *Worker, ctx chasm.MutableContext, o rescheduleOutcome) {
 	case o.delivered:
 		w.PendingReschedules = slices.Delete(w.PendingReschedules, i, i+1)
 	case !w.PendingReschedules[i].OwnTask:
-		w.PendingReschedules[i].OwnTask = true
+		// Replaced, not changed in place: the committed state shares it (chasm.WithCopyOnWrite).
+		p := proto.CloneOf(w.PendingReschedules[i])
+		p.OwnTask = true
+		w.PendingReschedules[i] = p
 		ctx.AddTask(chasm.TaskAttributes{Destination: RescheduleDestination(o.batch.DestinationShard)}, o.batch)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/uber-go/tally/v4"
-	enumspb "go.temporal.io/api/enums/v1"
 	workerv1 "go.temporal.io/api/worker/v1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -61,14 +60,11 @@ func startBenchHost(b *testing.B) *benchHost {
 	}
 }
 
+// benchHeartbeat is the snapshot an SDK worker sends with every heartbeat (sdkHeartbeat).
 func benchHeartbeat(key string) *workerv1.WorkerHeartbeat {
-	return &workerv1.WorkerHeartbeat{
-		WorkerInstanceKey: key,
-		WorkerIdentity:    "123@bench-host",
-		TaskQueue:         "orders",
-		Status:            enumspb.WORKER_STATUS_RUNNING,
-		HostInfo:          &workerv1.WorkerHostInfo{HostName: "bench-host"},
-	}
+	hb := sdkHeartbeat(time.Now())
+	hb.WorkerInstanceKey = key
+	return hb
 }
 
 func benchBinding(activityID string) *workerpb.ActivityBinding {

@@ -59,6 +59,8 @@ func (l *Library) Name() string { return LibraryName }
 func (l *Library) Components() []*chasm.RegistrableComponent {
 	opts := []chasm.ComponentOption{
 		chasm.WithCollections(BoundActivities.Name()),
+		// Transitions replace the messages they change: a heartbeat copies no snapshot.
+		chasm.WithCopyOnWrite(shallowCopy),
 	}
 	var observers []chasm.CommitObserver
 	if l.changes != nil {

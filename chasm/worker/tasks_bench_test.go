@@ -25,39 +25,12 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkLeaseTimerWaitsInMemory -count 10 ./chasm/worker/
 func BenchmarkLeaseTimerWaitsInMemory(b *testing.B) {
-	logger := zap.NewNop()
-	config := worker.NewConfig(dynamicconfig.NewCollection(dynamicconfig.NewMemoryClient(), logger), benchNumShards)
-	registry := chasm.NewRegistry()
-	if err := registry.Register(worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)); err != nil {
-		b.Fatal(err)
-	}
-	rc, _ := registry.Component(worker.Archetype)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	state := liveWorkerState(now)
+	registry, exec := loadBenchWorker(b, state)
 	timerType, ok := registry.TaskForPayload(&workerpb.LeaseExpiryTask{})
 	if !ok {
 		b.Fatal("no lease expiry task type")
-	}
-
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	written := now.Add(-4 * time.Second) // the last written heartbeat, its timer at +3s
-	ts := timestamppb.New
-	state := &workerpb.WorkerState{
-		Namespace:            benchNamespace,
-		Status:               workerpb.WorkerStatus_WORKER_STATUS_ACTIVE,
-		LastHeartbeat:        sdkHeartbeat(written),
-		LastHeartbeatTime:    ts(now.Add(-time.Second)),
-		WrittenHeartbeatTime: ts(written),
-		LeaseDuration:        durationpb.New(3 * time.Second),
-		LeaseDeadline:        ts(now.Add(2 * time.Second)),
-		LeaseTimerTime:       ts(written.Add(3 * time.Second)),
-		LeaseBound:           ts(written.Add(13 * time.Second)),
-	}
-	encoded, err := proto.Marshal(state)
-	if err != nil {
-		b.Fatal(err)
-	}
-	exec, err := chasm.LoadExecution(registry, rc, chasm.ExecutionKey{NamespaceID: benchNamespaceID, BusinessID: "w", RunID: "r"}, encoded, nil)
-	if err != nil {
-		b.Fatal(err)
 	}
 	task := &chasm.Task{Type: timerType, Attributes: chasm.TaskAttributes{ScheduledTime: state.LeaseTimerTime.AsTime()}, Payload: &workerpb.LeaseExpiryTask{}}
 
@@ -70,6 +43,75 @@ func BenchmarkLeaseTimerWaitsInMemory(b *testing.B) {
 			b.Fatalf("want a wait for the deadline, got %v", err)
 		}
 	}
+}
+
+// BenchmarkHeartbeatInMemory is the transaction of a heartbeat answered from memory, on the
+// state of the worker in BenchmarkLeaseTimerWaitsInMemory: it renews the lease and keeps the
+// snapshot the SDK sent, and is applied without a write (chasm.Mutation.Deferred). Nine in
+// ten heartbeats of a worker beating every second are this.
+//
+//	go test -run '^$' -bench BenchmarkHeartbeatInMemory -count 10 ./chasm/worker/
+func BenchmarkHeartbeatInMemory(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, exec := loadBenchWorker(b, liveWorkerState(now))
+	ev := worker.EventHeartbeat{
+		Heartbeat: sdkHeartbeat(now), Lease: 3 * time.Second,
+		WriteInterval: worker.HeartbeatWriteIntervalDefault, MayDefer: true,
+	}
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		m, err := exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			return worker.TransitionHeartbeatReceived.Apply(c.(*worker.Worker), ctx, ev)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !m.Deferred {
+			b.Fatal("the heartbeat was to be answered from memory")
+		}
+		exec.Apply(m)
+	}
+}
+
+// liveWorkerState is a live worker beating every second with a 3 s lease, whose last written
+// heartbeat was 4 s before now (its timer at +3 s) and whose latest was a second ago.
+func liveWorkerState(now time.Time) *workerpb.WorkerState {
+	written := now.Add(-4 * time.Second)
+	ts := timestamppb.New
+	return &workerpb.WorkerState{
+		Namespace:            benchNamespace,
+		Status:               workerpb.WorkerStatus_WORKER_STATUS_ACTIVE,
+		LastHeartbeat:        sdkHeartbeat(now.Add(-time.Second)),
+		LastHeartbeatTime:    ts(now.Add(-time.Second)),
+		WrittenHeartbeatTime: ts(written),
+		LeaseDuration:        durationpb.New(3 * time.Second),
+		LeaseDeadline:        ts(now.Add(2 * time.Second)),
+		LeaseTimerTime:       ts(written.Add(3 * time.Second)),
+		LeaseBound:           ts(written.Add(13 * time.Second)),
+	}
+}
+
+// loadBenchWorker loads state as the worker component's execution, as an engine does.
+func loadBenchWorker(b *testing.B, state *workerpb.WorkerState) (*chasm.Registry, *chasm.Execution) {
+	b.Helper()
+	logger := zap.NewNop()
+	config := worker.NewConfig(dynamicconfig.NewCollection(dynamicconfig.NewMemoryClient(), logger), benchNumShards)
+	registry := chasm.NewRegistry()
+	if err := registry.Register(worker.NewLibrary(config, worker.NotFoundRescheduler{}, tally.NoopScope, logger)); err != nil {
+		b.Fatal(err)
+	}
+	rc, _ := registry.Component(worker.Archetype)
+	encoded, err := proto.Marshal(state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exec, err := chasm.LoadExecution(registry, rc, chasm.ExecutionKey{NamespaceID: benchNamespaceID, BusinessID: "w", RunID: "r"}, encoded, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return registry, exec
 }
 
 // sdkHeartbeat is a heartbeat as the Go SDK fills it.
