@@ -325,6 +325,14 @@ func (b *Brake) HoldAll(key chasm.ExecutionKey, now time.Time) (time.Time, bool)
 	renewed := known && l.deadline > now.UnixNano()
 	var until time.Time
 	switch {
+	case b.behindOn && renewed && !ns.suspectLocked(key.BusinessID):
+		// A live worker's timer (heartbeats renewed its lease since it was armed, maybe only
+		// in memory) comes back at its lease's deadline, as its executor would have it wait:
+		// the timers of a live fleet stay spread over their deadlines, instead of all coming
+		// back on the tick the brake comes off, when the host has only just caught up. One
+		// that finds its lease not renewed then is held until the brake could be off. A
+		// suspect worker's waits for that too: its grace is judged when the hold ends.
+		return b.recheckAfter(time.Unix(0, l.deadline).Add(-time.Nanosecond)), true
 	case b.behindOn:
 		until = b.behindUntil
 	case renewed:
@@ -490,6 +498,12 @@ func (b *Brake) Stop() {
 func (b *Brake) recheckAfter(t time.Time) time.Time {
 	step := max(b.cfg.Recheck(), time.Millisecond)
 	return t.Truncate(step).Add(step)
+}
+
+// suspectLocked reports whether instanceKey is under connection suspicion (NoteSuspect).
+func (ns *namespaceBrake) suspectLocked(instanceKey string) bool {
+	c, ok := ns.candidates[instanceKey]
+	return ok && !c.settled.IsZero()
 }
 
 // candidateLocked returns the expiry candidate of instanceKey, made first seen now if new,

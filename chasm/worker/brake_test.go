@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -393,6 +394,58 @@ func TestExpiryBrake(t *testing.T) {
 		b.run(3*time.Second, keys[1:])
 		require.Equal(t, 1, b.inactive(keys[:1]))
 		require.Zero(t, b.inactive(keys[1:]))
+	})
+
+	t.Run("LiveTimersDoNotComeBackTogetherWhenTheHostCatchesUp", func(t *testing.T) {
+		t.Parallel()
+		// As by default: heartbeats every second on a 3s lease, one in ten written, the others
+		// answered from memory; the brake's cooldown 15s. A live worker's timer fires about
+		// once a lease and waits for the deadline its heartbeats moved. While the host is
+		// behind the brake holds those timers until it could come off; when it has caught up
+		// they must not all come back on that tick, which would load every worker of the host
+		// at once just as it recovered: held until then, they came back at twice the steady
+		// rate for the next 8s.
+		b := setupBrake(t)
+		b.dc.OverrideValue(worker.HeartbeatWriteInterval.Key(), worker.HeartbeatWriteIntervalDefault)
+		b.dc.OverrideValue(dynamicconfig.ExpiryBrakeCooldown.Key(), dynamicconfig.ExpiryBrakeCooldown.Default())
+		keys := workerKeys("w", 30)
+		second := 0
+		offered := func() int {
+			return b.engine.DeferredPureTasks() + b.engine.ExecutedPureTasks() + b.engine.PrunedTasks()
+		}
+		// tick beats every worker that has started (worker i at second i%10, so that their
+		// written heartbeats are spread) and advances a second; it returns the expiry timers
+		// offered in that second.
+		tick := func() int {
+			b.brake.Status(testNamespaceID)
+			for i, k := range keys {
+				if second >= i%10 {
+					b.mustBeat(k, withLease(3*time.Second))
+				}
+			}
+			before := offered()
+			b.engine.AdvanceTime(time.Second)
+			second++
+			return offered() - before
+		}
+		for range 30 {
+			tick()
+		}
+		b.setBehind(true)
+		for range 40 {
+			tick()
+		}
+		require.True(t, b.brake.Status(testNamespaceID).Engaged)
+		b.setBehind(false)
+		var perSecond []int
+		for range 30 {
+			perSecond = append(perSecond, tick())
+		}
+		require.False(t, b.brake.Status(testNamespaceID).Engaged)
+		require.Zero(t, b.inactive(keys))
+		// A worker's timer fires about every other second (12 of 30 a second): no second
+		// after the catch-up may see more than that.
+		require.LessOrEqual(t, slices.Max(perSecond), 12, "timers offered each second after the catch-up: %v", perSecond)
 	})
 
 	t.Run("FindsADeathWhileTheHostKeepsFallingBehind", func(t *testing.T) {
