@@ -357,6 +357,20 @@ func (c *executionCache) len() (entries, decoded int) {
 }
 
 // clear drops every entry not in use; used when a shard closes.
+// maybeUnwritten returns the keys of the entries whose run may hold deferred changes: those
+// that do, and those in use, which only their lock holder may look into.
+func (c *executionCache) maybeUnwritten() []cacheKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []cacheKey
+	for key, e := range c.entries {
+		if !c.idle(e) || (e.loaded && e.current != nil && e.current.unwritten) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
 func (c *executionCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -283,6 +283,12 @@ func (c *shardController) release(ctx context.Context, shards []*Shard, graceful
 		go func() {
 			defer wg.Done()
 			s.drain()
+			if graceful && !s.lost.Load() {
+				if err := s.flushUnwritten(ctx); err != nil {
+					// The next owner starts from the last written state, as after a crash.
+					s.logger.Warn("could not write the heartbeats answered from memory before the shard's release", tag.Error(err))
+				}
+			}
 			s.stop()
 			if !graceful || c.releaser == nil || s.lost.Load() {
 				return

@@ -107,6 +107,46 @@ func (s *Shard) drain() {
 	s.writeGate.Unlock()
 }
 
+// flushUnwritten writes, for a graceful release, the state of every run that holds changes
+// only memory has (heartbeats answered from memory, worker.heartbeatWriteInterval). The next
+// owner then starts from the last state this host acknowledged rather than the last it wrote:
+// a watcher that relays both hosts sees each worker's heartbeats go on, not back, and no
+// lease needs lease_bound to cover what was lost. It runs after drain, so that nothing else
+// writes or answers from memory any more.
+func (s *Shard) flushUnwritten(ctx context.Context) error {
+	for _, key := range s.cache.maybeUnwritten() {
+		if err := s.flushRun(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Shard) flushRun(ctx context.Context, key cacheKey) error {
+	entry, release, err := s.cache.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	run := entry.current
+	if !entry.loaded || run == nil || !run.unwritten {
+		return nil
+	}
+	rc, ok := s.engine.registry.ComponentByID(key.archetypeID)
+	if !ok {
+		return fmt.Errorf("no component of archetype %d", key.archetypeID)
+	}
+	if err := entry.decode(s.engine.registry, rc); err != nil {
+		return err
+	}
+	// A transaction that changes nothing, unlike a deferred one, is written whole.
+	m, err := run.exec.Update(s.engine.timeSource.Now(), func(chasm.MutableContext, chasm.Component) error { return nil })
+	if err != nil {
+		return err
+	}
+	return s.persist(ctx, entry, run, m, "")
+}
+
 func (s *Shard) stop() {
 	s.timerQueue.Stop()
 	s.outboundQueue.Stop()
@@ -284,6 +324,14 @@ func (s *Shard) write(
 		run.unwritten = true
 		return nil
 	}
+	return s.persist(ctx, entry, run, m, expectedCurrentRunID)
+}
+
+// persist writes a mutation of run and, once durable, applies it (write, past its checks).
+func (s *Shard) persist(
+	ctx context.Context, entry *cacheEntry, run *loadedRun, m *chasm.Mutation, expectedCurrentRunID string,
+) error {
+	exec := run.exec
 	rc := exec.Archetype()
 	w := &persistence.ExecutionWrite{
 		ShardID:              s.id,

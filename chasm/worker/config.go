@@ -33,10 +33,10 @@ var HeartbeatWriteInterval = dynamicconfig.NewNamespaceDurationSetting(
 	`How long a live worker's heartbeats may renew its lease in memory before one is written: a
 heartbeat that only moves the lease and the worker's snapshot is answered without a write
 while it comes within this interval of the last written one and its deadline within this
-interval of that one's. A crash or a shard
-handoff loses at most this much of the snapshot (last heartbeat, slots); no lease that was
-granted is lost, since the next owner lets such a worker's lease run that much longer before
-it expires it. 0 writes every heartbeat.`,
+interval of that one's. A crash loses at most this much of the snapshot (last heartbeat,
+slots); no lease that was granted is lost, since the next owner lets such a worker's lease run
+that much longer before it expires it. A graceful stop or shard handoff writes what was
+answered from memory first, and loses nothing. 0 writes every heartbeat.`,
 )
 
 // HeartbeatWriteIntervalDefault writes about one heartbeat in ten of a worker beating every

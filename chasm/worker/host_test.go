@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/worker"
@@ -325,6 +326,27 @@ matching.InactiveWorkerCleanupDelay:
 		require.Equal(t, 1, b.writes.writesFor("w-1"))
 	})
 
+	t.Run("AGracefulStopWritesTheHeartbeatsAnsweredFromMemory", func(t *testing.T) {
+		t.Parallel()
+		// The next owner of the shards, or the same host restarted, starts from the last state
+		// the host acknowledged.
+		b := startHost(t, "")
+		minute := withLease(time.Minute)
+		b.beat("ns", "w-1", minute)
+		b.beat("ns", "w-2", minute)
+		var last *workerpb.HeartbeatResult
+		for range 3 {
+			last = b.beat("ns", "w-1", minute) // answered from memory
+		}
+		b.writes.reset()
+		b.host.Engine.Stop()
+		require.Equal(t, 1, b.writes.writesFor("w-1"), "its heartbeats answered from memory, written once")
+		require.Zero(t, b.writes.writesFor("w-2"), "nothing of it was unwritten")
+		st := b.writes.lastState(t, "w-1")
+		require.Equal(t, last.ConflictToken, st.GetConflictToken())
+		require.Equal(t, last.LeaseDeadline.AsTime(), st.GetLeaseDeadline().AsTime())
+	})
+
 	t.Run("AWorkerWithUnwrittenHeartbeatsStaysCached", func(t *testing.T) {
 		t.Parallel()
 		b := startHostWithCache(t, "", 1, 1) // one business ID per shard
@@ -374,6 +396,8 @@ type writeRecorder struct {
 	writes map[string]int
 	// rows counts the collection rows put and deleted.
 	rows map[string]int
+	// states are the last state written of each business ID.
+	states map[string][]byte
 }
 
 func (r *writeRecorder) wrap(s persistence.Store) persistence.Store {
@@ -386,6 +410,20 @@ func (r *writeRecorder) reset() {
 	r.bytes = map[string]int{}
 	r.writes = map[string]int{}
 	r.rows = map[string]int{}
+	r.states = map[string][]byte{}
+}
+
+// lastState is the worker state written last for businessID (nil if none).
+func (r *writeRecorder) lastState(t *testing.T, businessID string) *workerpb.WorkerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.states[businessID]
+	if !ok {
+		return nil
+	}
+	st := &workerpb.WorkerState{}
+	require.NoError(t, proto.Unmarshal(b, st))
+	return st
 }
 
 func (r *writeRecorder) rowsFor(businessID string) int {
@@ -417,8 +455,12 @@ func (s *recordingStore) WriteBatch(ctx context.Context, writes []*persistence.E
 		s.r.bytes = map[string]int{}
 		s.r.writes = map[string]int{}
 		s.r.rows = map[string]int{}
+		s.r.states = map[string][]byte{}
 	}
 	for _, w := range writes {
+		if w.State != nil {
+			s.r.states[w.Key.BusinessID] = w.State
+		}
 		s.r.rows[w.Key.BusinessID] += len(w.CollectionPuts) + len(w.CollectionDeletes)
 		n := len(w.State)
 		for _, e := range w.CollectionPuts {
