@@ -356,7 +356,6 @@ func (c *executionCache) len() (entries, decoded int) {
 	return len(c.entries), decoded
 }
 
-// clear drops every entry not in use; used when a shard closes.
 // maybeUnwritten returns the keys of the entries whose run may hold deferred changes: those
 // that do, and those in use, which only their lock holder may look into.
 func (c *executionCache) maybeUnwritten() []cacheKey {
@@ -371,6 +370,7 @@ func (c *executionCache) maybeUnwritten() []cacheKey {
 	return keys
 }
 
+// clear drops every entry not in use; used when a shard closes.
 func (c *executionCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
