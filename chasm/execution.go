@@ -269,32 +269,10 @@ func (e *Execution) ValidateTask(now time.Time, task *Task) (bool, error) {
 
 // ExecutePureTask validates and runs a pure task as one transaction. It returns
 // ErrTaskNotValid for a stale task, and ErrPureTaskStillValid (with no mutation) if the task
-// did not invalidate itself. A task whose handler is a PureTaskDeferrer is first judged on the
-// committed state: a stale task or a deferral then costs no copy of the state.
+// did not invalidate itself.
 func (e *Execution) ExecutePureTask(now time.Time, task *Task) (*Mutation, error) {
 	if !task.Type.pure {
 		return nil, fmt.Errorf("chasm: task %s is not pure", task.Type.fullName)
-	}
-	if task.Type.deferPure != nil {
-		var until time.Time
-		var deferred bool
-		err := e.Read(now, func(ctx Context, c Component) error {
-			valid, err := task.Type.validate(ctx, c, task.Attributes, task.Payload)
-			switch {
-			case err != nil:
-				return fmt.Errorf("validate %s: %w", task.Type.fullName, err)
-			case !valid:
-				return ErrTaskNotValid
-			}
-			until, deferred = task.Type.deferPure(ctx, c, task.Attributes, task.Payload)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if deferred {
-			return nil, DeferTask(until)
-		}
 	}
 	return e.Update(now, func(ctx MutableContext, c Component) error {
 		valid, err := task.Type.validate(ctx, c, task.Attributes, task.Payload)

@@ -36,16 +36,6 @@ type PureTaskHandler[C Component, T proto.Message] interface {
 	Execute(ctx MutableContext, c C, attrs TaskAttributes, task T) error
 }
 
-// PureTaskDeferrer is a PureTaskHandler that can tell from the committed state alone, without
-// a change, that a valid task only has to wait: its Execute would return DeferTask(until).
-// The engine asks it before it copies the state for Execute, so that a task offered again and
-// again (a lease timer that fires while heartbeats answered from memory moved the deadline)
-// costs a read, not a transaction. Defer runs under the execution lock, after Validate, and
-// must not modify c.
-type PureTaskDeferrer[C Component, T proto.Message] interface {
-	Defer(ctx Context, c C, attrs TaskAttributes, task T) (until time.Time, deferred bool)
-}
-
 // SideEffectTaskHandler validates and runs a side-effect task. Validate runs under the
 // execution lock; Execute runs outside it, may do I/O, and re-enters the engine through ref.
 // Once Execute has succeeded Validate must return false, so that a task delivered twice (for
@@ -107,8 +97,6 @@ type RegistrableTask struct {
 	validate          func(Context, Component, TaskAttributes, proto.Message) (bool, error)
 	executePure       func(MutableContext, Component, TaskAttributes, proto.Message) error
 	executeSideEffect func(context.Context, ComponentRef, TaskAttributes, proto.Message) error
-	// deferPure is the handler's PureTaskDeferrer, if it is one.
-	deferPure func(Context, Component, TaskAttributes, proto.Message) (time.Time, bool)
 }
 
 // NewRegistrablePureTask declares a pure task type named name (unique within its library),
@@ -123,11 +111,6 @@ func NewRegistrablePureTask[C Component, T proto.Message](
 	}
 	t.executePure = func(ctx MutableContext, c Component, attrs TaskAttributes, payload proto.Message) error {
 		return handler.Execute(ctx, c.(C), attrs, payload.(T))
-	}
-	if d, ok := handler.(PureTaskDeferrer[C, T]); ok {
-		t.deferPure = func(ctx Context, c Component, attrs TaskAttributes, payload proto.Message) (time.Time, bool) {
-			return d.Defer(ctx, c.(C), attrs, payload.(T))
-		}
 	}
 	return t
 }

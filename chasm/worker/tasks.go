@@ -16,8 +16,6 @@ import (
 	"github.com/vigilhq/vigil/common/metrics"
 )
 
-var _ chasm.PureTaskDeferrer[*Worker, *workerpb.LeaseExpiryTask] = (*LeaseExpiryTaskExecutor)(nil)
-
 // LeaseExpiryTaskExecutor declares a worker INACTIVE when its lease deadline passes.
 type LeaseExpiryTaskExecutor struct {
 	config *Config
@@ -44,12 +42,14 @@ func (e *LeaseExpiryTaskExecutor) Validate(_ chasm.Context, w *Worker, attrs cha
 // A worker that has not beaten since the host may have lost unwritten heartbeats
 // (RecoveredAt: the shard was acquired, or a failed write dropped them) may have been granted
 // a deadline up to lease_bound by heartbeats this state lacks: its lease runs until then.
-func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, task *workerpb.LeaseExpiryTask) error {
-	if until, deferred := e.Defer(ctx, w, attrs, task); deferred {
-		return chasm.DeferTask(until)
-	}
+func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) error {
 	deadline := currentDeadline(ctx, w)
 	if deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
+		if w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) {
+			// Heartbeats answered from memory moved the deadline within lease_bound: the
+			// timer the store has still fires before the bound, so it waits in memory.
+			return chasm.DeferTask(deadline)
+		}
 		armLeaseTimer(w, ctx, deadline)
 		return nil
 	}
@@ -87,19 +87,6 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 	}
 	e.logger.Info(reason, fields...)
 	return nil
-}
-
-// Defer implements chasm.PureTaskDeferrer: heartbeats answered from memory extended the lease
-// since the timer was armed, within lease_bound, so the timer waits for the new deadline in
-// memory. The engine asks before it copies the worker's state, which a live worker beating
-// every second, written once in ten beats, would otherwise cost at every lease.
-func (e *LeaseExpiryTaskExecutor) Defer(ctx chasm.Context, w *Worker, attrs chasm.TaskAttributes, _ *workerpb.LeaseExpiryTask) (time.Time, bool) {
-	deadline := currentDeadline(ctx, w)
-	if deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) &&
-		w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) {
-		return deadline, true
-	}
-	return time.Time{}, false
 }
 
 // currentDeadline is when the worker's lease runs out: its effective deadline (the suspect
