@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,14 @@ func TestValidation(t *testing.T) {
 			})
 			return err
 		}, "worker_heartbeat[1].worker_instance_key is required"},
+		{"HostNameTooLongIsNamedByIndex", func() error {
+			long := heartbeatOf("w-2")
+			long.HostInfo = &workerapipb.WorkerHostInfo{HostName: strings.Repeat("h", MaxIdentityLength+1)}
+			_, err := env.workflow.RecordWorkerHeartbeat(ctx, &workflowservice.RecordWorkerHeartbeatRequest{
+				Namespace: testNamespace, WorkerHeartbeat: []*workerapipb.WorkerHeartbeat{heartbeatOf("w-1"), long},
+			})
+			return err
+		}, "worker_heartbeat[1].host_info.host_name is " + strconv.Itoa(MaxIdentityLength+1) + " bytes long"},
 		{"KeyTooLong", func() error {
 			_, err := env.workflow.DescribeWorker(ctx, &workflowservice.DescribeWorkerRequest{
 				Namespace: testNamespace, WorkerInstanceKey: strings.Repeat("k", MaxWorkerInstanceKeyLength+1),

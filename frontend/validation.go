@@ -163,7 +163,7 @@ func (v *validator) recordWorkerHeartbeat(r *workflowservice.RecordWorkerHeartbe
 		return invalid("worker_heartbeat has %d entries, more than the limit of %d", n, MaxHeartbeatsPerRequest)
 	}
 	for i, hb := range r.GetWorkerHeartbeat() {
-		if err := heartbeat(fmt.Sprintf("worker_heartbeat[%d]", i), hb); err != nil {
+		if err := heartbeat(func() string { return fmt.Sprintf("worker_heartbeat[%d]", i) }, hb); err != nil {
 			return err
 		}
 	}
@@ -197,7 +197,7 @@ func (v *validator) recordHeartbeat(r *livenesspb.RecordHeartbeatRequest) error 
 	if r.GetWorkerHeartbeat() == nil {
 		return invalid("worker_heartbeat is required")
 	}
-	if err := heartbeat("worker_heartbeat", r.GetWorkerHeartbeat()); err != nil {
+	if err := heartbeat(func() string { return "worker_heartbeat" }, r.GetWorkerHeartbeat()); err != nil {
 		return err
 	}
 	if err := v.leaseDuration(r); err != nil {
@@ -362,16 +362,29 @@ func requireToken(token []byte) error {
 	return nil
 }
 
-func heartbeat(field string, hb *workerapipb.WorkerHeartbeat) error {
+// heartbeat checks one worker heartbeat. field names it in an error, and is only called to
+// build one: every heartbeat is checked, and nearly all pass.
+func heartbeat(field func() string, hb *workerapipb.WorkerHeartbeat) error {
 	if hb == nil {
-		return invalid("%s is empty", field)
+		return invalid("%s is empty", field())
 	}
-	return firstError(
-		workerKey(field+".worker_instance_key", hb.GetWorkerInstanceKey()),
-		maxLength(field+".worker_identity", hb.GetWorkerIdentity(), MaxIdentityLength),
-		maxLength(field+".task_queue", hb.GetTaskQueue(), MaxIdentityLength),
-		maxLength(field+".host_info.host_name", hb.GetHostInfo().GetHostName(), MaxIdentityLength),
-	)
+	if hb.GetWorkerInstanceKey() == "" {
+		return invalid("%s.worker_instance_key is required", field())
+	}
+	for _, f := range [...]struct {
+		name, value string
+		limit       int
+	}{
+		{"worker_instance_key", hb.GetWorkerInstanceKey(), MaxWorkerInstanceKeyLength},
+		{"worker_identity", hb.GetWorkerIdentity(), MaxIdentityLength},
+		{"task_queue", hb.GetTaskQueue(), MaxIdentityLength},
+		{"host_info.host_name", hb.GetHostInfo().GetHostName(), MaxIdentityLength},
+	} {
+		if len(f.value) > f.limit {
+			return maxLength(field()+"."+f.name, f.value, f.limit)
+		}
+	}
+	return nil
 }
 
 func requireNamespace(name string) error {
