@@ -46,8 +46,9 @@ func (e *LeaseExpiryTaskExecutor) Execute(ctx chasm.MutableContext, w *Worker, a
 	deadline := currentDeadline(ctx, w)
 	if deadline.After(attrs.ScheduledTime) && ctx.Now().Before(deadline) {
 		if w.LeaseBound != nil && !deadline.After(w.LeaseBound.AsTime()) {
-			// Heartbeats answered from memory moved the deadline within lease_bound: the
-			// timer the store has still fires before the bound, so it waits in memory.
+			// Heartbeats answered from memory moved the deadline, within the lease_bound
+			// the store has: the timer waits in memory, nothing is written, and after a
+			// crash the stored timer fires and finds the bound.
 			return chasm.DeferTask(deadline)
 		}
 		armLeaseTimer(w, ctx, deadline)
