@@ -328,20 +328,21 @@ func internIndexed(f chasm.IndexedFields) chasm.IndexedFields {
 	return f
 }
 
-// decode makes the entry's current run usable again (execution lock held).
-func (e *cacheEntry) decode(registry *chasm.Registry, rc *chasm.RegistrableComponent) error {
+// decode makes the entry's current run usable again (execution lock held); decoded says
+// whether it had to, the run having been kept encoded.
+func (e *cacheEntry) decode(registry *chasm.Registry, rc *chasm.RegistrableComponent) (decoded bool, err error) {
 	run := e.current
 	if run == nil || run.exec != nil {
-		return nil
+		return false, nil
 	}
 	key := chasm.ExecutionKey{NamespaceID: e.key.namespaceID, BusinessID: e.key.businessID, RunID: run.runID}
 	exec, err := chasm.LoadExecution(registry, rc, key, run.state, run.entries)
 	if err != nil {
-		return err
+		return false, err
 	}
 	exec.SetStoredIndexed(run.indexed)
 	run.exec, run.state, run.entries, run.indexed, run.runID = exec, nil, nil, chasm.IndexedFields{}, ""
-	return nil
+	return true, nil
 }
 
 // len returns the number of entries, and of those not in use, how many hold a decoded run.

@@ -38,6 +38,8 @@ type Engine struct {
 	logger     *zap.Logger
 	scope      tally.Scope
 	yield      func(ctx context.Context)
+	// decodes counts the cache's decodes (metrics.ExecutionCacheDecodes), one per miss.
+	decodes tally.Counter
 
 	controller *shardController
 }
@@ -90,6 +92,7 @@ func NewEngine(p EngineParams) (*Engine, error) {
 		scope:      p.MetricsScope.SubScope("history"),
 		yield:      p.YieldToCalls,
 	}
+	e.decodes = metrics.ExecutionCacheDecodes.With(e.scope)
 	if p.Membership == nil {
 		p.Membership = membership.NewStatic(membership.Host{ID: cfg.HostID})
 	}

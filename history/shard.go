@@ -136,7 +136,7 @@ func (s *Shard) flushRun(ctx context.Context, key cacheKey) error {
 	if !ok {
 		return fmt.Errorf("no component of archetype %d", key.archetypeID)
 	}
-	if err := entry.decode(s.engine.registry, rc); err != nil {
+	if err := s.decode(entry, rc); err != nil {
 		return err
 	}
 	// A transaction that changes nothing, unlike a deferred one, is written whole.
@@ -214,6 +214,15 @@ func (c *ceilingTaskStore) GetOutboundTasks(ctx context.Context, shardID int32, 
 	return page, nil
 }
 
+// decode makes entry's run usable again (entry.decode), counting a decode of an encoded run.
+func (s *Shard) decode(entry *cacheEntry, rc *chasm.RegistrableComponent) error {
+	decoded, err := entry.decode(s.engine.registry, rc)
+	if decoded {
+		s.engine.decodes.Inc(1)
+	}
+	return err
+}
+
 // lockEntry returns the cache entry of key's business ID, locked, with its current run loaded.
 func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, key chasm.ExecutionKey) (*cacheEntry, func(), error) {
 	if s.lost.Load() || s.closing.Load() || !s.engine.controller.serving() {
@@ -224,7 +233,7 @@ func (s *Shard) lockEntry(ctx context.Context, rc *chasm.RegistrableComponent, k
 		return nil, nil, err
 	}
 	if entry.loaded {
-		if err := entry.decode(s.engine.registry, rc); err != nil {
+		if err := s.decode(entry, rc); err != nil {
 			// Encoded by this process from a state it had decoded: not expected. The store
 			// has the run; read it again.
 			s.logger.Error("cached execution does not decode; reloading it", tag.BusinessID(key.BusinessID), tag.Error(err))

@@ -92,6 +92,11 @@ var (
 	// CorruptExecutions counts executions whose persisted state could not be loaded.
 	CorruptExecutions = NewCounterDef("corrupt_executions",
 		"Executions whose persisted state could not be loaded (their tasks are parked).")
+	// ExecutionCacheDecodes counts cached executions decoded again because they had been
+	// kept encoded (history.executionCacheDecodedSize): one per transaction that missed the
+	// decoded set. Near the rate of heartbeats, the set is too small for the shard's workers.
+	ExecutionCacheDecodes = NewCounterDef("execution_cache_decodes",
+		"Cached executions decoded again for a transaction because they were kept encoded (a miss on the decoded set, history.executionCacheDecodedSize).")
 )
 
 // Cluster: membership, shard ownership and routing between hosts.
