@@ -89,6 +89,9 @@ type Config struct {
 	// ServerPID, when set, is sampled from /proc for RSS and CPU during the run, and its CPU
 	// time per heartbeat is read over the steady window (cost.go).
 	ServerPID int
+	// StorePID, with ServerPID, is the store's process (a PostgreSQL server's postmaster):
+	// its CPU and its children's is read with the server's, over the same steady window.
+	StorePID int
 	// CPUWindow is the length of the steady window over which the server's CPU per heartbeat
 	// is read, from the end of Warmup; zero means until the load ends, or until the
 	// registration burst.
@@ -260,6 +263,10 @@ func (c Config) Validate() error {
 		return errors.New("address: want host:port, or several separated by commas")
 	case c.ServerPID < 0:
 		return errors.New("server-pid must not be negative")
+	case c.StorePID < 0:
+		return errors.New("store-pid must not be negative")
+	case c.StorePID > 0 && c.ServerPID == 0:
+		return errors.New("store-pid needs server-pid: the store's CPU is read over the server's steady window")
 	case c.CPUWindow < 0:
 		return errors.New("cpu-window must not be negative")
 	case c.Warmup+c.CPUWindow > c.Duration:

@@ -24,11 +24,17 @@ import (
 // fleet's own registrations, from the start until the last of its workers was answered, when
 // that came within the warm-up (and before the first --churn restart), so that the window does
 // not overlap the steady one.
+//
+// With --store-pid, the store's processes are read at the same instants: a PostgreSQL server
+// spends CPU of its own for every heartbeat vigil writes, in processes vigil's counters do not
+// see. The store's CPU per heartbeat is reported beside the server's, over the steady window.
 
 // costReading is what one end of a window reads.
 type costReading struct {
 	at    time.Time
 	ticks float64 // the server's utime+stime, in USER_HZ ticks
+	// storeTicks is the store's process tree's (readTreeCPUTicks), with --store-pid.
+	storeTicks float64
 	// ok counts the worker heartbeats answered OK since the start (registrations and the
 	// burst's workers included, warm-up too); reg counts the registrations among them.
 	ok, reg   int64
@@ -45,6 +51,8 @@ type CostWindow struct {
 	// share of one core.
 	ServerCPUMs  float64 `json:"server_cpu_ms"`
 	ServerCPUPct float64 `json:"server_cpu_pct"`
+	// StoreCPUMs is the store's processes' utime+stime over the window (--store-pid).
+	StoreCPUMs float64 `json:"store_cpu_ms,omitempty"`
 	// HeartbeatsOK are the worker heartbeats answered OK in the window, RegistrationsOK
 	// included; Shutdowns the ShutdownWorker calls sent in it.
 	HeartbeatsOK    int64 `json:"heartbeats_ok"`
@@ -60,6 +68,10 @@ type CostSummary struct {
 	// CPUPerHeartbeatUs is Steady's CPU divided by its heartbeats answered OK. With --churn
 	// the window holds registrations and shutdowns too, and the figure is their blend.
 	CPUPerHeartbeatUs float64 `json:"cpu_us_per_heartbeat"`
+	// StorePID is the store's process (--store-pid), zero without; StoreCPUPerHeartbeatUs is
+	// Steady's CPU of that process and its children divided by the same heartbeats.
+	StorePID               int     `json:"store_pid,omitempty"`
+	StoreCPUPerHeartbeatUs float64 `json:"store_cpu_us_per_heartbeat,omitempty"`
 	// Registrations is the window of registrations (RegistrationBasis: "burst" or "fleet
 	// start"); CPUPerRegistrationUs the CPU per registration in it, its ordinary heartbeats
 	// counted at CPUPerHeartbeatUs.
@@ -77,6 +89,7 @@ func costWindow(start time.Time, from, to costReading) CostWindow {
 		FromS:           from.at.Sub(start).Seconds(),
 		ToS:             to.at.Sub(start).Seconds(),
 		ServerCPUMs:     (to.ticks - from.ticks) * 1000 / clockTicksPerSecond,
+		StoreCPUMs:      (to.storeTicks - from.storeTicks) * 1000 / clockTicksPerSecond,
 		HeartbeatsOK:    to.ok - from.ok,
 		RegistrationsOK: to.reg - from.reg,
 		Shutdowns:       to.shutdowns - from.shutdowns,
@@ -110,9 +123,10 @@ func (w CostWindow) perRegistrationUs(heartbeatUs float64) (us float64, ok bool)
 // costMeter takes the readings of a run's windows, by name. Its methods do nothing on a nil
 // meter (a run without --server-pid).
 type costMeter struct {
-	r     *runner
-	pid   int
-	start time.Time
+	r        *runner
+	pid      int
+	storePID int // zero: no store to read
+	start    time.Time
 
 	mu       sync.Mutex
 	readings map[string]costReading
@@ -144,7 +158,7 @@ const (
 // startCostMeter reads the start now and schedules the other readings of the run started at
 // start.
 func startCostMeter(r *runner, pid int, start time.Time) *costMeter {
-	m := &costMeter{r: r, pid: pid, start: start, readings: map[string]costReading{}}
+	m := &costMeter{r: r, pid: pid, storePID: r.cfg.StorePID, start: start, readings: map[string]costReading{}}
 	m.read(readStart)
 	cfg := r.cfg
 	at := func(name string, d time.Duration) {
@@ -196,6 +210,9 @@ func (m *costMeter) read(name string) {
 		shutdowns: m.r.cnt.shutdowns.Load(),
 	}
 	ticks, err := readCPUTicks(m.pid)
+	if m.storePID > 0 && err == nil {
+		rd.storeTicks, err = readTreeCPUTicks(m.storePID)
+	}
 	rd.at, rd.ticks = time.Now(), ticks
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,12 +241,12 @@ func (m *costMeter) stop() *CostSummary {
 	m.pending.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return costSummary(m.start, m.readings, fleetRegistrationDeadline(m.r.cfg), m.err)
+	return costSummary(m.start, m.readings, fleetRegistrationDeadline(m.r.cfg), m.storePID, m.err)
 }
 
 // costSummary computes the windows from the readings taken; nil without a steady window.
-// fleetDeadline is fleetRegistrationDeadline.
-func costSummary(start time.Time, readings map[string]costReading, fleetDeadline time.Duration, readErr error) *CostSummary {
+// fleetDeadline is fleetRegistrationDeadline; storePID the store's process, zero without.
+func costSummary(start time.Time, readings map[string]costReading, fleetDeadline time.Duration, storePID int, readErr error) *CostSummary {
 	from, okFrom := readings[readSteadyFrom]
 	to, okTo := readings[readSteadyTo]
 	if !okFrom || !okTo {
@@ -242,6 +259,10 @@ func costSummary(start time.Time, readings map[string]costReading, fleetDeadline
 		return s
 	}
 	s.CPUPerHeartbeatUs = perHB
+	if storePID > 0 {
+		s.StorePID = storePID
+		s.StoreCPUPerHeartbeatUs = s.Steady.StoreCPUMs * 1000 / float64(s.Steady.HeartbeatsOK)
+	}
 	if s.Steady.RegistrationsOK > 0 || s.Steady.Shutdowns > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("the steady window holds %d registrations and %d shutdowns: its CPU per heartbeat is their blend with ordinary heartbeats",
 			s.Steady.RegistrationsOK, s.Steady.Shutdowns))

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/cost.sh: the server's CPU time per heartbeat, side by side in the same minutes. It runs
-# the cost scenario of bench/run.sh alone: vigil (SQLite, a fresh database each run), the gRPC +
-# SQLite group-commit floors (upsert, and append-only log) and the gRPC floor (tools/floor),
-# and stock Temporal (tools/peer), one after the other, round after round, each server pinned
-# to CPU 0 with GOMAXPROCS 1 and `vigil bench` to CPU 1: 2,000 SDK-style workers heartbeating
-# every second, the server's utime+stime over a steady 16 s window divided by the heartbeats
-# answered OK in it.
+# the cost scenario of bench/run.sh alone: vigil (SQLite, a fresh database each run), vigil on
+# the local PostgreSQL (a fresh schema; PostgreSQL's processes' CPU added to vigil's), the
+# gRPC + SQLite group-commit floors (upsert, and append-only log) and the gRPC floor
+# (tools/floor), and stock Temporal (tools/peer), one after the other, round after round, each
+# server pinned to CPU 0 with GOMAXPROCS 1 and `vigil bench` to CPU 1: 2,000 SDK-style workers
+# heartbeating every second, the server's utime+stime over a steady 16 s window divided by the
+# heartbeats answered OK in it.
 #
 #   bench/cost.sh                 # three rounds, then BENCHMARKS.md's cost table regenerated
 #   COST_ROUNDS=5 bench/cost.sh   # more rounds
@@ -18,6 +19,6 @@
 # run's JSON, table, progress and server log, and cost.md) go under bench-results/<UTC time>/.
 set -euo pipefail
 case ${1:-} in
--h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 SCENARIOS=cost exec "$(dirname "${BASH_SOURCE[0]}")/run.sh" "$@"

@@ -54,7 +54,7 @@ func TestCostArithmetic(t *testing.T) {
 			readBurst:         reading(30, 900, 30_000, 1_000, 0),
 			readBurstFinished: reading(32, 1000, 32_500, 1_500, 0),
 		}
-		s := costSummary(t0, readings, 10*time.Second, nil)
+		s := costSummary(t0, readings, 10*time.Second, 0, nil)
 		require.NotNil(t, s)
 		require.InDelta(t, 200, s.CPUPerHeartbeatUs, 1e-9, "2 s of CPU over 10,000 heartbeats")
 		require.Equal(t, registerBurstBasis, s.RegistrationBasis)
@@ -66,11 +66,11 @@ func TestCostArithmetic(t *testing.T) {
 
 		delete(readings, readBurst)
 		delete(readings, readBurstFinished)
-		s = costSummary(t0, readings, 10*time.Second, nil)
+		s = costSummary(t0, readings, 10*time.Second, 0, nil)
 		require.Equal(t, fleetStartBasis, s.RegistrationBasis)
 		require.InDelta(t, 1000, *s.CPUPerRegistrationUs, 1e-9, "1 s of CPU over the fleet's 1,000 registrations")
 
-		s = costSummary(t0, readings, 500*time.Millisecond, nil)
+		s = costSummary(t0, readings, 500*time.Millisecond, 0, nil)
 		require.Nil(t, s.CPUPerRegistrationUs, "the fleet's last registration came after the warm-up")
 		require.Contains(t, s.Notes[0], "not all registered within the warm-up")
 	})
@@ -81,7 +81,7 @@ func TestCostArithmetic(t *testing.T) {
 			readSteadyFrom: reading(10, 500, 10_000, 1_000, 0),
 			readSteadyTo:   reading(20, 700, 20_000, 1_000, 0),
 			readBurst:      reading(30, 900, 30_000, 1_000, 0),
-		}, 10*time.Second, nil)
+		}, 10*time.Second, 0, nil)
 		require.Nil(t, s.CPUPerRegistrationUs)
 		require.Nil(t, s.Registrations)
 		require.Contains(t, s.Notes[0], "not all registered")
@@ -91,14 +91,27 @@ func TestCostArithmetic(t *testing.T) {
 		s := costSummary(t0, map[string]costReading{
 			readSteadyFrom: reading(10, 500, 10_000, 1_000, 40),
 			readSteadyTo:   reading(20, 700, 20_000, 1_500, 540),
-		}, 0, nil)
+		}, 0, 0, nil)
 		require.Equal(t, int64(500), s.Steady.RegistrationsOK)
 		require.Equal(t, int64(500), s.Steady.Shutdowns)
 		require.Contains(t, s.Notes[0], "500 registrations and 500 shutdowns")
 	})
 
+	t.Run("TheStoresCPUIsReadOverTheSameWindowAndHeartbeats", func(t *testing.T) {
+		from, to := reading(10, 500, 10_000, 1_000, 0), reading(20, 700, 20_000, 1_000, 0)
+		from.storeTicks, to.storeTicks = 3_000, 3_150 // 1.5 s of PostgreSQL's CPU
+		s := costSummary(t0, map[string]costReading{readSteadyFrom: from, readSteadyTo: to}, 0, 4242, nil)
+		require.InDelta(t, 200, s.CPUPerHeartbeatUs, 1e-9, "the server's alone")
+		require.InDelta(t, 1500, s.Steady.StoreCPUMs, 1e-9)
+		require.Equal(t, 4242, s.StorePID)
+		require.InDelta(t, 150, s.StoreCPUPerHeartbeatUs, 1e-9, "1.5 s over the same 10,000 heartbeats")
+
+		s = costSummary(t0, map[string]costReading{readSteadyFrom: from, readSteadyTo: to}, 0, 0, nil)
+		require.Zero(t, s.StoreCPUPerHeartbeatUs, "no store read without its pid")
+	})
+
 	t.Run("NoSteadyWindowNoSummary", func(t *testing.T) {
-		require.Nil(t, costSummary(t0, map[string]costReading{readSteadyFrom: reading(10, 0, 0, 0, 0)}, 10*time.Second, nil))
+		require.Nil(t, costSummary(t0, map[string]costReading{readSteadyFrom: reading(10, 0, 0, 0, 0)}, 10*time.Second, 0, nil))
 	})
 }
 
@@ -118,6 +131,7 @@ func TestSteadyWindow(t *testing.T) {
 	require.ErrorContains(t, Config{Duration: 30 * time.Second, Warmup: 10 * time.Second, CPUWindow: 21 * time.Second}.Validate(), "cpu-window")
 	require.ErrorContains(t, Config{Duration: 60 * time.Second, Warmup: 10 * time.Second, CPUWindow: 30 * time.Second, RegisterBurst: 100}.Validate(), "by the burst")
 	require.NoError(t, Config{Duration: 30 * time.Second, Warmup: 10 * time.Second, CPUWindow: 16 * time.Second}.Validate())
+	require.ErrorContains(t, Config{Duration: 30 * time.Second, StorePID: 7}.Validate(), "store-pid needs server-pid")
 
 	require.Equal(t, 10*time.Second, fleetRegistrationDeadline(Config{Interval: time.Second, Warmup: 10 * time.Second}))
 	require.Equal(t, 2*time.Second, fleetRegistrationDeadline(Config{Interval: time.Second, Warmup: 10 * time.Second, Churn: 10, ChurnPeriod: 2 * time.Second}),

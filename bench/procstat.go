@@ -111,28 +111,77 @@ func readRSSBytes(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS line", pid)
 }
 
-// readCPUTicks returns utime + stime. The command name (field 2) may hold spaces and
-// parentheses, so fields are counted from the last ')'.
+// readCPUTicks returns utime + stime.
 func readCPUTicks(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := readStat(pid)
 	if err != nil {
 		return 0, err
 	}
+	return f.utime + f.stime, nil
+}
+
+// readTreeCPUTicks returns the CPU of pid and of its children: its own utime + stime, that of
+// the children it has reaped (cutime + cstime), and that of the children still running. A
+// PostgreSQL server is such a tree, one level deep: the postmaster, a backend per connection
+// and its background writers. A child reaped between the reading of pid and the scan of /proc
+// is missed by this reading and counted by the next.
+func readTreeCPUTicks(pid int) (float64, error) {
+	root, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	ticks := root.utime + root.stime + root.cutime + root.cstime
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		f, err := readStat(child)
+		if err != nil || f.ppid != pid {
+			continue // exited since the listing, or not a child
+		}
+		ticks += f.utime + f.stime
+	}
+	return ticks, nil
+}
+
+// procStat is what vigil bench reads of /proc/PID/stat, CPU times in USER_HZ ticks.
+type procStat struct {
+	ppid                         int
+	utime, stime, cutime, cstime float64
+}
+
+// readStat reads /proc/PID/stat. The command name (field 2) may hold spaces and parentheses,
+// so fields are counted from the last ')'.
+func readStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	fields := strings.Fields(string(data[i+1:]))
-	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	// fields[0] is field 3 (state); ppid is field 4, utime to cstime fields 14 to 17.
+	if len(fields) < 15 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err := firstErr(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return utime + stime, nil
+	f := procStat{ppid: ppid}
+	for j, dst := range []*float64{&f.utime, &f.stime, &f.cutime, &f.cstime} {
+		if *dst, err = strconv.ParseFloat(fields[11+j], 64); err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	return f, nil
 }
 
 func firstErr(errs ...error) error {

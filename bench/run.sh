@@ -28,11 +28,11 @@
 #              cluster behind a client that balances over them (VIGIL_POSTGRES_DSN, default
 #              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
 #              with psql when it is installed)
-#   cost       the server's CPU per heartbeat at 2,000 SDK heartbeats/s: vigil, the gRPC +
-#              SQLite floors (upsert and append-only log), the gRPC floor (tools/floor) and
-#              stock Temporal, alternating round
-#              after round (COST_ROUNDS, default 3) so that each round shares the same minutes;
-#              bench/cost.sh runs it alone
+#   cost       the server's CPU per heartbeat at 2,000 SDK heartbeats/s: vigil on SQLite, vigil
+#              on PostgreSQL (with PostgreSQL's processes' CPU), the gRPC + SQLite floors
+#              (upsert and append-only log), the gRPC floor (tools/floor) and stock Temporal,
+#              alternating round after round (COST_ROUNDS, default 3) so that each round shares
+#              the same minutes; bench/cost.sh runs it alone
 #
 # capacity, overload and cost pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1
 # each) when the machine has two cores or more; the others share every core, as a small
@@ -233,6 +233,36 @@ pg_drop() { # schema
   fi
 }
 
+# pg_cost_run NAME BENCH_ARGS...: a fresh vigil on a new PostgreSQL schema, pinned like the cost
+# scenario's other servers, with the CPU of PostgreSQL's processes read beside vigil's
+# (--store-pid: the postmaster, VIGIL_POSTGRES_PID or the oldest process named postgres).
+# PostgreSQL itself is not pinned: it is the machine's, and /proc counts its CPU wherever it runs.
+pg_cost_run() {
+  local name=$1; shift
+  local schema="vigil_bench_$$_$RANDOM" dir spid pgpid srv gen
+  pgpid="${VIGIL_POSTGRES_PID:-$(pgrep -o -x postgres || true)}"
+  if [[ -z $pgpid ]] || ! pg_isready -q -d "$pg_dsn" 2>/dev/null; then
+    log "$name: no local PostgreSQL process to read (VIGIL_POSTGRES_PID); skipped"
+    return 0
+  fi
+  pin 1
+  dir=$(mktemp -d)
+  pg_config "$dir/server.yaml" "$schema"
+  "${srv[@]}" bin/vigil server start --config "$dir/server.yaml" --port "$port" --http-port "$http" \
+    --log-level warn >"$out/$name.server.log" 2>&1 &
+  spid=$!
+  wait_port 127.0.0.1 "$port" 60
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.2; done
+  log "$name: vigil bench $* (PostgreSQL, pid $pgpid)"
+  "${gen[@]}" bin/vigil bench --address "127.0.0.1:$port" --server-pid "$spid" --store-pid "$pgpid" \
+    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
+    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  kill "$spid"; wait "$spid" 2>/dev/null || true
+  pg_drop "$schema"
+  rm -rf "$dir"
+  grep -E '^(throughput|latency|server cost|store cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+}
+
 # cluster_run NAME HOSTS BENCH_ARGS...: HOSTS fresh vigil hosts on one PostgreSQL schema, and
 # one `vigil bench` balancing over all of them (host 1's process is sampled).
 cluster_run() {
@@ -342,6 +372,7 @@ for s in $scenarios; do
     fi
     for round in $(seq "$cost_rounds"); do
       vigil_run "cost-vigil-$round" 1 --api public "${cost_args[@]}"
+      pg_cost_run "cost-vigil-pg-$round" --api public "${cost_args[@]}"
       floor_run "cost-floor-sqlite-$round" sqlite --api public "${cost_args[@]}"
       floor_run "cost-floor-sqlite-log-$round" sqlite-log --api public "${cost_args[@]}"
       floor_run "cost-floor-$round" none --api public "${cost_args[@]}"

@@ -364,6 +364,10 @@ func (s Summary) WriteText(w io.Writer) error {
 		w := c.Steady
 		row("server cost", "%.1f µs CPU per heartbeat: %.0f ms over %d heartbeats ok from %.1f to %.1f s (%.0f%% of one core)",
 			c.CPUPerHeartbeatUs, w.ServerCPUMs, w.HeartbeatsOK, w.FromS, w.ToS, w.ServerCPUPct)
+		if c.StorePID > 0 {
+			row("store cost", "%.1f µs CPU per heartbeat in the store (pid %d and its children): %.0f ms over the same window; server and store together %.1f µs",
+				c.StoreCPUPerHeartbeatUs, c.StorePID, w.StoreCPUMs, c.CPUPerHeartbeatUs+c.StoreCPUPerHeartbeatUs)
+		}
 		if r := c.Registrations; r != nil && c.CPUPerRegistrationUs != nil {
 			row("registration cost", "%.1f µs CPU per registration: %.0f ms over %d registrations and %d other heartbeats from %.1f to %.1f s (%s)",
 				*c.CPUPerRegistrationUs, r.ServerCPUMs, r.RegistrationsOK, r.HeartbeatsOK-r.RegistrationsOK, r.FromS, r.ToS, c.RegistrationBasis)

@@ -15,6 +15,7 @@ import (
 // its runs' file names (cost-NAME-ROUND.json) and the row's label.
 var costServers = []struct{ name, label string }{
 	{"vigil", "vigil (SQLite)"},
+	{"vigil-pg", "vigil (PostgreSQL), with PostgreSQL's own CPU"},
 	{"floor-sqlite", "floor: gRPC + SQLite group commit"},
 	{"floor-sqlite-log", "floor: gRPC + SQLite group commit, append-only log"},
 	{"floor", "floor: gRPC only"},
@@ -108,7 +109,10 @@ func renderCost(runs map[string]*bench.Summary) string {
 		if len(byRound) == 0 {
 			continue
 		}
-		cpu := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) { return s.Cost.CPUPerHeartbeatUs, true }))
+		// A server on a store of processes of its own (PostgreSQL) costs what both spent.
+		cpu := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) {
+			return s.Cost.CPUPerHeartbeatUs + s.Cost.StoreCPUPerHeartbeatUs, true
+		}))
 		reg := spreadOf(collect(byRound, func(s *bench.Summary) (float64, bool) {
 			if s.Cost.CPUPerRegistrationUs == nil {
 				return 0, false
@@ -134,7 +138,11 @@ func renderCost(runs map[string]*bench.Summary) string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", srv.label, len(byRound), cpu.text(us, true), regText,
 			p50.text(ms, false), p99.text(ms, false), num(okps.median), num(errs), cpuPct.text(pct, false))
 	}
-	b.WriteString("\nEach figure is the median of the runs, with their range; errors are summed over the runs; server CPU is the share of one core over the window.\n")
+	b.WriteString("\nEach figure is the median of the runs, with their range; errors are summed over the runs; server CPU is the share of one core over the window.")
+	if len(rounds["vigil-pg"]) > 0 {
+		b.WriteString(" On PostgreSQL, the CPU per heartbeat is vigil's and PostgreSQL's processes' together (vigil bench --store-pid); the CPU per registration and the server CPU are vigil's alone.")
+	}
+	b.WriteString("\n")
 	if len(short) > 0 {
 		b.WriteString("\n**Not below capacity**: " + strings.Join(short, "; ") + " (medians): its figures are those of a server at its limit on that core, in those minutes.\n")
 	}

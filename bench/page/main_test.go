@@ -113,6 +113,18 @@ func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
 	require.Less(t, strings.Index(got, "vigil (SQLite)"), strings.Index(got, "floor: gRPC only"))
 }
 
+// vigil on PostgreSQL costs what vigil and PostgreSQL's processes spent together: a
+// PostgreSQL row without PostgreSQL's CPU would hide most of the write's cost.
+func TestCostTableCountsPostgreSQLsCPU(t *testing.T) {
+	vigil, pg := costRunSummary(200, 600, 1.2, 5), costRunSummary(150, 500, 3, 9)
+	pg.Cost.StorePID, pg.Cost.StoreCPUPerHeartbeatUs = 42, 120
+	got := renderCost(map[string]*bench.Summary{"cost-vigil-1": &vigil, "cost-vigil-pg-1": &pg})
+	require.Contains(t, got, "| vigil (PostgreSQL), with PostgreSQL's own CPU | 1 | **270 µs** |")
+	require.Contains(t, got, "On PostgreSQL, the CPU per heartbeat is vigil's and PostgreSQL's")
+	require.Contains(t, renderCost(map[string]*bench.Summary{"cost-vigil-1": &vigil}), "| vigil (SQLite) | 1 | **200 µs** |")
+	require.NotContains(t, renderCost(map[string]*bench.Summary{"cost-vigil-1": &vigil}), "On PostgreSQL")
+}
+
 // A run of some scenarios leaves the machine block, which speaks for the whole page.
 func TestASubsetLeavesTheMachineBlock(t *testing.T) {
 	dir := t.TempDir()

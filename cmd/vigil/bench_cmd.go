@@ -49,6 +49,7 @@ heartbeating, and measure it: progress on stderr, the summary on stdout as a tab
 	fs.IntVar(&cfg.WorkersPerClient, "workers-per-client", bench.WorkersPerClientDefault, "workers per simulated SDK client, sent in one request (--api public)")
 	fs.IntVar(&cfg.Connections, "connections", bench.ConnectionsDefault, "gRPC connections the load is spread over")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "sample this process's RSS and CPU from /proc during the run, and report its CPU time per heartbeat answered OK over the steady window (--cpu-window)")
+	fs.IntVar(&cfg.StorePID, "store-pid", 0, "with --server-pid: also read the CPU of this process and its children (a PostgreSQL server's postmaster, e.g. pgrep -o -x postgres) over the same window, and report the store's CPU per heartbeat beside the server's")
 	fs.DurationVar(&cfg.CPUWindow, "cpu-window", 0, "with --server-pid: the steady window over which the server's CPU per heartbeat is read, from the end of --warmup (default: until the load ends, or until --register-burst)")
 	fs.StringVar(&cfg.MetricsURL, "metrics-url", "", "with --kill: also wait until the server's outbound backlog is empty (e.g. http://127.0.0.1:7243/metrics)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", bench.PollIntervalDefault, "with --kill: how often a killed worker past its lease deadline is described")
