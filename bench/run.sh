@@ -92,6 +92,9 @@ else
   cost_rounds="${COST_ROUNDS:-3}" cost_args=(--workers 2000 --interval 1s --duration 30s --warmup 10s --cpu-window 16s)
 fi
 pg_dsn="${VIGIL_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+# pg_pid is the local PostgreSQL's postmaster, whose process tree vigil bench --store-pid reads:
+# VIGIL_POSTGRES_PID, or the oldest process named postgres; empty when it runs elsewhere.
+pg_pid="${VIGIL_POSTGRES_PID:-$(pgrep -o -x postgres || true)}"
 
 log() { echo "$(date -u +%T) $*" | tee -a "$out/run.log" >&2; }
 
@@ -233,45 +236,20 @@ pg_drop() { # schema
   fi
 }
 
-# pg_cost_run NAME BENCH_ARGS...: a fresh vigil on a new PostgreSQL schema, pinned like the cost
-# scenario's other servers, with the CPU of PostgreSQL's processes read beside vigil's
-# (--store-pid: the postmaster, VIGIL_POSTGRES_PID or the oldest process named postgres).
-# PostgreSQL itself is not pinned: it is the machine's, and /proc counts its CPU wherever it runs.
-pg_cost_run() {
-  local name=$1; shift
-  local schema="vigil_bench_$$_$RANDOM" dir spid pgpid srv gen
-  pgpid="${VIGIL_POSTGRES_PID:-$(pgrep -o -x postgres || true)}"
-  if [[ -z $pgpid ]] || ! pg_isready -q -d "$pg_dsn" 2>/dev/null; then
-    log "$name: no local PostgreSQL process to read (VIGIL_POSTGRES_PID); skipped"
-    return 0
-  fi
-  pin 1
-  dir=$(mktemp -d)
-  pg_config "$dir/server.yaml" "$schema"
-  "${srv[@]}" bin/vigil server start --config "$dir/server.yaml" --port "$port" --http-port "$http" \
-    --log-level warn >"$out/$name.server.log" 2>&1 &
-  spid=$!
-  wait_port 127.0.0.1 "$port" 60
-  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.2; done
-  log "$name: vigil bench $* (PostgreSQL, pid $pgpid)"
-  "${gen[@]}" bin/vigil bench --address "127.0.0.1:$port" --server-pid "$spid" --store-pid "$pgpid" \
-    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
-    >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
-  kill "$spid"; wait "$spid" 2>/dev/null || true
-  pg_drop "$schema"
-  rm -rf "$dir"
-  grep -E '^(throughput|latency|server cost|store cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
-}
-
-# cluster_run NAME HOSTS BENCH_ARGS...: HOSTS fresh vigil hosts on one PostgreSQL schema, and
-# one `vigil bench` balancing over all of them (host 1's process is sampled).
+# cluster_run NAME HOSTS PIN BENCH_ARGS...: HOSTS fresh vigil hosts on one PostgreSQL schema, and
+# one `vigil bench` balancing over all of them (host 1's process is sampled), pinned when PIN is 1
+# (with one host: as the cost scenario's other servers). The CPU of PostgreSQL's processes is
+# read beside the server's (--store-pid pg_pid) when PostgreSQL runs on this machine; it is
+# never pinned, and /proc counts its CPU wherever it runs.
 cluster_run() {
-  local name=$1 hosts=$2; shift 2
-  local schema="vigil_bench_$$_$RANDOM" dir pids=() addrs=() i
+  local name=$1 hosts=$2 pin_arg=$3; shift 3
+  local schema="vigil_bench_$$_$RANDOM" dir pids=() addrs=() i store=() srv gen
+  pin "$pin_arg"
+  if [[ -n $pg_pid ]]; then store=(--store-pid "$pg_pid"); fi
   dir=$(mktemp -d)
   pg_config "$dir/server.yaml" "$schema"
   for i in $(seq 0 $((hosts - 1))); do
-    bin/vigil server start --config "$dir/server.yaml" --port $((port + i)) --http-port $((http + i)) \
+    "${srv[@]}" bin/vigil server start --config "$dir/server.yaml" --port $((port + i)) --http-port $((http + i)) \
       --history-port $((port + 100 + i)) --log-level warn >"$out/$name.server$i.log" 2>&1 &
     pids+=($!) addrs+=("127.0.0.1:$((port + i))")
   done
@@ -280,13 +258,13 @@ cluster_run() {
     for _ in $(seq 300); do curl -sf "http://127.0.0.1:$((http + i))/readyz" >/dev/null && break; sleep 0.2; done
   done
   log "$name: vigil bench $* ($hosts host(s) on PostgreSQL)"
-  bin/vigil bench --address "$(IFS=,; echo "${addrs[*]}")" --server-pid "${pids[0]}" --retry-unavailable \
-    --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
+  "${gen[@]}" bin/vigil bench --address "$(IFS=,; echo "${addrs[*]}")" --server-pid "${pids[0]}" "${store[@]}" \
+    --retry-unavailable --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
   kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
   pg_drop "$schema"
   rm -rf "$dir"
-  grep -E '^(throughput|latency)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
+  grep -E '^(throughput|latency|server cost|store cost)' "$out/$name.txt" | sed "s/^/  /" >&2 || true
 }
 
 for s in $scenarios; do
@@ -361,8 +339,8 @@ for s in $scenarios; do
       continue
     fi
     for r in $pg_rates; do
-      cluster_run "postgres-1-$r" 1 --api public --workers "$r" --interval 1s "${pg_args[@]}"
-      cluster_run "postgres-3-$r" 3 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+      cluster_run "postgres-1-$r" 1 0 --api public --workers "$r" --interval 1s "${pg_args[@]}"
+      cluster_run "postgres-3-$r" 3 0 --api public --workers "$r" --interval 1s "${pg_args[@]}"
     done ;;
   cost)
     # The servers alternate, round after round, so that what the shared box's speed does to
@@ -372,7 +350,10 @@ for s in $scenarios; do
     fi
     for round in $(seq "$cost_rounds"); do
       vigil_run "cost-vigil-$round" 1 --api public "${cost_args[@]}"
-      pg_cost_run "cost-vigil-pg-$round" --api public "${cost_args[@]}"
+      # vigil on PostgreSQL, with PostgreSQL's CPU: only where that CPU can be read.
+      if [[ -n $pg_pid ]] && pg_isready -q -d "$pg_dsn" 2>/dev/null; then
+        cluster_run "cost-vigil-pg-$round" 1 1 --api public "${cost_args[@]}"
+      fi
       floor_run "cost-floor-sqlite-$round" sqlite --api public "${cost_args[@]}"
       floor_run "cost-floor-sqlite-log-$round" sqlite-log --api public "${cost_args[@]}"
       floor_run "cost-floor-$round" none --api public "${cost_args[@]}"
