@@ -20,9 +20,8 @@ func TestTreeCPUCountsTheChildren(t *testing.T) {
 	var childTicks float64
 	require.Eventually(t, func() bool {
 		ticks, err := readCPUTicks(child.Process.Pid)
-		require.NoError(t, err)
 		childTicks = ticks
-		return ticks >= 5
+		return err == nil && ticks >= 5
 	}, 5*time.Minute, 20*time.Millisecond)
 
 	own, err := readCPUTicks(os.Getpid())

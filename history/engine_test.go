@@ -118,6 +118,25 @@ func TestHistoryEngine(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("DecodesOfExecutionsKeptEncodedAreCounted", func(t *testing.T) {
+		t.Parallel()
+		// One shard that keeps one execution decoded: touching the other decodes it.
+		h := historytest.Start(t, historytest.Options{
+			Libraries: []chasm.Library{reminder.NewLibrary(reminder.NewRecordingSink())}, NumShards: 1, CacheDecodedSize: 1,
+		})
+		a := startReminder(t, h.Engine, "a", time.Hour, "")
+		b := startReminder(t, h.Engine, "b", time.Hour, "")
+		const decodes = "history.execution_cache_decodes"
+		before := counter(h.Scope, decodes)
+
+		readState(t, h.Engine, a)
+		require.Equal(t, before+1, counter(h.Scope, decodes), "a was kept encoded while b was used")
+		readState(t, h.Engine, a)
+		require.Equal(t, before+1, counter(h.Scope, decodes), "a is decoded now")
+		readState(t, h.Engine, b)
+		require.Equal(t, before+2, counter(h.Scope, decodes))
+	})
+
 	t.Run("ShardCountIsFixedAtFirstStart", func(t *testing.T) {
 		t.Parallel()
 		h := historytest.Start(t, historytest.Options{NumShards: 4})
