@@ -43,6 +43,15 @@ type MutableContext interface {
 	// any other as usual. A deferred change is lost if the host crashes or hands the shard
 	// off before that next write; RecoveredAt tells the component when that may have happened.
 	DeferWrite()
+	// PostponeTimer tells the engine that the execution's pending timer of payload's task type
+	// (a singleton timer) would, if it ran before until, only defer itself to until
+	// (DeferTask): the engine may hold it in memory until then instead of running it. Nothing
+	// durable changes: the stored timer keeps its time, and after a restart fires at it. The
+	// hold lasts until the execution's next committed transaction, which keeps it only by
+	// postponing again, so a change that makes the timer due sooner needs no step of its own.
+	// A transaction that adds a task of the type does not hold it. An engine may ignore the
+	// call: the timer then runs and defers itself.
+	PostponeTimer(until time.Time, payload proto.Message)
 }
 
 // transaction implements Context and MutableContext for one engine call on one execution.
@@ -64,6 +73,8 @@ type transaction struct {
 	deleteExecution bool
 	// deferWrite is set by DeferWrite.
 	deferWrite bool
+	// postponed holds the PostponeTimer calls, the latest per task type.
+	postponed []Postponement
 }
 
 func newTransaction(exec *Execution, now time.Time, mutable bool) *transaction {
@@ -83,6 +94,25 @@ func (t *transaction) RecoveredAt() time.Time { return t.exec.recoveredAt }
 func (t *transaction) DeferWrite() { t.deferWrite = true }
 
 func (t *transaction) txn() *transaction { return t }
+
+func (t *transaction) PostponeTimer(until time.Time, payload proto.Message) {
+	if !t.mutable {
+		t.fail(fmt.Errorf("chasm: PostponeTimer called in a read-only context"))
+		return
+	}
+	taskType, ok := t.exec.registry.TaskForPayload(payload)
+	if !ok || !taskType.singleton {
+		t.fail(fmt.Errorf("chasm: PostponeTimer needs the payload of a singleton timer, not %T", payload))
+		return
+	}
+	for i := range t.postponed {
+		if t.postponed[i].Type == taskType {
+			t.postponed[i].Until = until
+			return
+		}
+	}
+	t.postponed = append(t.postponed, Postponement{Type: taskType, Until: until})
+}
 
 func (t *transaction) fail(err error) {
 	if t.err == nil {

@@ -190,8 +190,19 @@ type Mutation struct {
 	// alone: the engine may Apply it without writing it, and must then write the state with
 	// the execution's next written mutation (which carries the whole state anyway).
 	Deferred bool
+	// Postponed are the transaction's PostponeTimer calls, for timers it did not replace: the
+	// engine may hold each pending timer in memory until its time once the mutation is
+	// committed, and releases the holds of an earlier mutation that this one does not restate.
+	Postponed []Postponement
 
 	stateMsg proto.Message
+}
+
+// Postponement is a PostponeTimer call: the execution's pending timer of Type would only defer
+// itself if it ran before Until.
+type Postponement struct {
+	Type  *RegistrableTask
+	Until time.Time
 }
 
 // Start runs the transaction that creates the execution: newFn builds the component, and the
@@ -336,6 +347,11 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	}
 	m.Deferred = t.deferWrite && e.started && len(t.tasks) == 0 && len(t.puts) == 0 && len(t.deletes) == 0 &&
 		m.Lifecycle == e.lifecycle && m.Indexed == e.indexed && (m.Visibility == nil || m.Visibility.Equal(e.Visibility()))
+	for _, p := range t.postponed {
+		if !slices.ContainsFunc(t.tasks, func(task *Task) bool { return task.Type == p.Type }) {
+			m.Postponed = append(m.Postponed, p)
+		}
+	}
 	for name, entries := range t.puts {
 		for key, value := range entries {
 			m.CollectionPuts = append(m.CollectionPuts, CollectionEntry{Collection: name, Key: key, Value: value})

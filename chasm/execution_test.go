@@ -241,4 +241,35 @@ func TestExecution(t *testing.T) {
 		})
 		require.ErrorContains(t, err, "both ScheduledTime and Destination")
 	})
+
+	t.Run("APostponedTimerIsHeldUnlessTheTransactionReplacesIt", func(t *testing.T) {
+		t.Parallel()
+		exec, now := newReminderExecution(t)
+		later := now.Add(time.Hour)
+		m, err := exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.PostponeTimer(now.Add(time.Minute), &testpb.FireTask{})
+			ctx.PostponeTimer(later, &testpb.FireTask{}) // the latest call counts
+			ctx.DeferWrite()
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, m.Deferred, "a postponement is no task: the change may still wait")
+		require.Len(t, m.Postponed, 1)
+		require.Equal(t, "reminder.fire", m.Postponed[0].Type.FullName())
+		require.Equal(t, later, m.Postponed[0].Until)
+
+		m, err = exec.Update(now, func(ctx chasm.MutableContext, c chasm.Component) error {
+			ctx.PostponeTimer(later, &testpb.FireTask{})
+			return reminder.TransitionScheduled.Apply(c.(*reminder.Reminder), ctx, reminder.EventSchedule{Delay: time.Minute})
+		})
+		require.NoError(t, err)
+		require.Len(t, m.Tasks, 1)
+		require.Empty(t, m.Postponed, "the transaction arms a new timer of the type")
+
+		_, err = exec.Update(now, func(ctx chasm.MutableContext, _ chasm.Component) error {
+			ctx.PostponeTimer(later, &testpb.NotifyTask{})
+			return nil
+		})
+		require.ErrorContains(t, err, "PostponeTimer needs the payload of a singleton timer")
+	})
 }

@@ -41,6 +41,8 @@ type RegistrableComponent struct {
 	// copyState makes a transaction's copy of the committed state (WithCopyOnWrite); nil:
 	// proto.Clone.
 	copyState func(proto.Message) proto.Message
+	// singletonTimers are the singleton timer types that run on the component.
+	singletonTimers []*RegistrableTask
 }
 
 // NewRegistrableComponent declares a component type named name (unique within its library)
@@ -202,9 +204,15 @@ func (r *Registry) Register(lib Library) error {
 		r.tasks[fullName] = t
 		r.tasksByID[t.id] = t
 		r.tasksByPayload[t.payloadType] = t
+		if c := r.componentsByType[t.componentType]; t.singleton && !slices.Contains(c.singletonTimers, t) {
+			c.singletonTimers = append(c.singletonTimers, t)
+		}
 	}
 	return nil
 }
+
+// SingletonTimers returns the singleton timer types of the component's executions.
+func (c *RegistrableComponent) SingletonTimers() []*RegistrableTask { return c.singletonTimers }
 
 // Component returns the component registered under a full name (an archetype).
 func (r *Registry) Component(fullName string) (*RegistrableComponent, bool) {

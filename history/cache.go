@@ -64,6 +64,9 @@ type loadedRun struct {
 	// unwritten is set while the run holds deferred changes the store does not have
 	// (chasm.Mutation.Deferred): its entry is not dropped until a write persists them.
 	unwritten bool
+	// held is set while a timer of the run may be held in the timer queue (Shard.holdTimers):
+	// by the last committed mutation, or, for a run read from the store, by an earlier copy.
+	held bool
 
 	state   []byte
 	entries []chasm.CollectionEntry

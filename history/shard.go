@@ -299,7 +299,8 @@ func (s *Shard) loadRun(ctx context.Context, rc *chasm.RegistrableComponent, key
 	}
 	exec.SetStoredIndexed(chasm.IndexedFields{Status: record.Indexed.Status, TaskQueue: record.Indexed.TaskQueue})
 	exec.SetRecoveredAt(s.recovered())
-	return &loadedRun{exec: exec, dbVersion: record.DBVersion}, nil
+	// held: a copy of the run this host dropped may have left a timer held.
+	return &loadedRun{exec: exec, dbVersion: record.DBVersion, held: true}, nil
 }
 
 // runFor returns the run key addresses within a locked entry: the current run for an empty
@@ -331,6 +332,7 @@ func (s *Shard) write(
 		// with the run's next write. The entry stays cached until then (unwritten).
 		exec.Apply(m)
 		run.unwritten = true
+		s.holdTimers(run, m)
 		return nil
 	}
 	return s.persist(ctx, entry, run, m, expectedCurrentRunID)
@@ -446,7 +448,30 @@ func (s *Shard) persist(
 	if len(w.OutboundTasks) > 0 {
 		s.outboundQueue.NotifyNewTasks()
 	}
+	s.holdTimers(run, m)
 	return nil
+}
+
+// holdTimers gives the timer queue the holds a committed mutation of run asks for
+// (chasm.MutableContext.PostponeTimer) and releases those of earlier mutations that it does
+// not restate: a hold lasts until the run's next committed change.
+func (s *Shard) holdTimers(run *loadedRun, m *chasm.Mutation) {
+	if len(m.Postponed) == 0 && !run.held {
+		return
+	}
+	exec := run.exec
+	rc := exec.Archetype()
+	key := persistenceKey(rc, exec.Key())
+	for _, timer := range rc.SingletonTimers() {
+		var until time.Time
+		for _, p := range m.Postponed {
+			if p.Type == timer {
+				until = p.Until
+			}
+		}
+		s.timerQueue.Hold(key, timer.ID(), until)
+	}
+	run.held = len(m.Postponed) > 0
 }
 
 // forget drops the entry's run from memory, to be read from the store again; nil does nothing.

@@ -78,3 +78,45 @@ func TestExecutedTasksAreDeletedInBatches(t *testing.T) {
 	require.Zero(t, b.store.TimerTaskCount())
 	require.LessOrEqual(t, b.store.CompleteCalls(), 3, "%d tasks deleted in a handful of calls", n)
 }
+
+// A held singleton timer fires at the hold's end, not at its own time; a hold that ends before
+// its own time, or a release, leaves it at its own time, and the stored task never changes.
+func TestHeldSingletonTimerFiresWhenTheHoldEnds(t *testing.T) {
+	t.Parallel()
+	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
+	task := timerTask(1, b.start.Add(time.Second))
+	task.Singleton = true
+	b.store.AddTimerTasks(task)
+	q.Start()
+	waitEvent(t, b.reads, "first read")
+	exec, own := task.Execution, task.VisibilityTime
+
+	q.Hold(exec, task.TaskTypeID, b.start.Add(5*time.Second))
+	requireSameInstant(t, b.start.Add(5*time.Second), q.pendingFireAt(1))
+	q.Hold(exec, task.TaskTypeID, b.start.Add(3*time.Second)) // a later hold replaces it
+	requireSameInstant(t, b.start.Add(3*time.Second), q.pendingFireAt(1))
+	q.Hold(exec, task.TaskTypeID, b.start.Add(time.Millisecond)) // before its own time
+	requireSameInstant(t, own, q.pendingFireAt(1))
+	q.Hold(exec, task.TaskTypeID, b.start.Add(4*time.Second))
+	q.Hold(exec, task.TaskTypeID, time.Time{}) // released
+	requireSameInstant(t, own, q.pendingFireAt(1))
+	other := exec
+	other.BusinessID = "worker-2"
+	q.Hold(other, task.TaskTypeID, b.start.Add(time.Hour))  // another execution's: none held
+	q.Hold(exec, task.TaskTypeID+1, b.start.Add(time.Hour)) // another type's
+	requireSameInstant(t, own, q.pendingFireAt(1))
+
+	q.Hold(exec, task.TaskTypeID, b.start.Add(4*time.Second))
+	b.ts.Advance(2 * time.Second)
+	requireNoEvent(t, b.fired, "a held timer before the hold ends")
+	b.ts.Advance(2 * time.Second)
+	fired := waitEvent(t, b.fired, "the held timer")
+	require.Equal(t, int64(1), fired.task.TaskID)
+	require.Equal(t, own, fired.task.VisibilityTime, "the stored task keeps its time")
+	waitEvent(t, b.completed, "completion")
+}
+
+func requireSameInstant(t *testing.T, want, got time.Time) {
+	t.Helper()
+	require.True(t, want.Equal(got), "want %s, got %s", want, got)
+}

@@ -189,3 +189,89 @@ func TestUnwrittenHeartbeatsAfterARestart(t *testing.T) {
 		return r.state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
 	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead at the bound")
 }
+
+// TestAnExpiryTimerRunsOnlyOnceTheLeaseRunsOut: heartbeats that renew a lease and leave the
+// expiry timer where it is hold it in the host's memory until the new deadline, so a live
+// worker's timer never runs, and a worker that stops beating is declared dead at its last
+// deadline, by one run of the timer.
+func TestAnExpiryTimerRunsOnlyOnceTheLeaseRunsOut(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	r.dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "10s")
+	ts := r.ts
+	host, handler := r.start()
+	beat := func() *workerpb.HeartbeatResult {
+		resp, err := handler.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: "ns-id", Namespace: "ns",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat("w-1"), LeaseDuration: durationpb.New(3 * time.Second)}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+		return resp.Results[0]
+	}
+	counter := func(suffix string) (n int64) {
+		for _, c := range host.Scope.(tally.TestScope).Snapshot().Counters() {
+			if strings.HasSuffix(c.Name(), suffix) {
+				n += c.Value()
+			}
+		}
+		return n
+	}
+	t0 := ts.Now()
+	beat() // written: the timer at t0+3s
+	var last *workerpb.HeartbeatResult
+	for range 7 { // past the stored timer's time, each deadline within the bound
+		ts.Advance(time.Second)
+		last = beat()
+	}
+	deadline := last.LeaseDeadline.AsTime()
+	require.Equal(t, t0.Add(10*time.Second), deadline)
+
+	ts.Advance(deadline.Sub(ts.Now()))
+	require.Eventually(t, func() bool {
+		return r.state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	}, 10*time.Second, 5*time.Millisecond, "the silent worker is declared dead at its deadline")
+	require.Equal(t, deadline, r.state(host, "w-1").InactiveTime.AsTime())
+	require.Equal(t, int64(1), counter("timer_tasks_fired"), "the expiry timer ran once, when the lease ran out")
+	require.Zero(t, counter("timer_tasks_deferred"), "it never ran early to find the lease extended")
+}
+
+// TestASuspicionEndsTheHoldOnTheExpiryTimer: a connection suspicion that cuts the lease to a
+// deadline after the stored timer, which it therefore leaves in place, still ends the worker
+// at that deadline: the hold the heartbeats set before does not outlive the change.
+func TestASuspicionEndsTheHoldOnTheExpiryTimer(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t)
+	r.dcClient.OverrideValue(worker.HeartbeatWriteInterval.Key(), "10s")
+	r.dcClient.OverrideValue(worker.SuspectGracePeriod.Key(), "1500ms")
+	ts := r.ts
+	host, handler := r.start()
+	beat := func() {
+		resp, err := handler.RecordHeartbeats(context.Background(), &workerpb.RecordHeartbeatsRequest{
+			NamespaceId: "ns-id", Namespace: "ns",
+			Heartbeats: []*workerpb.HeartbeatEntry{{Heartbeat: heartbeat("w-1"), LeaseDuration: durationpb.New(3 * time.Second)}},
+		})
+		require.NoError(t, err)
+		require.Nil(t, resp.Results[0].Error)
+	}
+	t0 := ts.Now()
+	beat() // written: the timer at t0+3s
+	ts.Advance(time.Second)
+	beat()
+	ts.Advance(time.Second)
+	beat() // answered from memory: deadline t0+5s, the timer held until then
+	_, err := handler.ReportConnections(context.Background(), &workerpb.ReportConnectionsRequest{Reports: []*workerpb.ConnectionReport{
+		{NamespaceId: "ns-id", Namespace: "ns", WorkerInstanceKey: "w-1", Lost: true},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(3500*time.Millisecond), r.state(host, "w-1").SuspectDeadline.AsTime())
+
+	ts.Advance(time.Second) // t0+3s: the stored timer fires, and waits for the suspect deadline
+	ts.Advance(500 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		return r.state(host, "w-1").Status == workerpb.WorkerStatus_WORKER_STATUS_INACTIVE
+	}, 10*time.Second, 5*time.Millisecond, "the suspect worker is declared dead at the suspect deadline")
+	st := r.state(host, "w-1")
+	require.Equal(t, workerpb.InactiveReason_INACTIVE_REASON_CONNECTION_LOST, st.InactiveReason)
+	require.Equal(t, t0.Add(3500*time.Millisecond), st.InactiveTime.AsTime())
+}

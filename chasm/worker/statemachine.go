@@ -158,10 +158,11 @@ var (
 //   - the pending one fires within half the new lease, likely before the next heartbeat.
 //
 // Otherwise the heartbeat writes only the worker's state, and one answered from memory moves
-// nothing. A timer that fires while the lease has been extended waits in memory for the
-// deadline then current (LeaseExpiryTaskExecutor), so detection stays exact. With every
-// heartbeat written and the usual lease of three heartbeat intervals, every other heartbeat
-// carries the timer and a live worker's timer never fires.
+// nothing durable. A timer that fires while the lease has been extended waits in memory for
+// the deadline then current (LeaseExpiryTaskExecutor), so detection stays exact; a heartbeat
+// that leaves the timer where it is says so beforehand (holdLeaseTimer), so that the host
+// holds the timer until the new deadline instead of running it to learn the same. A live
+// worker's timer then never runs.
 func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep bool) {
 	now := ctx.Now()
 	deadline := now.Add(ev.Lease)
@@ -191,6 +192,7 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	w.HeartbeatCount++
 	if deferred {
 		ctx.DeferWrite()
+		holdLeaseTimer(ctx, deadline)
 		return
 	}
 	w.LeaseBound = timestamppb.New(deadline.Add(ev.WriteInterval))
@@ -204,7 +206,18 @@ func renewLease(w *Worker, ctx chasm.MutableContext, ev EventHeartbeat, keep boo
 	}
 	if armed := w.LeaseTimerTime.AsTime(); armed.After(deadline) || armed.Sub(now) < deadline.Sub(now)/2 {
 		armLeaseTimer(w, ctx, deadline)
+		return
 	}
+	holdLeaseTimer(ctx, deadline)
+}
+
+// holdLeaseTimer tells the host that the worker's pending expiry timer, armed at or before
+// deadline, would only wait for deadline if it ran before it (LeaseExpiryTaskExecutor: the
+// deadline is within lease_bound, and the worker is not suspect), so that the host holds it
+// until then (chasm.MutableContext.PostponeTimer). The hold ends with the worker's next
+// change: one that makes the deadline earlier, such as a suspicion, needs nothing more.
+func holdLeaseTimer(ctx chasm.MutableContext, deadline time.Time) {
+	ctx.PostponeTimer(deadline, &workerpb.LeaseExpiryTask{})
 }
 
 // sentVsRecorded compares when hb was sent with when the heartbeat the worker recorded last was,
