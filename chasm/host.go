@@ -40,8 +40,8 @@ type ShardCount int32
 //
 // Pass it only where both sides keep the promise it stands for: the caller changes neither the
 // request (during or after the call) nor the reply, and the method's handler changes its
-// request in no way and keeps no reference to it or to its reply once it has returned. Over the
-// network it changes nothing.
+// request in no way (it may keep messages of it, which nobody changes) and keeps no reference
+// to its reply once it has returned. Over the network it changes nothing.
 var ByReference grpc.CallOption = ByReferenceOption{}
 
 // ByReferenceOption is the type of ByReference, for a host to recognize it.

@@ -112,7 +112,7 @@ type timerBundle struct {
 
 // newTimerBundle builds a queue over a fresh fake store and clock; setup may adjust the options
 // and the executor before the queue is created. The queue is not started.
-func newTimerBundle(t *testing.T, workers int, opts TimerQueueOptions) (*TimerQueue, *timerBundle) {
+func newTimerBundle(t testing.TB, workers int, opts TimerQueueOptions) (*TimerQueue, *timerBundle) {
 	t.Helper()
 	b := &timerBundle{
 		store:     taskstest.NewTaskStore(),

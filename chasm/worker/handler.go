@@ -85,8 +85,9 @@ func (h *Handler) orphanPolicy(namespace string) OrphanPolicy {
 // not fail the others. Heartbeats of one request run concurrently.
 //
 // The frontend calls it with chasm.ByReference, so req may be the frontend's own message (and
-// hold the SDK's heartbeats): it is only read here, and nothing of it is kept (the state
-// machine stores a clone of the heartbeat), nor is the reply touched once returned.
+// hold the SDK's heartbeats): nothing of it is modified here, and the state machine keeps the
+// heartbeat it carries as its snapshot, so neither may the caller once it has sent it. The
+// reply is not touched once returned.
 func (h *Handler) RecordHeartbeats(ctx context.Context, req *workerpb.RecordHeartbeatsRequest) (*workerpb.RecordHeartbeatsResponse, error) {
 	if req.GetNamespaceId() == "" || req.GetNamespace() == "" {
 		return nil, serviceerror.NewInvalidArgument("namespace_id and namespace are required")

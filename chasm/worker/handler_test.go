@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workerv1 "go.temporal.io/api/worker/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
@@ -481,4 +483,21 @@ func TestMaxWorkersPerNamespace(t *testing.T) {
 	b.handler.SetWorkerCount(testNamespaceID, 1) // the store counted one record (say w2 was deleted)
 	b.mustBeat("w3")
 	require.NotNil(t, b.beat("w4").Error, "one counted plus one registered since: the cap again")
+}
+
+// The SDK sends its environment only until a heartbeat is accepted: later heartbeats keep it,
+// and the heartbeats the caller sent are left as they were.
+func TestEnvironmentIsKeptWhenALaterHeartbeatOmitsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	env := &workerv1.EnvironmentInfo{Runtimes: []*workerv1.EnvironmentInfo_Runtime{{Version: "go1.26"}}}
+	b.mustBeat("w1", func(e *workerpb.HeartbeatEntry) { e.Heartbeat.Environment = env })
+
+	later := heartbeat("w1")
+	later.SdkVersion = "1.2.3"
+	b.mustBeat("w1", func(e *workerpb.HeartbeatEntry) { e.Heartbeat = later })
+	kept := b.describe("w1").State.LastHeartbeat
+	require.Equal(t, "1.2.3", kept.GetSdkVersion(), "the later snapshot")
+	require.True(t, proto.Equal(env, kept.GetEnvironment()), "with the earlier environment")
+	require.Nil(t, later.Environment, "the sent heartbeat is not modified")
 }

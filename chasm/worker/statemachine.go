@@ -6,7 +6,7 @@ import (
 	"time"
 
 	workerv1 "go.temporal.io/api/worker/v1"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -246,17 +246,27 @@ func leaseTimerTime(w *Worker) *timestamppb.Timestamp {
 	return w.LeaseDeadline
 }
 
-// recordHeartbeat keeps the snapshot the worker sent. The SDK sends its environment only until
-// a heartbeat is accepted, so an earlier one is kept when a later heartbeat omits it.
+// recordHeartbeat keeps the snapshot the worker sent: the message itself, which nothing
+// modifies once it is handed to the state machine (Handler.RecordHeartbeats), as the state
+// never modifies a nested message in place (chasm.WithCopyOnWrite). The SDK sends its
+// environment only until a heartbeat is accepted, so an earlier one is kept when a later
+// heartbeat omits it, on a copy of the sent message's top level.
 func recordHeartbeat(w *Worker, hb *workerv1.WorkerHeartbeat) {
 	if hb == nil {
 		return
 	}
-	next := proto.Clone(hb).(*workerv1.WorkerHeartbeat)
-	if next.Environment == nil && w.LastHeartbeat.GetEnvironment() != nil {
+	if hb.Environment == nil && w.LastHeartbeat.GetEnvironment() != nil {
+		next := &workerv1.WorkerHeartbeat{}
+		sent, kept := hb.ProtoReflect(), next.ProtoReflect()
+		sent.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			kept.Set(fd, v)
+			return true
+		})
+		kept.SetUnknown(sent.GetUnknown())
 		next.Environment = w.LastHeartbeat.Environment
+		hb = next
 	}
-	w.LastHeartbeat = next
+	w.LastHeartbeat = hb
 }
 
 // becomeInactive schedules the cleanup and hands every bound activity to its own shard, in a
