@@ -125,10 +125,8 @@ type timerEntry struct {
 	task *persistence.TimerTask
 	key  persistence.TimerTaskKey
 	// fireAt is when the entry may next run: VisibilityTime, pushed back by a restart grace,
-	// the recovery limiter, a retry backoff or a hold (Hold).
+	// the recovery limiter, a retry backoff, a deferral or a hold (Hold).
 	fireAt time.Time
-	// unheld is fireAt before a hold moved it (Unix nanoseconds), 0 when none holds the entry.
-	unheld int64
 	// recovering marks a task delayed by restart recovery; it takes one limiter token before
 	// its first run.
 	recovering bool
@@ -264,32 +262,27 @@ func (q *TimerQueue) NotifyNewTimers(tasks []*persistence.TimerTask) {
 // it fires then, or at its own time if that is later. A later Hold replaces the earlier one,
 // and a zero until lets it fire at its own time again. Nothing is written: the stored timer
 // keeps its time, and after a restart fires at it. The caller holds a timer only when running
-// it before until would only defer it to until (chasm.MutableContext.PostponeTimer); a timer
-// that is running, or that the queue does not hold in memory, is left as it is.
+// it before until would only defer it to until (chasm.MutableContext.PostponeTimer). A timer
+// that is running, retrying a failure, in restart recovery, or not in memory is left as it is.
 func (q *TimerQueue) Hold(execution persistence.ExecutionKey, taskTypeID uint32, until time.Time) {
 	q.mu.Lock()
 	e, ok := q.singletons[singletonKey(maphash.Comparable(q.seed, singletonID{execution: execution, taskTypeID: taskTypeID}))]
-	if !ok || e.index < 0 || e.task.Execution != execution || e.task.TaskTypeID != taskTypeID ||
-		(until.IsZero() && e.unheld == 0) {
+	if !ok || e.index < 0 || e.recovering || e.attempts > 0 || e.task.Execution != execution || e.task.TaskTypeID != taskTypeID {
 		q.mu.Unlock()
 		return
 	}
-	if e.unheld == 0 {
-		e.unheld = e.fireAt.UnixNano()
+	fireAt := e.task.VisibilityTime
+	if until.After(fireAt) {
+		fireAt = until
 	}
-	own := time.Unix(0, e.unheld)
-	e.fireAt = own
-	if until.After(own) {
-		e.fireAt = until
-	} else {
-		e.unheld = 0
-	}
+	earlier := fireAt.Before(e.fireAt)
+	e.fireAt = fireAt
 	heap.Fix(&q.pending, e.index)
 	// A later fire time needs no wake: the loop finds nothing due at the earlier one and
 	// waits again. An earlier one at the head must rearm the loop's timer.
 	isHead := e.index == 0
 	q.mu.Unlock()
-	if isHead {
+	if earlier && isHead {
 		q.wake()
 	}
 }
@@ -607,7 +600,6 @@ func (q *TimerQueue) dispatchDue() (next time.Time, ok bool) {
 	var due []*timerEntry
 	for len(q.pending) > 0 && !q.pending[0].fireAt.After(now) {
 		e := heap.Pop(&q.pending).(*timerEntry)
-		e.unheld = 0 // it runs: whatever held it has passed
 		if e.recovering && !e.tokenHeld {
 			// Tokens are reserved in heap order, so a recovery backlog fires in key order at
 			// OverdueFireRate while tasks due after the start fire on time alongside it.
