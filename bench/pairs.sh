@@ -79,6 +79,7 @@ run() {
   "${gen[@]}" "$bin" bench --address "127.0.0.1:$port" --server-pid "$spid" \
     --metrics-url "http://127.0.0.1:$http/metrics" --json "$out/$name.json" "$@" \
     >"$out/$name.txt" 2>"$out/$name.progress" || log "$name: vigil bench exited $?"
+  curl -sf "http://127.0.0.1:$http/metrics" >"$out/$name.metrics" || true
   kill "$spid" 2>/dev/null || true
   wait "$spid" 2>/dev/null || true
   rm -rf "$dir"

@@ -246,6 +246,11 @@ func (q *TimerQueue) NotifyNewTimers(tasks []*persistence.TimerTask) {
 		}
 		covered := k.Compare(q.loadedUpTo) <= 0 || (q.reading && t.VisibilityTime.Before(q.readBefore))
 		if !covered || !q.makeRoomLocked(k) {
+			if t.Singleton {
+				// t stays in the store for a later read, but the timer it replaced there
+				// must not stay in memory: it would fire only to be found stale.
+				q.dropSupersededLocked(t)
+			}
 			continue
 		}
 		q.insertLocked(t)
@@ -323,6 +328,22 @@ func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) (keep, track bool
 		q.supersededCounter.Inc(1)
 	}
 	return true, true
+}
+
+// dropSupersededLocked removes from memory the pending singleton timer that t replaced in the
+// store, when t itself is not taken into memory.
+func (q *TimerQueue) dropSupersededLocked(t *persistence.TimerTask) {
+	sk := q.singletonKeyOf(t)
+	old, ok := q.singletons[sk]
+	if !ok || old.task.Execution != t.Execution || old.task.TaskTypeID != t.TaskTypeID || old.task.TaskID >= t.TaskID || old.index < 0 {
+		return
+	}
+	heap.Remove(&q.pending, old.index)
+	mk := mapKeyOf(old.key)
+	delete(q.known, mk)
+	q.recent.add(mk)
+	delete(q.singletons, sk)
+	q.supersededCounter.Inc(1)
 }
 
 func (q *TimerQueue) forgetSingletonLocked(e *timerEntry) {

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,36 @@ func TestHeldSingletonTimerFiresWhenTheHoldEnds(t *testing.T) {
 func requireSameInstant(t *testing.T, want, got time.Time) {
 	t.Helper()
 	require.True(t, want.Equal(got), "want %s, got %s", want, got)
+}
+
+// A singleton timer replaced in the store by one beyond the range in memory leaves memory at
+// once, rather than fire only to be found stale: the newer one runs, once a read brings it in.
+func TestSingletonTimerReplacedBeyondTheLoadedRangeLeavesMemory(t *testing.T) {
+	t.Parallel()
+	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
+	lease := func(id int64, at time.Time) *persistence.TimerTask {
+		task := timerTask(id, at)
+		task.Singleton = true
+		return task
+	}
+	first := lease(1, b.start.Add(30*time.Second))
+	b.store.AddTimerTasks(first)
+	q.Start()
+	waitEvent(t, b.reads, "first read")
+	require.Equal(t, 1, q.inMemoryCount())
+
+	// The store replaces it by one two minutes out, beyond what the queue has loaded.
+	require.NoError(t, b.store.CompleteTimerTasks(context.Background(), 1, []persistence.TimerTaskKey{first.Key()}))
+	second := lease(2, b.start.Add(2*time.Minute))
+	b.store.AddTimerTasks(second)
+	q.NotifyNewTimers([]*persistence.TimerTask{second})
+	require.Zero(t, q.inMemoryCount(), "the replaced timer left memory")
+	require.Equal(t, int64(1), counterValue(b.scope, MetricTimerTasksSuperseded))
+
+	for range 3 { // past the replaced timer's time; the reads bring the newer one in
+		b.ts.Advance(30 * time.Second)
+		waitEvent(t, b.reads, "a read")
+	}
+	b.ts.Advance(30 * time.Second)
+	require.Equal(t, int64(2), waitEvent(t, b.fired, "a timer").task.TaskID, "only the newer timer runs")
 }
