@@ -32,15 +32,10 @@ func TestTasksDueAtOnceAllFire(t *testing.T) {
 func TestSupersededSingletonTimerDoesNotRun(t *testing.T) {
 	t.Parallel()
 	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
-	lease := func(id int64, at time.Time) *persistence.TimerTask {
-		task := timerTask(id, at)
-		task.Singleton = true
-		return task
-	}
 	q.Start()
 	waitEvent(t, b.reads, "first read")
 	// The store replaced 1 by 2 by 3; notifications arrive in order, as history sends them.
-	first, second, third := lease(1, b.start.Add(time.Second)), lease(2, b.start.Add(2*time.Second)), lease(3, b.start.Add(3*time.Second))
+	first, second, third := singletonTimer(1, b.start.Add(time.Second)), singletonTimer(2, b.start.Add(2*time.Second)), singletonTimer(3, b.start.Add(3*time.Second))
 	b.store.AddTimerTasks(third)
 	q.NotifyNewTimers([]*persistence.TimerTask{first})
 	q.NotifyNewTimers([]*persistence.TimerTask{second})
@@ -85,8 +80,7 @@ func TestExecutedTasksAreDeletedInBatches(t *testing.T) {
 func TestHeldSingletonTimerFiresWhenTheHoldEnds(t *testing.T) {
 	t.Parallel()
 	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
-	task := timerTask(1, b.start.Add(time.Second))
-	task.Singleton = true
+	task := singletonTimer(1, b.start.Add(time.Second))
 	b.store.AddTimerTasks(task)
 	q.Start()
 	waitEvent(t, b.reads, "first read")
@@ -127,12 +121,7 @@ func requireSameInstant(t *testing.T, want, got time.Time) {
 func TestSingletonTimerReplacedBeyondTheLoadedRangeLeavesMemory(t *testing.T) {
 	t.Parallel()
 	q, b := newTimerBundle(t, 2, TimerQueueOptions{LookAhead: fixed(time.Minute)})
-	lease := func(id int64, at time.Time) *persistence.TimerTask {
-		task := timerTask(id, at)
-		task.Singleton = true
-		return task
-	}
-	first := lease(1, b.start.Add(30*time.Second))
+	first := singletonTimer(1, b.start.Add(30*time.Second))
 	b.store.AddTimerTasks(first)
 	q.Start()
 	waitEvent(t, b.reads, "first read")
@@ -140,7 +129,7 @@ func TestSingletonTimerReplacedBeyondTheLoadedRangeLeavesMemory(t *testing.T) {
 
 	// The store replaces it by one two minutes out, beyond what the queue has loaded.
 	require.NoError(t, b.store.CompleteTimerTasks(context.Background(), 1, []persistence.TimerTaskKey{first.Key()}))
-	second := lease(2, b.start.Add(2*time.Minute))
+	second := singletonTimer(2, b.start.Add(2*time.Minute))
 	b.store.AddTimerTasks(second)
 	q.NotifyNewTimers([]*persistence.TimerTask{second})
 	require.Zero(t, q.inMemoryCount(), "the replaced timer left memory")
@@ -152,4 +141,11 @@ func TestSingletonTimerReplacedBeyondTheLoadedRangeLeavesMemory(t *testing.T) {
 	}
 	b.ts.Advance(30 * time.Second)
 	require.Equal(t, int64(2), waitEvent(t, b.fired, "a timer").task.TaskID, "only the newer timer runs")
+}
+
+// singletonTimer is timerTask as a singleton timer (a worker's lease expiry).
+func singletonTimer(id int64, at time.Time) *persistence.TimerTask {
+	task := timerTask(id, at)
+	task.Singleton = true
+	return task
 }
