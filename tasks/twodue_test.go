@@ -87,19 +87,19 @@ func TestHeldSingletonTimerFiresWhenTheHoldEnds(t *testing.T) {
 	exec, own := task.Execution, task.VisibilityTime
 
 	q.Hold(exec, task.TaskTypeID, b.start.Add(5*time.Second))
-	requireSameInstant(t, b.start.Add(5*time.Second), q.pendingFireAt(1))
+	require.WithinDuration(t, b.start.Add(5*time.Second), q.pendingFireAt(1), 0)
 	q.Hold(exec, task.TaskTypeID, b.start.Add(3*time.Second)) // a later hold replaces it
-	requireSameInstant(t, b.start.Add(3*time.Second), q.pendingFireAt(1))
+	require.WithinDuration(t, b.start.Add(3*time.Second), q.pendingFireAt(1), 0)
 	q.Hold(exec, task.TaskTypeID, b.start.Add(time.Millisecond)) // before its own time
-	requireSameInstant(t, own, q.pendingFireAt(1))
+	require.WithinDuration(t, own, q.pendingFireAt(1), 0)
 	q.Hold(exec, task.TaskTypeID, b.start.Add(4*time.Second))
 	q.Hold(exec, task.TaskTypeID, time.Time{}) // released
-	requireSameInstant(t, own, q.pendingFireAt(1))
+	require.WithinDuration(t, own, q.pendingFireAt(1), 0)
 	other := exec
 	other.BusinessID = "worker-2"
 	q.Hold(other, task.TaskTypeID, b.start.Add(time.Hour))  // another execution's: none held
 	q.Hold(exec, task.TaskTypeID+1, b.start.Add(time.Hour)) // another type's
-	requireSameInstant(t, own, q.pendingFireAt(1))
+	require.WithinDuration(t, own, q.pendingFireAt(1), 0)
 
 	q.Hold(exec, task.TaskTypeID, b.start.Add(4*time.Second))
 	b.ts.Advance(2 * time.Second)
@@ -109,11 +109,6 @@ func TestHeldSingletonTimerFiresWhenTheHoldEnds(t *testing.T) {
 	require.Equal(t, int64(1), fired.task.TaskID)
 	require.Equal(t, own, fired.task.VisibilityTime, "the stored task keeps its time")
 	waitEvent(t, b.completed, "completion")
-}
-
-func requireSameInstant(t *testing.T, want, got time.Time) {
-	t.Helper()
-	require.True(t, want.Equal(got), "want %s, got %s", want, got)
 }
 
 // A singleton timer replaced in the store by one beyond the range in memory leaves memory at
