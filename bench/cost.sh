@@ -6,7 +6,9 @@
 # (tools/floor), and stock Temporal (tools/peer), one after the other, round after round, each
 # server pinned to CPU 0 with GOMAXPROCS 1 and `vigil bench` to CPU 1: 2,000 SDK-style workers
 # heartbeating every second, the server's utime+stime over a steady 16 s window divided by the
-# heartbeats answered OK in it.
+# heartbeats answered OK in it. Then vigil and the upsert floor again at the same rate from
+# 30,000 workers every 15 s, where vigil writes every heartbeat (as at the SDK's default
+# interval) instead of about one in ten.
 #
 #   bench/cost.sh                 # three rounds, then BENCHMARKS.md's cost table regenerated
 #   COST_ROUNDS=5 bench/cost.sh   # more rounds
@@ -19,6 +21,6 @@
 # run's JSON, table, progress and server log, and cost.md) go under bench-results/<UTC time>/.
 set -euo pipefail
 case ${1:-} in
--h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 SCENARIOS=cost exec "$(dirname "${BASH_SOURCE[0]}")/run.sh" "$@"

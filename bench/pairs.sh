@@ -22,10 +22,13 @@
 #   cost             2,000 SDK-style workers heartbeating every second on the public API, the
 #                    server's CPU per heartbeat over a steady 16 s window (as bench/cost.sh);
 #                    server and generator pinned to one core each
+#   cost-written     the same rate from 30,000 SDK-style workers heartbeating every 15 s: every
+#                    heartbeat is written and its worker decoded, as for a fleet at the SDK's
+#                    default interval; pinned as cost
 set -euo pipefail
 
 if (($# != 2)); then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -110,6 +113,9 @@ scenario() { # SCENARIO BUILD_TAG BINARY PAIR
   cost)
     run "$s.$tag.$i" "$bin" 1 --api public --workers 2000 --interval 1s --duration 30s \
       --warmup 10s --cpu-window 16s ;;
+  cost-written)
+    run "$s.$tag.$i" "$bin" 1 --api public --workers 30000 --interval 15s --duration 50s \
+      --warmup 30s --cpu-window 16s ;;
   *) log "unknown scenario $s"; return 1 ;;
   esac
 }

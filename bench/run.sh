@@ -32,7 +32,8 @@
 #              on PostgreSQL (with PostgreSQL's processes' CPU), the gRPC + SQLite floors
 #              (upsert and append-only log), the gRPC floor (tools/floor) and stock Temporal,
 #              alternating round after round (COST_ROUNDS, default 3) so that each round shares
-#              the same minutes; bench/cost.sh runs it alone
+#              the same minutes; then vigil and the upsert floor at the same rate from 30,000
+#              workers every 15 s, where vigil writes every heartbeat; bench/cost.sh runs it alone
 #
 # capacity, overload and cost pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1
 # each) when the machine has two cores or more; the others share every core, as a small
@@ -74,6 +75,7 @@ if [[ $quick == 1 ]]; then
   memory_ns="${MEMORY_NS:-2000}" memory_env=(INTERVAL=5s LEASE=15s SETTLE=10s)
   pg_rates="${PG_RATES:-200}" pg_args=(--duration 10s --warmup 2s)
   cost_rounds="${COST_ROUNDS:-1}" cost_args=(--workers 200 --interval 1s --duration 12s --warmup 4s --cpu-window 6s)
+  cost_written_args=(--workers 1000 --interval 15s --duration 34s --warmup 20s --cpu-window 10s)
 else
   churn_args=(--workers 1000 --activities 100 --interval 20s --duration 120s --churn-period 10s)
   scale_ns="${SCALE_NS:-10000 20000 25000 30000 40000 50000 100000}"
@@ -90,6 +92,11 @@ else
   # The first 10 s (the fleet registering, the server warming) and the last 4 s are left out of
   # the 16 s window.
   cost_rounds="${COST_ROUNDS:-3}" cost_args=(--workers 2000 --interval 1s --duration 30s --warmup 10s --cpu-window 16s)
+  # The same rate from 30,000 workers every 15 s: no heartbeat comes within
+  # worker.heartbeatWriteInterval (10 s) of its worker's last written one, so every one is
+  # written, as for a fleet at the SDK's default interval of 60 s. The fleet registers in the
+  # first 15 s; the window starts after another round of its heartbeats.
+  cost_written_args=(--workers 30000 --interval 15s --duration 50s --warmup 30s --cpu-window 16s)
 fi
 pg_dsn="${VIGIL_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 # pg_pid is the local PostgreSQL's postmaster, whose process tree vigil bench --store-pid reads:
@@ -358,6 +365,9 @@ for s in $scenarios; do
       floor_run "cost-floor-sqlite-log-$round" sqlite-log --api public "${cost_args[@]}"
       floor_run "cost-floor-$round" none --api public "${cost_args[@]}"
       peer_run "cost-peer-$round" 1 --api public "${cost_args[@]}"
+      # Every heartbeat written: vigil, and the upsert floor on the same fleet.
+      vigil_run "cost-vigil-written-$round" 1 --api public "${cost_written_args[@]}"
+      floor_run "cost-floor-sqlite-written-$round" sqlite --api public "${cost_written_args[@]}"
       if [[ -z ${SKIP_PEER:-} && ! -s $out/cost-peer-$round.json ]]; then
         log "cost: stock Temporal did not run (see cost-peer-$round.server.log); the other servers go on without it"
         SKIP_PEER=1

@@ -20,14 +20,17 @@ var costServers = []struct{ name, label string }{
 	{"floor-sqlite-log", "floor: gRPC + SQLite group commit, append-only log"},
 	{"floor", "floor: gRPC only"},
 	{"peer", "stock Temporal"},
+	{"vigil-written", "vigil (SQLite), every heartbeat written"},
+	{"floor-sqlite-written", "floor: gRPC + SQLite group commit, on the same fleet"},
 }
 
-// costRatios are the ratios of the cost scenario's second table: vigil over each other
+// costRatios are the ratios of the cost scenario's second table: a vigil server over another
 // server, round by round.
-var costRatios = []struct{ over, label string }{
-	{"floor", "vigil ÷ gRPC floor"},
-	{"floor-sqlite", "vigil ÷ gRPC + SQLite floor"},
-	{"peer", "vigil ÷ stock Temporal"},
+var costRatios = []struct{ of, over, label string }{
+	{"vigil", "floor", "vigil ÷ gRPC floor"},
+	{"vigil", "floor-sqlite", "vigil ÷ gRPC + SQLite floor"},
+	{"vigil", "peer", "vigil ÷ stock Temporal"},
+	{"vigil-written", "floor-sqlite-written", "every heartbeat written: vigil ÷ gRPC + SQLite floor"},
 }
 
 var costRun = regexp.MustCompile(`^cost-(.+)-(\d+)$`)
@@ -146,11 +149,10 @@ func renderCost(runs map[string]*bench.Summary) string {
 	if len(short) > 0 {
 		b.WriteString("\n**Not below capacity**: " + strings.Join(short, "; ") + " (medians): its figures are those of a server at its limit on that core, in those minutes.\n")
 	}
-	vigil := rounds["vigil"]
 	var ratios strings.Builder
 	for _, r := range costRatios {
 		var values []float64
-		for round, v := range vigil {
+		for round, v := range rounds[r.of] {
 			if o := rounds[r.over][round]; o != nil {
 				values = append(values, v.Cost.CPUPerHeartbeatUs/o.Cost.CPUPerHeartbeatUs)
 			}

@@ -113,6 +113,24 @@ func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
 	require.Less(t, strings.Index(got, "vigil (SQLite)"), strings.Index(got, "floor: gRPC only"))
 }
 
+// The fleet whose every heartbeat is written has rows of its own, and its ratio is taken
+// over the upsert floor on the same fleet, not over the floor of the 1 s fleet.
+func TestCostTableComparesTheWrittenFleetWithItsOwnFloor(t *testing.T) {
+	runs := map[string]*bench.Summary{}
+	add := func(name string, s bench.Summary) { runs[name] = &s }
+	add("cost-vigil-1", costRunSummary(140, 340, 0.4, 13))
+	add("cost-floor-sqlite-1", costRunSummary(140, 140, 5, 11))
+	add("cost-vigil-written-1", costRunSummary(220, 340, 7, 20))
+	add("cost-floor-sqlite-written-1", costRunSummary(176, 140, 5, 11))
+	got := renderCost(runs)
+
+	require.Contains(t, got, "| vigil (SQLite), every heartbeat written | 1 | **220 µs** |")
+	require.Contains(t, got, "| floor: gRPC + SQLite group commit, on the same fleet | 1 | **176 µs** |")
+	require.Contains(t, got, "| vigil ÷ gRPC + SQLite floor | 1 | **1.00×** |")
+	require.Contains(t, got, "| every heartbeat written: vigil ÷ gRPC + SQLite floor | 1 | **1.25×** |")
+	require.Less(t, strings.Index(got, "| vigil (SQLite) |"), strings.Index(got, "every heartbeat written |"))
+}
+
 // vigil on PostgreSQL costs what vigil and PostgreSQL's processes spent together: a
 // PostgreSQL row without PostgreSQL's CPU would hide most of the write's cost.
 func TestCostTableCountsPostgreSQLsCPU(t *testing.T) {
