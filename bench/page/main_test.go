@@ -82,6 +82,15 @@ func TestUntimedDetectionIsNotShownAsZero(t *testing.T) {
 	require.NotContains(t, got, "0.00 ms, 0.00 ms")
 }
 
+// costRuns is a results folder's runs of the cost scenario, by run name.
+func costRuns(named map[string]bench.Summary) map[string]*bench.Summary {
+	runs := make(map[string]*bench.Summary, len(named))
+	for name, s := range named {
+		runs[name] = &s
+	}
+	return runs
+}
+
 func costRunSummary(cpuUs, regUs, p50, p99 float64) bench.Summary {
 	return bench.Summary{P50Ms: p50, P99Ms: p99, ThroughputPerS: 2000, Cost: &bench.CostSummary{
 		CPUPerHeartbeatUs: cpuUs, CPUPerRegistrationUs: &regUs, Steady: bench.CostWindow{ServerCPUPct: cpuUs / 5},
@@ -91,17 +100,16 @@ func costRunSummary(cpuUs, regUs, p50, p99 float64) bench.Summary {
 // The cost table gives each server's median and range over its runs, and vigil's ratio over
 // each other server round by round: a round's runs share the same minutes of the box.
 func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
-	runs := map[string]*bench.Summary{}
-	add := func(name string, s bench.Summary) { runs[name] = &s }
 	// Round 2 ran on a box twice as slow: every server's cost doubled, the ratios did not.
-	add("cost-vigil-1", costRunSummary(200, 600, 1.2, 5))
-	add("cost-vigil-2", costRunSummary(400, 700, 1.4, 9))
-	add("cost-vigil-3", costRunSummary(220, 650, 1.3, 6))
-	add("cost-floor-1", costRunSummary(100, 120, 0.5, 2))
-	add("cost-floor-2", costRunSummary(200, 130, 0.6, 3))
-	add("cost-floor-3", costRunSummary(100, 125, 0.55, 2.5))
-	add("cost-peer-1", costRunSummary(350, 400, 1, 8))
-	got := renderCost(runs)
+	got := renderCost(costRuns(map[string]bench.Summary{
+		"cost-vigil-1": costRunSummary(200, 600, 1.2, 5),
+		"cost-vigil-2": costRunSummary(400, 700, 1.4, 9),
+		"cost-vigil-3": costRunSummary(220, 650, 1.3, 6),
+		"cost-floor-1": costRunSummary(100, 120, 0.5, 2),
+		"cost-floor-2": costRunSummary(200, 130, 0.6, 3),
+		"cost-floor-3": costRunSummary(100, 125, 0.55, 2.5),
+		"cost-peer-1":  costRunSummary(350, 400, 1, 8),
+	}))
 
 	require.Contains(t, got, "| vigil (SQLite) | 3 | **220 µs** (200 µs–400 µs) | 650 µs (600 µs–700 µs) | 1.30 ms (1.20 ms–1.40 ms) | 6.00 ms (5.00 ms–9.00 ms) | 2,000 | 0 | 44 % (40 %–80 %) |")
 	require.Contains(t, got, "| floor: gRPC only | 3 | **100 µs** (100 µs–200 µs) |")
@@ -116,13 +124,12 @@ func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
 // The fleet whose every heartbeat is written has rows of its own, and its ratio is taken
 // over the upsert floor on the same fleet, not over the floor of the 1 s fleet.
 func TestCostTableComparesTheWrittenFleetWithItsOwnFloor(t *testing.T) {
-	runs := map[string]*bench.Summary{}
-	add := func(name string, s bench.Summary) { runs[name] = &s }
-	add("cost-vigil-1", costRunSummary(140, 340, 0.4, 13))
-	add("cost-floor-sqlite-1", costRunSummary(140, 140, 5, 11))
-	add("cost-vigil-written-1", costRunSummary(220, 340, 7, 20))
-	add("cost-floor-sqlite-written-1", costRunSummary(176, 140, 5, 11))
-	got := renderCost(runs)
+	got := renderCost(costRuns(map[string]bench.Summary{
+		"cost-vigil-1":                costRunSummary(140, 340, 0.4, 13),
+		"cost-floor-sqlite-1":         costRunSummary(140, 140, 5, 11),
+		"cost-vigil-written-1":        costRunSummary(220, 340, 7, 20),
+		"cost-floor-sqlite-written-1": costRunSummary(176, 140, 5, 11),
+	}))
 
 	require.Contains(t, got, "| vigil (SQLite), every heartbeat written | 1 | **220 µs** |")
 	require.Contains(t, got, "| floor: gRPC + SQLite group commit, on the same fleet | 1 | **176 µs** |")
