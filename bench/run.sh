@@ -365,13 +365,13 @@ for s in $scenarios; do
       floor_run "cost-floor-sqlite-log-$round" sqlite-log --api public "${cost_args[@]}"
       floor_run "cost-floor-$round" none --api public "${cost_args[@]}"
       peer_run "cost-peer-$round" 1 --api public "${cost_args[@]}"
-      # Every heartbeat written: vigil, and the upsert floor on the same fleet.
-      vigil_run "cost-vigil-written-$round" 1 --api public "${cost_written_args[@]}"
-      floor_run "cost-floor-sqlite-written-$round" sqlite --api public "${cost_written_args[@]}"
       if [[ -z ${SKIP_PEER:-} && ! -s $out/cost-peer-$round.json ]]; then
         log "cost: stock Temporal did not run (see cost-peer-$round.server.log); the other servers go on without it"
         SKIP_PEER=1
       fi
+      # Every heartbeat written: vigil, and the upsert floor on the same fleet.
+      vigil_run "cost-vigil-written-$round" 1 --api public "${cost_written_args[@]}"
+      floor_run "cost-floor-sqlite-written-$round" sqlite --api public "${cost_written_args[@]}"
     done
     go run ./bench/page -results "$out" -print cost | tee "$out/cost.md" >&2 || log "cost: no table" ;;
   *) echo "bench/run.sh: unknown scenario $s" >&2; exit 2 ;;
