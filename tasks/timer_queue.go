@@ -321,13 +321,19 @@ func (q *TimerQueue) supersedeLocked(t *persistence.TimerTask) (keep, track bool
 		return false, false
 	}
 	if ok && old.index >= 0 {
-		heap.Remove(&q.pending, old.index)
-		mk := mapKeyOf(old.key)
-		delete(q.known, mk)
-		q.recent.add(mk)
-		q.supersededCounter.Inc(1)
+		q.removeSupersededLocked(old)
 	}
 	return true, true
+}
+
+// removeSupersededLocked takes a pending timer that a newer singleton replaced in the store
+// out of memory, remembering its key so that a read in flight does not bring it back.
+func (q *TimerQueue) removeSupersededLocked(old *timerEntry) {
+	heap.Remove(&q.pending, old.index)
+	mk := mapKeyOf(old.key)
+	delete(q.known, mk)
+	q.recent.add(mk)
+	q.supersededCounter.Inc(1)
 }
 
 // dropSupersededLocked removes from memory the pending singleton timer that t replaced in the
@@ -338,12 +344,8 @@ func (q *TimerQueue) dropSupersededLocked(t *persistence.TimerTask) {
 	if !ok || old.task.Execution != t.Execution || old.task.TaskTypeID != t.TaskTypeID || old.task.TaskID >= t.TaskID || old.index < 0 {
 		return
 	}
-	heap.Remove(&q.pending, old.index)
-	mk := mapKeyOf(old.key)
-	delete(q.known, mk)
-	q.recent.add(mk)
+	q.removeSupersededLocked(old)
 	delete(q.singletons, sk)
-	q.supersededCounter.Inc(1)
 }
 
 func (q *TimerQueue) forgetSingletonLocked(e *timerEntry) {
