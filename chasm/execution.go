@@ -175,7 +175,8 @@ type Mutation struct {
 	// Deleted is true for a transaction that deletes the execution (DeleteExecution): it
 	// carries no state, tasks or collection changes.
 	Deleted bool
-	// State is the deterministic encoding of the new state message.
+	// State is the deterministic encoding of the new state message; nil when Deferred (the
+	// engine does not write it now; Execution.PersistedState encodes it when asked).
 	State     []byte
 	Lifecycle LifecycleState
 	Indexed   IndexedFields
@@ -328,13 +329,8 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 		tc.CountStateTransition()
 	}
 	state := c.State()
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
-	if err != nil {
-		return nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
-	}
 	m := &Mutation{
 		exec:      e,
-		State:     data,
 		Lifecycle: c.LifecycleState(),
 		Tasks:     t.tasks,
 		stateMsg:  state,
@@ -347,6 +343,16 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	}
 	m.Deferred = t.deferWrite && e.started && len(t.tasks) == 0 && len(t.puts) == 0 && len(t.deletes) == 0 &&
 		m.Lifecycle == e.lifecycle && m.Indexed == e.indexed && (m.Visibility == nil || m.Visibility.Equal(e.Visibility()))
+	// A deferred change is not written now: its state is encoded when something needs the
+	// bytes (the next write, the cache keeping the run encoded), at most once, and a run that
+	// is changed again first is never encoded in between.
+	if !m.Deferred {
+		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
+		if err != nil {
+			return nil, fmt.Errorf("chasm: execution %s: encode state: %w", e.key, err)
+		}
+		m.State = data
+	}
 	for _, p := range t.postponed {
 		if !slices.ContainsFunc(t.tasks, func(task *Task) bool { return task.Type == p.Type }) {
 			m.Postponed = append(m.Postponed, p)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/chasm"
 	"github.com/vigilhq/vigil/chasm/chasmtest"
@@ -129,11 +130,14 @@ func TestExecution(t *testing.T) {
 			require.NoError(t, err)
 			return m
 		}
+		var deferredState proto.Message
 		stateOnly := update(func(ctx chasm.MutableContext, r *reminder.Reminder) {
 			r.NotesCount += 10
 			ctx.DeferWrite()
+			deferredState = r.State()
 		})
 		require.True(t, stateOnly.Deferred)
+		require.Nil(t, stateOnly.State, "a change that is not written now is not encoded now")
 		require.False(t, update(func(_ chasm.MutableContext, r *reminder.Reminder) { r.NotesCount += 10 }).Deferred,
 			"not asked for")
 		require.False(t, update(func(ctx chasm.MutableContext, r *reminder.Reminder) {
@@ -149,7 +153,9 @@ func TestExecution(t *testing.T) {
 		exec.Apply(stateOnly)
 		state, _, err := exec.Persisted()
 		require.NoError(t, err)
-		require.Equal(t, stateOnly.State, state)
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(deferredState)
+		require.NoError(t, err)
+		require.Equal(t, want, state)
 	})
 
 	t.Run("DeleteExecution", func(t *testing.T) {

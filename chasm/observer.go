@@ -9,9 +9,10 @@ type Commit struct {
 	// execution), After the state after it (the last state, with Deleted set, for the
 	// transaction that deleted the execution).
 	Before, After proto.Message
-	// Encoded is After as the transaction wrote it to the store (nil when it deleted the
-	// execution). The engine's cache holds these same bytes: an observer that keeps the state
-	// for later can keep them instead of encoding it again.
+	// Encoded is After as the transaction wrote it to the store: nil when it deleted the
+	// execution, and when the change was deferred (Mutation.Deferred), which wrote nothing.
+	// The engine's cache holds these same bytes: an observer that keeps the state for later
+	// can keep them instead of encoding it again.
 	Encoded []byte
 	Deleted bool
 }

@@ -12,6 +12,7 @@ package watch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -75,7 +76,8 @@ type Options struct {
 	// RingRetention is how long an event stays in the ring (default 1 minute). Events hold the
 	// worker's state, so a ring full after a burst would otherwise keep tens of megabytes for
 	// as long as the host is quiet; a watcher away for longer resyncs, as it does after an
-	// overflow.
+	// overflow. It is also how long the ring goes on after the last watcher left: once nobody
+	// has watched for that long, no cursor can resume, and the hub keeps nothing (idle).
 	RingRetention time.Duration
 	TimeSource    clock.TimeSource
 }
@@ -93,6 +95,13 @@ type Hub struct {
 	trimmed  uint64
 	trimming clock.Timer
 	subs     map[*Subscription]struct{}
+	// unwatchedSince is when the hub last had no subscription: its start, or when the last
+	// one closed. keeping says whether the ring keeps events; it is cleared once the hub has
+	// had no subscription for RingRetention (idleLocked) and set by the next Subscribe. Read
+	// without the lock by Publish, to encode outside it only the states the ring will keep:
+	// a commit that wrote nothing (a heartbeat answered from memory) has no bytes to share.
+	unwatchedSince time.Time
+	keeping        atomic.Bool
 	// active maps each ACTIVE worker to its host; hosts counts the ACTIVE workers of each host.
 	// One flat entry per worker: a fleet of one worker per host costs no map per host.
 	active map[workerRef]string
@@ -128,41 +137,63 @@ func NewHub(opts Options) *Hub {
 	if opts.RingRetention <= 0 {
 		opts.RingRetention = time.Minute
 	}
-	return &Hub{
-		opts:    opts,
-		epoch:   uint64(time.Now().UnixNano()),
-		ring:    make([]Event, opts.RingSize),
-		subs:    make(map[*Subscription]struct{}),
-		active:  make(map[workerRef]string),
-		hosts:   make(map[hostRef]int),
-		relayed: make(map[workerRef]progress),
+	h := &Hub{
+		opts:           opts,
+		epoch:          uint64(time.Now().UnixNano()),
+		ring:           make([]Event, opts.RingSize),
+		subs:           make(map[*Subscription]struct{}),
+		unwatchedSince: opts.TimeSource.Now(),
+		active:         make(map[workerRef]string),
+		hosts:          make(map[hostRef]int),
+		relayed:        make(map[workerRef]progress),
 	}
+	h.keeping.Store(true)
+	return h
 }
 
 // Epoch identifies this hub's log; a cursor of another epoch cannot resume.
 func (h *Hub) Epoch() uint64 { return h.epoch }
 
 // Publish implements worker.ChangeSink: it numbers the changes (and the host transitions they
-// cause) and hands them to every watcher of their namespace. It never blocks.
+// cause) and hands them to every watcher of their namespace. It never blocks. It may fill in
+// the changes' Encoded.
 func (h *Hub) Publish(changes ...worker.Change) {
 	now := h.opts.TimeSource.Now()
+	if h.keeping.Load() {
+		// The ring keeps the bytes the commit wrote; a change without them (a heartbeat
+		// answered from memory, a deletion) is encoded before the lock, which every shard's
+		// commits take.
+		for i := range changes {
+			if changes[i].Encoded == nil {
+				changes[i].Encoded = encodeState(changes[i].State)
+			}
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.idleLocked(now)
 	for _, c := range changes {
-		// The ring keeps the bytes the commit wrote; only a change without them (a deletion,
-		// rare) is encoded here.
-		encoded := c.Encoded
-		if encoded == nil {
-			encoded = encodeState(c.State)
-		}
 		host := c.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		h.append(Event{
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
-		}, encoded)
+		}, c.Encoded)
 		h.trackHost(c, host, now)
 	}
 	h.trimLocked(now)
+}
+
+// idleLocked stops the ring once nobody has watched for RingRetention: a watcher that left
+// earlier resyncs anyway (its cursor is older than the events the ring keeps), so a host
+// whose live view nobody opens neither encodes nor holds its workers' states for it. The
+// events are still numbered, as dropped at once; the next Subscribe starts the ring again.
+func (h *Hub) idleLocked(now time.Time) {
+	if !h.keeping.Load() || len(h.subs) > 0 || now.Sub(h.unwatchedSince) < h.opts.RingRetention {
+		return
+	}
+	h.keeping.Store(false)
+	clear(h.ring)
+	h.trimmed = h.seq
 }
 
 // encodeState is a state as the ring keeps it; nil (keep it decoded) when there is none, or
@@ -264,6 +295,13 @@ func (h *Hub) shrinkLocked() {
 func (h *Hub) append(ev Event, encoded []byte) {
 	h.seq++
 	ev.Seq = h.seq
+	if !h.keeping.Load() {
+		h.trimmed = h.seq // idle: nobody to offer it to, and no cursor to resume
+		return
+	}
+	if encoded == nil && ev.State != nil {
+		encoded = encodeState(ev.State) // the ring started again since the caller looked
+	}
 	kept := ev
 	if encoded != nil {
 		kept.State, kept.encoded = nil, encoded
@@ -309,11 +347,15 @@ func (h *Hub) Relay(events ...Event) {
 	// Relayed events come decoded from the wire: the ring's copies are encoded before the
 	// lock, which every history host's stream takes.
 	encoded := make([][]byte, len(events))
-	for i, ev := range events {
-		encoded[i] = encodeState(ev.State)
+	if h.keeping.Load() {
+		for i, ev := range events {
+			encoded[i] = encodeState(ev.State)
+		}
 	}
+	now := h.opts.TimeSource.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.idleLocked(now)
 	for i, ev := range events {
 		if ev.WorkerInstanceKey == "" || ev.State == nil || ev.Kind >= KindHostOnline {
 			continue
@@ -336,7 +378,7 @@ func (h *Hub) Relay(events ...Event) {
 	}
 	// As in Publish: a frontend's ring, which relays every host's events, lets go of them
 	// after RingRetention too, instead of keeping the last burst's states for good.
-	h.trimLocked(h.opts.TimeSource.Now())
+	h.trimLocked(now)
 }
 
 // Gap records that events were lost before the next one (a relayed host's stream broke, fell
@@ -436,6 +478,7 @@ func (h *Hub) Subscribe(namespaceID string, epoch, after uint64, heartbeatEvery 
 		h.replay(s, after+1, h.seq)
 	}
 	h.subs[s] = struct{}{}
+	h.keeping.Store(true)
 	if resumed {
 		return s, after, true
 	}
@@ -469,6 +512,7 @@ func (h *Hub) SubscribeLog(epoch, after uint64) (s *Subscription, position uint6
 	}
 	h.replay(s, from, h.seq)
 	h.subs[s] = struct{}{}
+	h.keeping.Store(true)
 	return s, from - 1, resumed
 }
 
@@ -547,9 +591,17 @@ func (s *Subscription) notifyReader() {
 
 // Close ends the subscription.
 func (s *Subscription) Close() {
-	s.hub.mu.Lock()
-	delete(s.hub.subs, s)
-	s.hub.mu.Unlock()
+	h := s.hub
+	now := h.opts.TimeSource.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[s]; !ok {
+		return
+	}
+	delete(h.subs, s)
+	if len(h.subs) == 0 {
+		h.unwatchedSince = now
+	}
 }
 
 // Next waits for events and returns them in order, with at most one HEARTBEAT per worker per

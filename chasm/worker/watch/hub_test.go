@@ -281,17 +281,7 @@ func TestHubRingForgetsOldEvents(t *testing.T) {
 	for i := range 100 {
 		h.Publish(change(worker.ChangeRegistered, fmt.Sprintf("w%d", i), state(active, "m1", ts.Now())))
 	}
-	held := func() int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, ev := range h.ring {
-			if ev.State != nil || ev.encoded != nil {
-				n++
-			}
-		}
-		return n
-	}
+	held := func() int { return heldStates(h) }
 	require.Equal(t, 100, held())
 	s, _, resumed := h.Subscribe(ns, h.Epoch(), 50, 0)
 	require.True(t, resumed, "within the retention a cursor resumes")
@@ -310,5 +300,59 @@ func TestHubRingForgetsOldEvents(t *testing.T) {
 	s, pos, resumed := h.Subscribe(ns, h.Epoch(), last, 0)
 	require.True(t, resumed, "a cursor that saw every event resumes")
 	require.Equal(t, last, pos)
+	s.Close()
+}
+
+// heldStates counts the events of h's ring that hold a worker's state.
+func heldStates(h *Hub) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, ev := range h.ring {
+		if ev.State != nil || ev.encoded != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// A hub that nobody has watched for RingRetention keeps and encodes nothing: no cursor could
+// resume from its events. Until then a watcher that left resumes, and a log followed from the
+// hub's start has no gap; the next watcher starts the ring again. Hosts are tracked throughout.
+func TestHubUnwatchedKeepsNothing(t *testing.T) {
+	ts := clock.NewFakeTimeSource()
+	h := NewHub(Options{TimeSource: ts, RingRetention: time.Minute})
+	publish := func(key string) worker.Change {
+		changes := []worker.Change{change(worker.ChangeHeartbeat, key, state(active, "m1", ts.Now()))}
+		h.Publish(changes...)
+		return changes[0]
+	}
+
+	publish("a")
+	log, _, resumed := h.SubscribeLog(0, 0)
+	require.True(t, resumed, "followed from its start, the log has no gap")
+	require.Equal(t, []string{"2:am1"}, kinds(drain(t, log)))
+	log.Close()
+
+	ts.Advance(30 * time.Second)
+	publish("b")
+	s, _, resumed := h.Subscribe(ns, h.Epoch(), 1, 0)
+	require.True(t, resumed, "left for less than RingRetention, a watcher resumes")
+	require.Equal(t, []string{"2:bm1"}, kinds(drain(t, s)))
+	s.Close()
+
+	ts.Advance(time.Minute)
+	publish("c") // finds the hub unwatched for RingRetention
+	require.Zero(t, heldStates(h), "no state is kept for a ring nobody can read")
+	c := publish("c")
+	require.Nil(t, c.Encoded, "nor encoded")
+	require.Equal(t, []string{"m1"}, h.HostsOnline(ns))
+	s, _, resumed = h.Subscribe(ns, h.Epoch(), 2, 0)
+	require.False(t, resumed, "the events since the cursor were not kept: resync")
+
+	c = publish("d")
+	require.NotNil(t, c.Encoded, "a watcher starts the ring again")
+	require.Equal(t, []string{"2:dm1"}, kinds(drain(t, s)))
+	require.Equal(t, 1, heldStates(h))
 	s.Close()
 }
