@@ -176,7 +176,8 @@ type Mutation struct {
 	// carries no state, tasks or collection changes.
 	Deleted bool
 	// State is the deterministic encoding of the new state message; nil when Deferred (the
-	// engine does not write it now; Execution.PersistedState encodes it when asked).
+	// engine does not write it now), until a commit observer asks for it (Commit.Encoded) or
+	// Execution.PersistedState encodes it.
 	State     []byte
 	Lifecycle LifecycleState
 	Indexed   IndexedFields

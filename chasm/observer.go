@@ -9,12 +9,28 @@ type Commit struct {
 	// execution), After the state after it (the last state, with Deleted set, for the
 	// transaction that deleted the execution).
 	Before, After proto.Message
-	// Encoded is After as the transaction wrote it to the store: nil when it deleted the
-	// execution, and when the change was deferred (Mutation.Deferred), which wrote nothing.
-	// The engine's cache holds these same bytes: an observer that keeps the state for later
-	// can keep them instead of encoding it again.
-	Encoded []byte
-	Deleted bool
+	Deleted       bool
+
+	m *Mutation
+}
+
+// Encoded returns After as the store keeps it: the bytes the transaction wrote, or, for a
+// change that wrote nothing (Mutation.Deferred), After encoded now, once, and kept for the
+// engine, whose cache would otherwise encode it again. An observer that keeps the state for
+// later can keep these bytes (read-only) instead of encoding it itself. Nil for a deletion,
+// and in the impossible case that a committed state does not encode.
+func (c Commit) Encoded() []byte {
+	if c.m == nil || c.m.Deleted {
+		return nil
+	}
+	if c.m.State == nil {
+		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(c.m.stateMsg)
+		if err != nil {
+			return nil
+		}
+		c.m.State = data
+	}
+	return c.m.State
 }
 
 // CommitObserver sees every committed change of a component's executions. The engine calls it
@@ -34,7 +50,7 @@ func (e *Execution) observe(m *Mutation) {
 	if fn == nil {
 		return
 	}
-	c := Commit{Key: e.key, After: m.stateMsg, Encoded: m.State, Deleted: m.Deleted}
+	c := Commit{Key: e.key, After: m.stateMsg, Deleted: m.Deleted, m: m}
 	if e.started {
 		c.Before = e.state
 	}

@@ -27,9 +27,10 @@ type Change struct {
 	NamespaceID       string
 	WorkerInstanceKey string
 	State             *workerpb.WorkerState
-	// Encoded is State as the commit wrote it to the store, when the sink has it (nil for a
-	// deletion, and in changes not made from a commit); shared and read-only like State.
-	Encoded []byte
+	// Encoded returns State as the store keeps it, encoded at most once for the engine and
+	// the sink together (chasm.Commit.Encoded); shared and read-only like State. Nil in changes
+	// not made from a commit, and it returns nil for a deletion: the sink encodes State then.
+	Encoded func() []byte
 	// Count is the number of activities handed back, for ChangeActivitiesRescheduled.
 	Count int64
 }

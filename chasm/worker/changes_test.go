@@ -65,11 +65,19 @@ func TestCommittedChangesReachTheSink(t *testing.T) {
 	// The bytes the commit wrote come along, for a sink that keeps the state (the live view's
 	// ring): they are the state, encoded.
 	written := &workerpb.WorkerState{}
-	require.NoError(t, proto.Unmarshal(got[0].Encoded, written))
+	require.NoError(t, proto.Unmarshal(got[0].Encoded(), written))
 	require.True(t, proto.Equal(got[0].State, written))
 
 	require.NotNil(t, b.beat("w-1", withToken(99)).Error)
 	require.Empty(t, sink.take(), "a refused heartbeat commits nothing and reports nothing")
+
+	b.mustBeat("w-1", withLease(10*time.Second))
+	got = sink.take()
+	require.Equal(t, []worker.ChangeKind{worker.ChangeHeartbeat}, kindsOf(got))
+	// A heartbeat answered from memory wrote nothing: its state is encoded when asked.
+	written = &workerpb.WorkerState{}
+	require.NoError(t, proto.Unmarshal(got[0].Encoded(), written))
+	require.True(t, proto.Equal(got[0].State, written))
 
 	b.mustBeat("w-1", withLease(10*time.Second), withBound(binding("a1", 1), binding("a2", 1)))
 	require.Equal(t, []worker.ChangeKind{worker.ChangeHeartbeat}, kindsOf(sink.take()))

@@ -155,29 +155,40 @@ func NewHub(opts Options) *Hub {
 func (h *Hub) Epoch() uint64 { return h.epoch }
 
 // Publish implements worker.ChangeSink: it numbers the changes (and the host transitions they
-// cause) and hands them to every watcher of their namespace. It never blocks. It may fill in
-// the changes' Encoded.
+// cause) and hands them to every watcher of their namespace. It never blocks.
 func (h *Hub) Publish(changes ...worker.Change) {
 	now := h.opts.TimeSource.Now()
+	// The ring keeps each state as the store does: the bytes the commit wrote, or for a
+	// heartbeat answered from memory, encoded here once for the ring and the engine's cache
+	// (worker.Change.Encoded). Encoded before the lock, which every shard's commits take, and
+	// only while the ring keeps anything.
+	var small [2][]byte
+	encoded := small[:0]
 	if h.keeping.Load() {
-		// The ring keeps the bytes the commit wrote; a change without them (a heartbeat
-		// answered from memory, a deletion) is encoded before the lock, which every shard's
-		// commits take.
-		for i := range changes {
-			if changes[i].Encoded == nil {
-				changes[i].Encoded = encodeState(changes[i].State)
+		for _, c := range changes {
+			var b []byte
+			if c.Encoded != nil {
+				b = c.Encoded()
 			}
+			if b == nil {
+				b = encodeState(c.State) // a deletion, or a change not made from a commit
+			}
+			encoded = append(encoded, b)
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.idleLocked(now)
-	for _, c := range changes {
+	for i, c := range changes {
+		var b []byte
+		if i < len(encoded) {
+			b = encoded[i]
+		}
 		host := c.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		h.append(Event{
 			Time: now, Kind: Kind(c.Kind), NamespaceID: c.NamespaceID, WorkerInstanceKey: c.WorkerInstanceKey,
 			HostName: host, State: c.State, Count: c.Count,
-		}, c.Encoded)
+		}, b)
 		h.trackHost(c, host, now)
 	}
 	h.trimLocked(now)

@@ -28,7 +28,7 @@ func BenchmarkHubPublish(b *testing.B) {
 				// As a commit publishes it: with the bytes it wrote, which the ring keeps.
 				encoded, err := proto.Marshal(states[i].State)
 				require.NoError(b, err)
-				states[i].Encoded = encoded
+				states[i].Encoded = func() []byte { return encoded }
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
