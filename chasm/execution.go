@@ -345,8 +345,8 @@ func (e *Execution) finish(t *transaction, c Component) (*Mutation, error) {
 	m.Deferred = t.deferWrite && e.started && len(t.tasks) == 0 && len(t.puts) == 0 && len(t.deletes) == 0 &&
 		m.Lifecycle == e.lifecycle && m.Indexed == e.indexed && (m.Visibility == nil || m.Visibility.Equal(e.Visibility()))
 	// A deferred change is not written now: its state is encoded when something needs the
-	// bytes (the next write, the cache keeping the run encoded), at most once, and a run that
-	// is changed again first is never encoded in between.
+	// bytes (the next write, the cache keeping the run encoded, a commit observer asking for
+	// them), at most once, and a run that is changed again first is never encoded in between.
 	if !m.Deferred {
 		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(state)
 		if err != nil {

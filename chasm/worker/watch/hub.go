@@ -99,7 +99,7 @@ type Hub struct {
 	// one closed. keeping says whether the ring keeps events; it is cleared once the hub has
 	// had no subscription for RingRetention (idleLocked) and set by the next Subscribe. Read
 	// without the lock by Publish, to encode outside it only the states the ring will keep:
-	// a commit that wrote nothing (a heartbeat answered from memory) has no bytes to share.
+	// a commit that wrote nothing (a heartbeat answered from memory) is encoded when asked.
 	unwatchedSince time.Time
 	keeping        atomic.Bool
 	// active maps each ACTIVE worker to its host; hosts counts the ACTIVE workers of each host.
