@@ -26,35 +26,39 @@ type heartbeatOutcome struct {
 // possible are renewed.
 func recordHeartbeats(ctx context.Context, history HistoryClient, ns *namespace.Namespace, entries []*workerpb.HeartbeatEntry) []heartbeatOutcome {
 	outcomes := make([]heartbeatOutcome, len(entries))
-	byShard := make(map[int32][]int)
-	var shards []int32
+	shardOf := make([]int32, len(entries))
+	oneShard := true
 	for i, e := range entries {
-		shard := history.ShardFor(ns.ID, e.GetHeartbeat().GetWorkerInstanceKey())
-		if _, seen := byShard[shard]; !seen {
-			shards = append(shards, shard)
-		}
-		byShard[shard] = append(byShard[shard], i)
+		shardOf[i] = history.ShardFor(ns.ID, e.GetHeartbeat().GetWorkerInstanceKey())
+		oneShard = oneShard && shardOf[i] == shardOf[0]
 	}
 
-	callShard := func(shard int32) {
-		indexes := byShard[shard]
+	// callShard sends the entries at indexes (all of them, in order, when nil) to shard.
+	callShard := func(shard int32, indexes []int) {
 		principal, admin := principalOf(ctx, ns)
 		req := &workerpb.RecordHeartbeatsRequest{
 			NamespaceId:      ns.ID,
 			Namespace:        ns.Name,
 			ShardId:          shard,
-			Heartbeats:       make([]*workerpb.HeartbeatEntry, len(indexes)),
+			Heartbeats:       entries,
 			Principal:        principal,
 			PrincipalIsAdmin: admin,
 		}
-		for j, i := range indexes {
-			req.Heartbeats[j] = entries[i]
+		if indexes != nil {
+			req.Heartbeats = make([]*workerpb.HeartbeatEntry, len(indexes))
+			for j, i := range indexes {
+				req.Heartbeats[j] = entries[i]
+			}
 		}
 		resp, err := history.RecordHeartbeats(ctx, req)
-		if err == nil && len(resp.GetResults()) != len(indexes) {
-			err = serviceerror.NewInternalf("history shard %d returned %d results for %d heartbeats", shard, len(resp.GetResults()), len(indexes))
+		if err == nil && len(resp.GetResults()) != len(req.Heartbeats) {
+			err = serviceerror.NewInternalf("history shard %d returned %d results for %d heartbeats", shard, len(resp.GetResults()), len(req.Heartbeats))
 		}
-		for j, i := range indexes {
+		for j := range req.Heartbeats {
+			i := j
+			if indexes != nil {
+				i = indexes[j]
+			}
 			switch {
 			case err != nil:
 				outcomes[i].err = err
@@ -67,14 +71,25 @@ func recordHeartbeats(ctx context.Context, history HistoryClient, ns *namespace.
 		}
 	}
 
-	if len(shards) == 1 {
-		callShard(shards[0])
+	// One shard, as for every heartbeat of a worker that reports alone: no grouping.
+	if oneShard {
+		if len(entries) > 0 {
+			callShard(shardOf[0], nil)
+		}
 		return outcomes
+	}
+	byShard := make(map[int32][]int)
+	var shards []int32
+	for i, shard := range shardOf {
+		if _, seen := byShard[shard]; !seen {
+			shards = append(shards, shard)
+		}
+		byShard[shard] = append(byShard[shard], i)
 	}
 	// Each goroutine writes only the outcomes of its own shard's entries.
 	var wg sync.WaitGroup
 	for _, shard := range shards {
-		wg.Go(func() { callShard(shard) })
+		wg.Go(func() { callShard(shard, byShard[shard]) })
 	}
 	wg.Wait()
 	return outcomes
