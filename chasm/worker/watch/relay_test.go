@@ -132,17 +132,7 @@ func TestRelayForgetsOldEvents(t *testing.T) {
 	for i := range workers {
 		h.Relay(at(relayed(KindDeleted, fmt.Sprintf("w%d", i), counted(inactive, "m1", 1, 1))))
 	}
-	held := func() int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, ev := range h.ring {
-			if ev.State != nil || ev.encoded != nil {
-				n++
-			}
-		}
-		return n
-	}
+	held := func() int { return heldStates(h) }
 	require.Equal(t, 2*workers, held())
 	h.mu.Lock()
 	require.Empty(t, h.relayed)
