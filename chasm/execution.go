@@ -408,6 +408,8 @@ func (e *Execution) Apply(m *Mutation) {
 		return
 	}
 	e.started = true
+	// After observe: an observer that asked for a deferred state's bytes (Commit.Encoded)
+	// left them in m.State, and the execution keeps them rather than encoding again.
 	e.state, e.encoded = m.stateMsg, m.State
 	e.lifecycle = m.Lifecycle
 	e.indexed = m.Indexed

@@ -357,8 +357,9 @@ func decodeReplayed(events []Event) bool {
 func (h *Hub) Relay(events ...Event) {
 	// Relayed events come decoded from the wire: the ring's copies are encoded before the
 	// lock, which every history host's stream takes.
-	encoded := make([][]byte, len(events))
+	var encoded [][]byte
 	if h.keeping.Load() {
+		encoded = make([][]byte, len(events))
 		for i, ev := range events {
 			encoded[i] = encodeState(ev.State)
 		}
@@ -383,7 +384,11 @@ func (h *Hub) Relay(events ...Event) {
 		}
 		host := ev.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		ev.HostName = host
-		h.append(ev, encoded[i])
+		var b []byte
+		if i < len(encoded) {
+			b = encoded[i]
+		}
+		h.append(ev, b)
 		c := worker.Change{Kind: worker.ChangeKind(ev.Kind), NamespaceID: ev.NamespaceID, WorkerInstanceKey: ev.WorkerInstanceKey, State: ev.State, Count: ev.Count}
 		h.trackHost(c, host, ev.Time)
 	}
