@@ -102,11 +102,13 @@ type Hub struct {
 	// a commit that wrote nothing (a heartbeat answered from memory) is encoded when asked.
 	unwatchedSince time.Time
 	keeping        atomic.Bool
-	// active maps each ACTIVE worker to its host; hosts counts the ACTIVE workers of each host.
-	// One flat entry per worker: a fleet of one worker per host costs no map per host.
-	active map[workerRef]string
-	hosts  map[hostRef]int
-	peaks  struct{ active, hosts, relayed int }
+	// active maps each ACTIVE worker, by namespace and instance key, to its host's entry in
+	// hosts, which counts the host's ACTIVE workers. A worker costs one entry of a key and a
+	// pointer, half of one keyed by namespace and key with the host's name beside it; a fleet
+	// of one worker per host costs no map per host.
+	active map[string]*activeWorkers
+	hosts  map[hostRef]*hostCount
+	peaks  struct{ hosts, relayed int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
 	// how far each worker's relayed states went, to drop a late event. A mark, not the state:
 	// a frontend relays every worker of the cluster. Keyed by the event's own strings, which
@@ -119,6 +121,19 @@ type Hub struct {
 type workerRef struct{ namespaceID, workerInstanceKey string }
 
 type hostRef struct{ namespaceID, host string }
+
+// activeWorkers are one namespace's ACTIVE workers, by instance key, with the largest count
+// they reached since their map was last made (memrelease.ShrinkMap).
+type activeWorkers struct {
+	byKey map[string]*hostCount
+	peak  int
+}
+
+// hostCount is a host of a namespace and its number of ACTIVE workers.
+type hostCount struct {
+	host string
+	n    int
+}
 
 var _ worker.ChangeSink = (*Hub)(nil)
 
@@ -143,8 +158,8 @@ func NewHub(opts Options) *Hub {
 		ring:           make([]Event, opts.RingSize),
 		subs:           make(map[*Subscription]struct{}),
 		unwatchedSince: opts.TimeSource.Now(),
-		active:         make(map[workerRef]string),
-		hosts:          make(map[hostRef]int),
+		active:         make(map[string]*activeWorkers),
+		hosts:          make(map[hostRef]*hostCount),
 		relayed:        make(map[workerRef]progress),
 	}
 	h.keeping.Store(true)
@@ -256,48 +271,64 @@ func (h *Hub) trimLocked(now time.Time) {
 // trackHost updates the host's count of ACTIVE workers and appends the host's going online
 // (its first ACTIVE worker) or offline (its last one left).
 func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
-	wk := workerRef{c.NamespaceID, c.WorkerInstanceKey}
-	prev, wasActive := h.active[wk]
+	ns := h.active[c.NamespaceID]
+	var prev *hostCount
+	if ns != nil {
+		prev = ns.byKey[c.WorkerInstanceKey]
+	}
 	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
-		if wasActive && prev == host {
+		if prev != nil && prev.host == host {
 			return
 		}
-		if wasActive {
+		if prev != nil {
 			h.leaveHost(c.NamespaceID, prev, now) // it reports from another host now
 		}
-		h.active[wk] = host
+		if ns == nil {
+			ns = &activeWorkers{byKey: make(map[string]*hostCount)}
+			h.active[c.NamespaceID] = ns
+		}
 		hk := hostRef{c.NamespaceID, host}
-		h.hosts[hk]++
-		h.peaks.active = max(h.peaks.active, len(h.active))
-		h.peaks.hosts = max(h.peaks.hosts, len(h.hosts))
+		hc := h.hosts[hk]
+		if hc == nil {
+			hc = &hostCount{host: host}
+			h.hosts[hk] = hc
+			h.peaks.hosts = max(h.peaks.hosts, len(h.hosts))
+		}
+		hc.n++
+		ns.byKey[c.WorkerInstanceKey] = hc
+		ns.peak = max(ns.peak, len(ns.byKey))
 		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
 		// it without announcing a host the watchers' snapshot already shows online.
-		if h.hosts[hk] == 1 && c.Kind != worker.ChangeHeartbeat {
+		if hc.n == 1 && c.Kind != worker.ChangeHeartbeat {
 			h.append(Event{Time: now, Kind: KindHostOnline, NamespaceID: c.NamespaceID, HostName: host}, nil)
 		}
 		return
 	}
-	if !wasActive {
+	if prev == nil {
 		return
 	}
-	delete(h.active, wk)
+	delete(ns.byKey, c.WorkerInstanceKey)
 	h.leaveHost(c.NamespaceID, prev, now)
-	h.shrinkLocked()
+	h.shrinkLocked(c.NamespaceID, ns)
 }
 
-func (h *Hub) leaveHost(namespaceID, host string, now time.Time) {
-	hk := hostRef{namespaceID, host}
-	if h.hosts[hk]--; h.hosts[hk] > 0 {
+func (h *Hub) leaveHost(namespaceID string, hc *hostCount, now time.Time) {
+	if hc.n--; hc.n > 0 {
 		return
 	}
-	delete(h.hosts, hk)
-	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: host}, nil)
+	delete(h.hosts, hostRef{namespaceID, hc.host})
+	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: hc.host}, nil)
 }
 
-// shrinkLocked makes the maps anew once they hold a quarter of their peak: a fleet that has
-// gone would otherwise leave them sized for it.
-func (h *Hub) shrinkLocked() {
-	h.active, _ = memrelease.ShrinkMap(h.active, &h.peaks.active, memrelease.ShrinkMapMin)
+// shrinkLocked makes the maps anew once they hold a quarter of their peak, and drops a
+// namespace with no ACTIVE worker left: a fleet that has gone would otherwise leave them
+// sized for it.
+func (h *Hub) shrinkLocked(namespaceID string, ns *activeWorkers) {
+	if len(ns.byKey) == 0 {
+		delete(h.active, namespaceID)
+	} else {
+		ns.byKey, _ = memrelease.ShrinkMap(ns.byKey, &ns.peak, memrelease.ShrinkMapMin)
+	}
 	h.hosts, _ = memrelease.ShrinkMap(h.hosts, &h.peaks.hosts, memrelease.ShrinkMapMin)
 }
 
@@ -411,10 +442,10 @@ func (h *Hub) Gap(reason string) {
 	for s := range h.subs {
 		s.lose(reason)
 	}
-	h.active = make(map[workerRef]string)
-	h.hosts = make(map[hostRef]int)
+	h.active = make(map[string]*activeWorkers)
+	h.hosts = make(map[hostRef]*hostCount)
 	h.relayed = make(map[workerRef]progress)
-	h.peaks.active, h.peaks.hosts, h.peaks.relayed = 0, 0, 0
+	h.peaks.hosts, h.peaks.relayed = 0, 0
 }
 
 // Older reports whether a is an earlier state of a worker than b. A worker's states only move

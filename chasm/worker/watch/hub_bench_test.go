@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
+	"github.com/vigilhq/vigil/common/clock"
 )
 
 // BenchmarkHubPublish is the cost a committed heartbeat pays for the live view: numbering,
@@ -77,4 +79,40 @@ func drainBench(s *Subscription) {
 	s.hub.mu.Lock()
 	s.buf, s.last = nil, nil
 	s.hub.mu.Unlock()
+}
+
+// BenchmarkHubMemoryPerWorker is the heap a hub holds for each ACTIVE worker of a large fleet
+// (100,000 workers on 1,000 hosts), once it has gone idle (no watcher for RingRetention: it
+// keeps no events, only the host bookkeeping). The keys and states belong to the caller, as
+// the engine's cache shares them in process.
+func BenchmarkHubMemoryPerWorker(b *testing.B) {
+	const workers, hosts = 100_000, 1_000
+	changes := make([]worker.Change, workers)
+	states := make([]*workerpb.WorkerState, hosts)
+	for i := range states {
+		states[i] = state(active, fmt.Sprint("host-", i), time.Unix(0, 0))
+	}
+	for i := range changes {
+		changes[i] = change(worker.ChangeRegistered, fmt.Sprintf("worker-%07d", i), states[i%hosts])
+	}
+	for b.Loop() {
+		ts := clock.NewFakeTimeSource()
+		h := NewHub(Options{TimeSource: ts})
+		ts.Advance(2 * time.Minute) // past the default RingRetention
+		h.Publish(changes[0])       // the hub finds itself unwatched and goes idle
+		before := liveHeap()
+		for _, c := range changes[1:] {
+			h.Publish(c)
+		}
+		b.ReportMetric(float64(liveHeap()-before)/(workers-1), "B/worker")
+		runtime.KeepAlive(h)
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

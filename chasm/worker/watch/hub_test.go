@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/common/memrelease"
 )
 
 const ns = "ns-1"
@@ -87,6 +88,40 @@ func TestHubOrderAndHosts(t *testing.T) {
 	}
 	require.Empty(t, h.HostsOnline(ns))
 	require.Equal(t, []string{"m9"}, h.HostsOnline("other"))
+}
+
+// A worker that reports from another host moves from one host's count to the other's, and a
+// namespace whose fleet has gone holds no bookkeeping.
+func TestHubHostMovesAndFleetLeaves(t *testing.T) {
+	ts := clock.NewFakeTimeSource()
+	h := NewHub(Options{TimeSource: ts})
+	s, _, _ := h.Subscribe(ns, 0, 0, 0)
+	defer s.Close()
+
+	h.Publish(change(worker.ChangeRegistered, "a", state(active, "m1", ts.Now())))
+	h.Publish(change(worker.ChangeRegistered, "b", state(active, "m1", ts.Now())))
+	h.Publish(change(worker.ChangeRegistered, "a", state(active, "m2", ts.Now()))) // a moved
+	require.ElementsMatch(t, []string{"m1", "m2"}, h.HostsOnline(ns))
+	h.Publish(change(worker.ChangeInactive, "b", state(inactive, "m1", ts.Now())))
+	require.Equal(t, []string{"m2"}, h.HostsOnline(ns), "a left m1: its last worker was b")
+	require.Equal(t, []string{
+		fmt.Sprintf("%d:am1", KindRegistered), fmt.Sprintf("%d:m1", KindHostOnline),
+		fmt.Sprintf("%d:bm1", KindRegistered),
+		fmt.Sprintf("%d:am2", KindRegistered), fmt.Sprintf("%d:m2", KindHostOnline),
+		fmt.Sprintf("%d:bm1", KindInactive), fmt.Sprintf("%d:m1", KindHostOffline),
+	}, kinds(drain(t, s)))
+
+	for i := range 2 * memrelease.ShrinkMapMin {
+		h.Publish(change(worker.ChangeRegistered, fmt.Sprint("w", i), state(active, "m3", ts.Now())))
+	}
+	for i := range 2 * memrelease.ShrinkMapMin {
+		h.Publish(change(worker.ChangeDeleted, fmt.Sprint("w", i), state(active, "m3", ts.Now())))
+	}
+	h.Publish(change(worker.ChangeInactive, "a", state(inactive, "m2", ts.Now())))
+	require.Empty(t, h.HostsOnline(ns))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(t, h.active, "no namespace entry is kept for a fleet that has gone")
 }
 
 func TestHubCoalescesHeartbeats(t *testing.T) {
