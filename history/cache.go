@@ -40,10 +40,12 @@ type cacheEntry struct {
 	// Guarded by executionCache.mu.
 	// lock exists while refs > 0: an idle entry of a large fleet does not carry one.
 	lock chan struct{}
-	refs int
+	// refs and waiters are 32-bit so that an entry, one per worker of a fleet, fits the
+	// allocator's 96-byte class instead of 112 (TestCacheEntrySize).
+	refs int32
 	// waiters counts PollComponent calls waiting for the current run to change: the entry
 	// (and its decoded execution, whose change signal they wait on) is kept while any wait.
-	waiters int
+	waiters int32
 	// newer and older link the entry into the cache's recency order (recency).
 	newer, older *cacheEntry
 	// decodedElem is the entry's place in the decoded LRU (nil once encoded or never decoded).
@@ -51,8 +53,8 @@ type cacheEntry struct {
 
 	// Guarded by lock; read or changed by the cache only while refs == 0 (nobody holds or
 	// waits for the lock), under executionCache.mu.
-	loaded  bool
 	current *loadedRun
+	loaded  bool
 }
 
 // loadedRun is a run held in memory with the store version it was read or written at. While
