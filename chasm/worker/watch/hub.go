@@ -108,17 +108,22 @@ type Hub struct {
 	// of one worker per host costs no map per host.
 	active map[string]*activeWorkers
 	hosts  map[hostRef]*hostCount
-	peaks  struct{ hosts, relayed int }
+	peaks  struct{ hosts int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
-	// how far each worker's relayed states went, to drop a late event. A mark, not the state:
-	// a frontend relays every worker of the cluster. Keyed by the event's own strings, which
-	// the history host's cache shares in process: a key made by concatenation was 80 bytes
-	// more per worker.
+	// how far each worker's relayed states went, by namespace and instance key, to drop a late
+	// event. A mark, not the state: a frontend relays every worker of the cluster. Keyed by the
+	// event's own strings; nested by namespace, so that a worker keeps no namespace string of
+	// its own (each event decoded from the wire brings one).
 	gapSeq  uint64
-	relayed map[workerRef]progress
+	relayed map[string]*relayedWorkers
 }
 
-type workerRef struct{ namespaceID, workerInstanceKey string }
+// relayedWorkers are how far the relayed states of one namespace's workers went, by instance
+// key, with the largest count they reached since their map was last made (memrelease.ShrinkMap).
+type relayedWorkers struct {
+	byKey map[string]progress
+	peak  int
+}
 
 type hostRef struct{ namespaceID, host string }
 
@@ -160,7 +165,7 @@ func NewHub(opts Options) *Hub {
 		unwatchedSince: opts.TimeSource.Now(),
 		active:         make(map[string]*activeWorkers),
 		hosts:          make(map[hostRef]*hostCount),
-		relayed:        make(map[workerRef]progress),
+		relayed:        make(map[string]*relayedWorkers),
 	}
 	h.keeping.Store(true)
 	return h
@@ -403,15 +408,8 @@ func (h *Hub) Relay(events ...Event) {
 		if ev.WorkerInstanceKey == "" || ev.State == nil || ev.Kind >= KindHostOnline {
 			continue
 		}
-		id := workerRef{ev.NamespaceID, ev.WorkerInstanceKey}
-		if last, ok := h.relayed[id]; ok && progressOf(ev.State).before(last) {
+		if !h.relayLocked(ev) {
 			continue
-		}
-		if ev.Kind == KindDeleted {
-			delete(h.relayed, id)
-			h.relayed, _ = memrelease.ShrinkMap(h.relayed, &h.peaks.relayed, memrelease.ShrinkMapMin)
-		} else {
-			h.relayed[id] = progressOf(ev.State)
 		}
 		host := ev.State.GetLastHeartbeat().GetHostInfo().GetHostName()
 		ev.HostName = host
@@ -426,6 +424,35 @@ func (h *Hub) Relay(events ...Event) {
 	// As in Publish: a frontend's ring, which relays every host's events, lets go of them
 	// after RingRetention too, instead of keeping the last burst's states for good.
 	h.trimLocked(now)
+}
+
+// relayLocked records how far ev (a worker's event) took its worker, and reports whether it is
+// to be relayed: false if a state of the worker already relayed is newer.
+func (h *Hub) relayLocked(ev Event) bool {
+	ns := h.relayed[ev.NamespaceID]
+	if ns != nil {
+		if last, ok := ns.byKey[ev.WorkerInstanceKey]; ok && progressOf(ev.State).before(last) {
+			return false
+		}
+	}
+	if ev.Kind == KindDeleted {
+		if ns != nil {
+			delete(ns.byKey, ev.WorkerInstanceKey)
+			if len(ns.byKey) == 0 {
+				delete(h.relayed, ev.NamespaceID)
+			} else {
+				ns.byKey, _ = memrelease.ShrinkMap(ns.byKey, &ns.peak, memrelease.ShrinkMapMin)
+			}
+		}
+		return true
+	}
+	if ns == nil {
+		ns = &relayedWorkers{byKey: make(map[string]progress)}
+		h.relayed[ev.NamespaceID] = ns
+	}
+	ns.byKey[ev.WorkerInstanceKey] = progressOf(ev.State)
+	ns.peak = max(ns.peak, len(ns.byKey))
+	return true
 }
 
 // Gap records that events were lost before the next one (a relayed host's stream broke, fell
@@ -444,8 +471,8 @@ func (h *Hub) Gap(reason string) {
 	}
 	h.active = make(map[string]*activeWorkers)
 	h.hosts = make(map[hostRef]*hostCount)
-	h.relayed = make(map[workerRef]progress)
-	h.peaks.hosts, h.peaks.relayed = 0, 0
+	h.relayed = make(map[string]*relayedWorkers)
+	h.peaks.hosts = 0
 }
 
 // Older reports whether a is an earlier state of a worker than b. A worker's states only move

@@ -116,3 +116,37 @@ func liveHeap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkRelayMemoryPerWorker is the heap a frontend's hub holds for each ACTIVE worker of a
+// cluster's fleet (100,000 workers on 1,000 hosts) once it has gone idle: the mark of how far
+// each worker's relayed states went, and the host bookkeeping. Each event is decoded from the
+// wire with strings of its own, as a frontend receives it, so what the hub keeps of them
+// counts here.
+func BenchmarkRelayMemoryPerWorker(b *testing.B) {
+	const workers, hosts = 100_000, 1_000
+	wire := make([][]byte, workers)
+	for i := range wire {
+		st := counted(active, fmt.Sprint("host-", i%hosts), 1, 0)
+		data, err := proto.Marshal(EventToProto(Event{Seq: uint64(i + 1), Time: time.Unix(0, 0), Kind: KindRegistered,
+			NamespaceID: "0b9e3bd4-8a44-4e4e-9f5c-3c2f4a6b7d10", WorkerInstanceKey: fmt.Sprintf("worker-%07d", i), State: st}))
+		require.NoError(b, err)
+		wire[i] = data
+	}
+	decode := func(data []byte) Event {
+		var c workerpb.WatchChange
+		require.NoError(b, proto.Unmarshal(data, &c))
+		return EventFromProto(&c)
+	}
+	for b.Loop() {
+		ts := clock.NewFakeTimeSource()
+		h := NewHub(Options{TimeSource: ts})
+		ts.Advance(2 * time.Minute) // past the default RingRetention
+		h.Relay(decode(wire[0]))    // the hub finds itself unwatched and goes idle
+		before := liveHeap()
+		for _, data := range wire[1:] {
+			h.Relay(decode(data))
+		}
+		b.ReportMetric(float64(liveHeap()-before)/(workers-1), "B/worker")
+		runtime.KeepAlive(h)
+	}
+}

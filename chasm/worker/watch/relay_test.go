@@ -120,7 +120,8 @@ func TestSubscribeLog(t *testing.T) {
 
 // TestRelayForgetsOldEvents: a frontend's hub, fed only by Relay, lets go of the relayed
 // events (and the worker states they hold) after RingRetention as a history host's does, and
-// its map of relayed workers is made anew once the fleet is deleted.
+// its map of a namespace's relayed workers is made anew once most of the fleet is deleted, and
+// dropped with the last of it.
 func TestRelayForgetsOldEvents(t *testing.T) {
 	ts := clock.NewFakeTimeSource()
 	h := NewHub(Options{TimeSource: ts, RingRetention: time.Minute})
@@ -129,14 +130,18 @@ func TestRelayForgetsOldEvents(t *testing.T) {
 	for i := range workers {
 		h.Relay(at(relayed(KindRegistered, fmt.Sprintf("w%d", i), counted(active, "m1", 1, 0))))
 	}
-	for i := range workers {
+	for i := range workers - 1 {
 		h.Relay(at(relayed(KindDeleted, fmt.Sprintf("w%d", i), counted(inactive, "m1", 1, 1))))
 	}
+	h.mu.Lock()
+	require.Len(t, h.relayed[ns].byKey, 1)
+	require.Less(t, h.relayed[ns].peak, memrelease.ShrinkMapMin, "the map was made anew for what it holds")
+	h.mu.Unlock()
+	h.Relay(at(relayed(KindDeleted, fmt.Sprintf("w%d", workers-1), counted(inactive, "m1", 1, 1))))
 	held := func() int { return heldStates(h) }
 	require.Equal(t, 2*workers, held())
 	h.mu.Lock()
-	require.Empty(t, h.relayed)
-	require.Less(t, h.peaks.relayed, memrelease.ShrinkMapMin, "the map was made anew for what it holds")
+	require.Empty(t, h.relayed, "the namespace went with its last worker")
 	h.mu.Unlock()
 
 	ts.Advance(time.Minute + time.Second)
