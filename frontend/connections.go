@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/log/tag"
+	"github.com/vigilhq/vigil/common/memrelease"
 	"github.com/vigilhq/vigil/frontend/namespace"
 )
 
@@ -68,9 +70,19 @@ type caller struct {
 	admin     bool
 }
 
+// trackedConn is a connection's record: the workers it carried, in the order it first saw them.
+// A slice, not a map: most connections carry one worker or a handful (an SDK client's), and
+// whether a worker is known on the connection is asked of connTracker.live, the worker's few
+// connections.
 type trackedConn struct {
-	workers map[workerRef]caller
+	workers []trackedWorker
 	closed  bool
+}
+
+// trackedWorker is a worker a connection carried, and who called as it there.
+type trackedWorker struct {
+	ref    workerRef
+	caller caller
 }
 
 type connKey struct{}
@@ -82,8 +94,13 @@ type connTracker struct {
 	namespaces *namespace.Registry
 	reporter   *connReporter
 
+	// live holds each worker's open connections on this host: one, or a few while an SDK
+	// moves to a new connection. A slice of them costs a worker a pointer; a set per worker
+	// cost a map's group of eight slots. peak is live's largest size since it was made: the
+	// map is made anew once a fleet has gone (memrelease.ShrinkMap).
 	mu       sync.Mutex
-	live     map[workerRef]map[*trackedConn]struct{}
+	live     map[workerRef][]*trackedConn
+	peak     int
 	stopping bool
 }
 
@@ -91,13 +108,13 @@ func newConnTracker(client ConnectionReporter, namespaces *namespace.Registry, l
 	return &connTracker{
 		logger: logger, namespaces: namespaces,
 		reporter: newConnReporter(client, logger),
-		live:     make(map[workerRef]map[*trackedConn]struct{}),
+		live:     make(map[workerRef][]*trackedConn),
 	}
 }
 
 // TagConn gives each connection its own record, found from every call's context.
 func (t *connTracker) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, connKey{}, &trackedConn{workers: make(map[workerRef]caller)})
+	return context.WithValue(ctx, connKey{}, &trackedConn{})
 }
 
 // HandleConn reports the workers whose last connection this was.
@@ -112,15 +129,20 @@ func (t *connTracker) HandleConn(ctx context.Context, s stats.ConnStats) {
 	var lost []report
 	t.mu.Lock()
 	c.closed = true
-	for ref, who := range c.workers {
-		conns := t.live[ref]
-		delete(conns, c)
-		if len(conns) == 0 {
-			delete(t.live, ref)
-			lost = append(lost, report{ref: ref, caller: who, lost: true})
+	for _, w := range c.workers {
+		conns := t.live[w.ref]
+		if i := slices.Index(conns, c); i >= 0 {
+			conns = slices.Delete(conns, i, i+1)
+			if len(conns) == 0 {
+				delete(t.live, w.ref)
+				lost = append(lost, report{ref: w.ref, caller: w.caller, lost: true})
+			} else {
+				t.live[w.ref] = conns
+			}
 		}
 	}
 	c.workers = nil
+	t.live, _ = memrelease.ShrinkMap(t.live, &t.peak, memrelease.ShrinkMapMin)
 	stopping := t.stopping
 	t.mu.Unlock()
 	if !stopping {
@@ -176,7 +198,8 @@ func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
 		return
 	}
 	t.mu.Lock()
-	if _, known := c.workers[ref]; known || c.closed || t.stopping || len(c.workers) >= maxWorkersPerConn {
+	conns := t.live[ref]
+	if slices.Contains(conns, c) || c.closed || t.stopping || len(c.workers) >= maxWorkersPerConn {
 		t.mu.Unlock()
 		return
 	}
@@ -184,14 +207,10 @@ func (t *connTracker) seen(ctx context.Context, namespaceName, key string) {
 	// (the hot path) stops at the check above.
 	var who caller
 	who.principal, who.admin = principalOf(ctx, ns)
-	c.workers[ref] = who
-	conns := t.live[ref]
-	first := conns == nil
-	if first {
-		conns = make(map[*trackedConn]struct{}, 1)
-		t.live[ref] = conns
-	}
-	conns[c] = struct{}{}
+	c.workers = append(c.workers, trackedWorker{ref: ref, caller: who})
+	first := len(conns) == 0
+	t.live[ref] = append(conns, c)
+	t.peak = max(t.peak, len(t.live))
 	t.mu.Unlock()
 	if first {
 		// New on this host: it may be suspect here or on another host (it reconnected).
@@ -206,10 +225,11 @@ func (t *connTracker) shutdown(namespaceName, key string) {
 		return
 	}
 	t.mu.Lock()
-	for c := range t.live[ref] {
-		delete(c.workers, ref)
+	for _, c := range t.live[ref] {
+		c.workers = slices.DeleteFunc(c.workers, func(w trackedWorker) bool { return w.ref == ref })
 	}
 	delete(t.live, ref)
+	t.live, _ = memrelease.ShrinkMap(t.live, &t.peak, memrelease.ShrinkMapMin)
 	t.mu.Unlock()
 	t.reporter.forget(ref)
 }
