@@ -220,3 +220,22 @@ func TestMonitorMembershipLapsing(t *testing.T) {
 	require.True(t, m.Lapsing("late:7234"), "more than half a TTL behind missed a renewal")
 	require.True(t, m.Lapsing("gone:7234"), "no longer a member")
 }
+
+// A fixed membership (one process, or hosts named in the configuration) routes every call to
+// the owner of its shard without reading the members again: every heartbeat is routed.
+func TestFixedMembershipRoutesWithoutCopying(t *testing.T) {
+	m := NewMonitorMembership(4, membership.NewStatic(membership.Host{ID: "a", HistoryAddress: "a:7234"},
+		membership.Host{ID: "b", HistoryAddress: "b:7234"}))
+	owners := map[string]bool{}
+	for shard := int32(1); shard <= 4; shard++ {
+		addr, err := m.HostForShard(shard)
+		require.NoError(t, err)
+		owners[addr] = true
+	}
+	require.Len(t, owners, 2, "the shards are spread over both hosts")
+	allocs := testing.AllocsPerRun(100, func() {
+		_, err := m.HostForShard(1)
+		require.NoError(t, err)
+	})
+	require.Zero(t, allocs)
+}

@@ -36,6 +36,7 @@ type MonitorMembership struct {
 	members    []membership.Host
 	assignment map[int32]string
 	addresses  map[string]string
+	assigned   atomic.Bool // assignment was made
 }
 
 // NewMonitorMembership returns the membership of a cluster of numShards followed by monitor.
@@ -46,16 +47,23 @@ func NewMonitorMembership(numShards int32, monitor membership.Monitor) *MonitorM
 
 // HostForShard implements Membership.
 func (m *MonitorMembership) HostForShard(shardID int32) (string, error) {
-	members := m.monitor.Members()
+	// Every heartbeat is routed here, and reading the members copies them: a fixed
+	// membership's assignment, made once, holds for good.
+	read := !m.fixed || !m.assigned.Load()
+	var members []membership.Host
+	if read {
+		members = m.monitor.Members()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.assignment == nil || !sameHosts(m.members, members) {
+	if read && (m.assignment == nil || !sameHosts(m.members, members)) {
 		m.members = members
 		m.assignment = membership.AssignShards(m.numShards, members)
 		m.addresses = make(map[string]string, len(members))
 		for _, h := range members {
 			m.addresses[h.ID] = h.HistoryAddress
 		}
+		m.assigned.Store(true)
 	}
 	id, ok := m.assignment[shardID]
 	if !ok {
