@@ -6,7 +6,10 @@
 #   1. records the idle RSS;
 #   2. registers N workers (`vigil bench --api liveness`, no activities) that keep heartbeating
 #      every INTERVAL with a lease of LEASE, and records the RSS once all are registered and
-#      heartbeating: (RSS - idle) / N is the memory per idle registered worker;
+#      heartbeating: (RSS - idle) / N is the memory per idle registered worker. API=public
+#      registers them as SDK workers instead (RecordWorkerHeartbeat, the Go SDK's snapshot, one
+#      worker per client on 4 connections; the lease is then three intervals, and LEASE only
+#      bounds the wait for the expiries);
 #   3. stops the fleet without ShutdownWorker, so every lease expires; with a cleanup delay and
 #      a retention of 1 s each worker is then cleaned up and deleted; once the server has
 #      deleted all N, it waits SETTLE and records the RSS again: after / idle says how much
@@ -28,8 +31,9 @@
 #
 # Usage: bench/memory.sh [N ...]            (default: 50000 100000)
 # Env:   VIGIL (binary; default: built into a temporary directory), PORT (gRPC, default 22233;
-#        PORT+10 is HTTP, PORT+20 history), INTERVAL (30s), LEASE (90s), STEADY (3 intervals
-#        of steady heartbeats after the registrations), SETTLE (150s), SERVER_ARGS (more flags
+#        PORT+10 is HTTP, PORT+20 history), API (liveness or public), INTERVAL (30s), LEASE
+#        (90s), STEADY (3 intervals of steady heartbeats after the registrations), SETTLE
+#        (150s), SERVER_ARGS (more flags
 #        for `vigil server start`, e.g. --config with history.executionCacheSize),
 #        OUT (directory for logs, heap profiles and summary.txt; default a temporary one),
 #        MEMDIAG (a URL whose answer is added to each phase's figures: with VIGIL built by
@@ -47,6 +51,7 @@ PORT=${PORT:-22233}
 HTTP_PORT=$((PORT + 10))
 HISTORY_PORT=$((PORT + 20))
 INTERVAL=${INTERVAL:-30s}
+API=${API:-liveness}
 LEASE=${LEASE:-90s}
 SETTLE=${SETTLE:-150s}
 OUT=${OUT:-$(mktemp -d /tmp/vigil-memory.XXXXXX)}
@@ -148,8 +153,10 @@ for n in "${SIZES[@]}"; do
 	# Every worker registers within the first interval, then all heartbeat at a steady pace for
 	# STEADY intervals more, so that the RSS is read well after the registration burst.
 	interval_s=$(secs "$INTERVAL")
-	"$VIGIL" bench --address "127.0.0.1:$PORT" --server-pid $pid --api liveness --workers "$n" \
-		--lease "$LEASE" --interval "$INTERVAL" --duration "$((interval_s * (1 + ${STEADY:-3})))s" --warmup "$INTERVAL" \
+	lease=(--lease "$LEASE")
+	[ "$API" = liveness ] || lease=() # an SDK heartbeat carries no lease
+	"$VIGIL" bench --address "127.0.0.1:$PORT" --server-pid $pid --api "$API" --workers "$n" \
+		"${lease[@]}" --interval "$INTERVAL" --duration "$((interval_s * (1 + ${STEADY:-3})))s" --warmup "$INTERVAL" \
 		--shutdown-at-end=false --json "$dir/bench.json" >"$dir/bench.txt" 2>"$dir/bench.err"
 	registered=$(rss_kib $pid)
 	memstats registered
