@@ -23,7 +23,8 @@
 #   overload   capacity and twice it, alternating in the same minutes (vigil bench --alternate),
 #              for callers that give up on a refusal and for callers that retry as the SDK does
 #   fleet      100,000 workers at a 30 s interval, 100 of them killed
-#   memory     RSS per idle registered worker at 100,000, and whether it is given back
+#   memory     RSS per idle registered worker at 100,000, and whether it is given back: a fleet
+#              on the liveness API and one of SDK workers, side by side
 #   postgres   SDK heartbeats at equal rates on PostgreSQL: one host, then three hosts of one
 #              cluster behind a client that balances over them (VIGIL_POSTGRES_DSN, default
 #              postgres://postgres@127.0.0.1:5432/test; a fresh schema per run, dropped after
@@ -335,11 +336,17 @@ for s in $scenarios; do
   fleet)
     vigil_run fleet 0 --api liveness "${fleet_args[@]}" ;;
   memory)
-    mkdir -p "$out/memory"
-    log "memory: bench/memory.sh $memory_ns"
+    # Two fleets side by side, each on a server of its own: on vigil's liveness API, and of
+    # SDK workers (RecordWorkerHeartbeat). Each takes little of the cores once registered.
+    mkdir -p "$out/memory" "$out/memory-sdk"
+    log "memory: bench/memory.sh $memory_ns, on the liveness API and as SDK workers, side by side"
     env VIGIL="$root/bin/vigil" OUT="$out/memory" PORT=$((port + 1000)) "${memory_env[@]}" \
-      bench/memory.sh $memory_ns >"$out/memory/run.log" 2>&1 || log "memory: bench/memory.sh exited $?"
-    tail -n 2 "$out/memory/summary.txt" 2>/dev/null | sed "s/^/  /" >&2 || true ;;
+      bench/memory.sh $memory_ns >"$out/memory/run.log" 2>&1 &
+    liveness_pid=$!
+    env VIGIL="$root/bin/vigil" OUT="$out/memory-sdk" PORT=$((port + 1100)) API=public "${memory_env[@]}" \
+      bench/memory.sh $memory_ns >"$out/memory-sdk/run.log" 2>&1 || log "memory: bench/memory.sh API=public exited $?"
+    wait "$liveness_pid" || log "memory: bench/memory.sh exited $?"
+    tail -n 2 "$out/memory/summary.txt" "$out/memory-sdk/summary.txt" 2>/dev/null | sed "s/^/  /" >&2 || true ;;
   postgres)
     if ! command -v pg_isready >/dev/null || ! pg_isready -q -d "$pg_dsn"; then
       log "postgres: no PostgreSQL answers at $pg_dsn; skipped"

@@ -146,7 +146,7 @@ func render(dir string) (map[string]string, error) {
 	if t := renderOverload(runs, readCapacity(dir)); t != "" {
 		blocks["overload"] = m.caption() + t
 	}
-	if t, err := renderMemory(filepath.Join(dir, "memory", "summary.txt")); err != nil {
+	if t, err := renderMemory(filepath.Join(dir, "memory", "summary.txt"), filepath.Join(dir, "memory-sdk", "summary.txt")); err != nil {
 		return nil, err
 	} else if t != "" {
 		blocks["memory"] = m.caption() + t
@@ -425,9 +425,27 @@ func renderFleet(runs map[string]*bench.Summary) string {
 	return b.String() + notes
 }
 
-// renderMemory turns bench/memory.sh's summary.txt (a header line, then one line per fleet
-// size) into a table.
-func renderMemory(path string) (string, error) {
+// renderMemory turns bench/memory.sh's summary.txt files (a header line, then one line per
+// fleet size) into a table: the fleet on vigil's liveness API, then, where measured, the fleet
+// of SDK workers.
+func renderMemory(liveness, sdk string) (string, error) {
+	var b strings.Builder
+	for _, f := range []struct{ path, fleet string }{{liveness, "liveness API"}, {sdk, "SDK workers"}} {
+		rows, err := memoryRows(f.path, f.fleet)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(rows)
+	}
+	if b.Len() == 0 {
+		return "", nil
+	}
+	return "| fleet | workers | RSS idle | RSS registered | RSS per worker | live heap per worker | RSS after all were deleted | after / idle |\n" +
+		"|---|---|---|---|---|---|---|---|\n" + b.String(), nil
+}
+
+// memoryRows are the table rows of one summary.txt, "" if there is none.
+func memoryRows(path, fleet string) (string, error) {
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return "", nil
@@ -450,14 +468,13 @@ func renderMemory(path string) (string, error) {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| workers | RSS idle | RSS registered | RSS per worker | live heap per worker | RSS after all were deleted | after / idle |\n|---|---|---|---|---|---|---|\n")
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		if len(f) < len(header) {
 			continue
 		}
 		n, _ := strconv.ParseFloat(f[col["workers"]], 64)
-		fmt.Fprintf(&b, "| %s | %s MiB | %s MiB | **%s KiB** | %s KiB | %s MiB | %s |\n", num(n), f[col["idle_MiB"]], f[col["registered_MiB"]],
+		fmt.Fprintf(&b, "| %s | %s | %s MiB | %s MiB | **%s KiB** | %s KiB | %s MiB | %s |\n", fleet, num(n), f[col["idle_MiB"]], f[col["registered_MiB"]],
 			f[col["KiB/worker"]], f[col["live_KiB/worker"]], f[col["after_MiB"]], f[col["after/idle"]])
 	}
 	return b.String(), nil

@@ -172,3 +172,28 @@ func TestCostTableSaysWhoDidNotCarryTheLoad(t *testing.T) {
 	require.Contains(t, got, "**Not below capacity**: stock Temporal carried 1,300 of the 2,000 heartbeats/s offered")
 	require.NotContains(t, got, "vigil (SQLite) carried")
 }
+
+// The memory table shows the fleet on the liveness API and, where it was measured, the fleet of
+// SDK workers, each on a row of its own.
+func TestMemoryTableShowsBothFleets(t *testing.T) {
+	dir := t.TempDir()
+	header := "workers   idle_MiB  registered_MiB  KiB/worker   live_KiB/worker  after_MiB  after_live_MiB  after/idle  heap_MiB  rt_MiB  other_MiB\n"
+	write := func(sub, row string) string {
+		path := filepath.Join(dir, sub, "summary.txt")
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(header+row), 0o644))
+		return path
+	}
+	liveness := write("memory", "100000        48.1           268.7        2.26              1.01       83.8            18.0        1.74      27.9    17.7       38.2\n")
+	sdk := write("memory-sdk", "100000        49.0           301.2        2.59              1.30       85.0            18.0        1.73      27.9    17.7       38.2\n")
+
+	table, err := renderMemory(liveness, sdk)
+	require.NoError(t, err)
+	require.Contains(t, table, "| liveness API | 100,000 | 48.1 MiB | 268.7 MiB | **2.26 KiB** | 1.01 KiB | 83.8 MiB | 1.74 |")
+	require.Contains(t, table, "| SDK workers | 100,000 | 49.0 MiB | 301.2 MiB | **2.59 KiB** | 1.30 KiB | 85.0 MiB | 1.73 |")
+
+	alone, err := renderMemory(liveness, filepath.Join(dir, "none", "summary.txt"))
+	require.NoError(t, err)
+	require.NotContains(t, alone, "SDK workers", "a fleet not measured has no row")
+	require.Contains(t, alone, "liveness API")
+}
