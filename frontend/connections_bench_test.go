@@ -11,6 +11,7 @@ import (
 
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/frontend/namespace"
+	"github.com/vigilhq/vigil/internal/heaptest"
 )
 
 // discardReporter accepts every report and keeps none.
@@ -33,7 +34,7 @@ func BenchmarkConnTrackerMemoryPerWorker(b *testing.B) {
 			for b.Loop() {
 				tr := newConnTracker(discardReporter{}, namespace.MustNewRegistry(), zap.NewNop())
 				conns := make([]context.Context, workers/perConn)
-				before := liveHeapBytes()
+				before := heaptest.Live()
 				for i := range conns {
 					conns[i] = tr.TagConn(context.Background(), &stats.ConnTagInfo{})
 				}
@@ -50,20 +51,12 @@ func BenchmarkConnTrackerMemoryPerWorker(b *testing.B) {
 					}
 					runtime.Gosched()
 				}
-				b.ReportMetric(float64(liveHeapBytes()-before)/workers, "B/worker")
+				b.ReportMetric(float64(heaptest.Live()-before)/workers, "B/worker")
 				runtime.KeepAlive(conns)
 				tr.stop()
 			}
 		})
 	}
-}
-
-// liveHeapBytes is the heap in use after a collection.
-func liveHeapBytes() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
 
 // BenchmarkConnTrackerSeen is what every heartbeat and poll of a known worker pays for

@@ -12,6 +12,7 @@ import (
 	"github.com/vigilhq/vigil/chasm/worker"
 	workerpb "github.com/vigilhq/vigil/chasm/worker/gen/workerpb/v1"
 	"github.com/vigilhq/vigil/common/clock"
+	"github.com/vigilhq/vigil/internal/heaptest"
 )
 
 // BenchmarkHubPublish is the cost a committed heartbeat pays for the live view: numbering,
@@ -100,21 +101,13 @@ func BenchmarkHubMemoryPerWorker(b *testing.B) {
 		h := NewHub(Options{TimeSource: ts})
 		ts.Advance(2 * time.Minute) // past the default RingRetention
 		h.Publish(changes[0])       // the hub finds itself unwatched and goes idle
-		before := liveHeap()
+		before := heaptest.Live()
 		for _, c := range changes[1:] {
 			h.Publish(c)
 		}
-		b.ReportMetric(float64(liveHeap()-before)/(workers-1), "B/worker")
+		b.ReportMetric(float64(heaptest.Live()-before)/(workers-1), "B/worker")
 		runtime.KeepAlive(h)
 	}
-}
-
-// liveHeap is the heap in use after a collection.
-func liveHeap() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }
 
 // BenchmarkRelayMemoryPerWorker is the heap a frontend's hub holds for each ACTIVE worker of a
@@ -142,11 +135,11 @@ func BenchmarkRelayMemoryPerWorker(b *testing.B) {
 		h := NewHub(Options{TimeSource: ts})
 		ts.Advance(2 * time.Minute) // past the default RingRetention
 		h.Relay(decode(wire[0]))    // the hub finds itself unwatched and goes idle
-		before := liveHeap()
+		before := heaptest.Live()
 		for _, data := range wire[1:] {
 			h.Relay(decode(data))
 		}
-		b.ReportMetric(float64(liveHeap()-before)/(workers-1), "B/worker")
+		b.ReportMetric(float64(heaptest.Live()-before)/(workers-1), "B/worker")
 		runtime.KeepAlive(h)
 	}
 }
