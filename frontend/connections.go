@@ -95,7 +95,7 @@ type connTracker struct {
 	reporter   *connReporter
 
 	// live holds each worker's open connections on this host: one, or a few while an SDK
-	// moves to a new connection. A slice of them costs a worker a pointer; a set per worker
+	// moves to a new connection. A slice of them costs a worker a pointer, where a set would
 	// cost a map's group of eight slots. peak is live's largest size since it was made: the
 	// map is made anew once a fleet has gone (memrelease.ShrinkMap).
 	mu       sync.Mutex
