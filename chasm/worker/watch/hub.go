@@ -106,33 +106,19 @@ type Hub struct {
 	// hosts, which counts the host's ACTIVE workers. A worker costs one entry of a key and a
 	// pointer, half of one keyed by namespace and key with the host's name beside it; a fleet
 	// of one worker per host costs no map per host.
-	active map[string]*activeWorkers
+	active byNamespace[*hostCount]
 	hosts  map[hostRef]*hostCount
 	peaks  struct{ hosts int }
 	// Relaying hubs only: the number of the last Gap marker (no cursor before it resumes), and
 	// how far each worker's relayed states went, by namespace and instance key, to drop a late
 	// event. A mark, not the state: a frontend relays every worker of the cluster. Keyed by the
-	// event's own strings; nested by namespace, so that a worker keeps no namespace string of
-	// its own (each event decoded from the wire brings one).
+	// event's own strings, and by namespace, so that a worker keeps no namespace string of its
+	// own (each event decoded from the wire brings one).
 	gapSeq  uint64
-	relayed map[string]*relayedWorkers
-}
-
-// relayedWorkers are how far the relayed states of one namespace's workers went, by instance
-// key, with the largest count they reached since their map was last made (memrelease.ShrinkMap).
-type relayedWorkers struct {
-	byKey map[string]progress
-	peak  int
+	relayed byNamespace[progress]
 }
 
 type hostRef struct{ namespaceID, host string }
-
-// activeWorkers are one namespace's ACTIVE workers, by instance key, with the largest count
-// they reached since their map was last made (memrelease.ShrinkMap).
-type activeWorkers struct {
-	byKey map[string]*hostCount
-	peak  int
-}
 
 // hostCount is a host of a namespace and its number of ACTIVE workers.
 type hostCount struct {
@@ -163,9 +149,9 @@ func NewHub(opts Options) *Hub {
 		ring:           make([]Event, opts.RingSize),
 		subs:           make(map[*Subscription]struct{}),
 		unwatchedSince: opts.TimeSource.Now(),
-		active:         make(map[string]*activeWorkers),
+		active:         make(byNamespace[*hostCount]),
 		hosts:          make(map[hostRef]*hostCount),
-		relayed:        make(map[string]*relayedWorkers),
+		relayed:        make(byNamespace[progress]),
 	}
 	h.keeping.Store(true)
 	return h
@@ -276,21 +262,13 @@ func (h *Hub) trimLocked(now time.Time) {
 // trackHost updates the host's count of ACTIVE workers and appends the host's going online
 // (its first ACTIVE worker) or offline (its last one left).
 func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
-	ns := h.active[c.NamespaceID]
-	var prev *hostCount
-	if ns != nil {
-		prev = ns.byKey[c.WorkerInstanceKey]
-	}
+	prev, _ := h.active.get(c.NamespaceID, c.WorkerInstanceKey)
 	if c.State.GetStatus() == workerpb.WorkerStatus_WORKER_STATUS_ACTIVE && c.Kind != worker.ChangeDeleted {
 		if prev != nil && prev.host == host {
 			return
 		}
 		if prev != nil {
 			h.leaveHost(c.NamespaceID, prev, now) // it reports from another host now
-		}
-		if ns == nil {
-			ns = &activeWorkers{byKey: make(map[string]*hostCount)}
-			h.active[c.NamespaceID] = ns
 		}
 		hk := hostRef{c.NamespaceID, host}
 		hc := h.hosts[hk]
@@ -300,8 +278,7 @@ func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
 			h.peaks.hosts = max(h.peaks.hosts, len(h.hosts))
 		}
 		hc.n++
-		ns.byKey[c.WorkerInstanceKey] = hc
-		ns.peak = max(ns.peak, len(ns.byKey))
+		h.active.set(c.NamespaceID, c.WorkerInstanceKey, hc)
 		// A heartbeat of a worker that was ACTIVE before this hub started (a restart) counts
 		// it without announcing a host the watchers' snapshot already shows online.
 		if hc.n == 1 && c.Kind != worker.ChangeHeartbeat {
@@ -312,9 +289,9 @@ func (h *Hub) trackHost(c worker.Change, host string, now time.Time) {
 	if prev == nil {
 		return
 	}
-	delete(ns.byKey, c.WorkerInstanceKey)
+	h.active.remove(c.NamespaceID, c.WorkerInstanceKey)
 	h.leaveHost(c.NamespaceID, prev, now)
-	h.shrinkLocked(c.NamespaceID, ns)
+	h.hosts, _ = memrelease.ShrinkMap(h.hosts, &h.peaks.hosts, memrelease.ShrinkMapMin)
 }
 
 func (h *Hub) leaveHost(namespaceID string, hc *hostCount, now time.Time) {
@@ -323,18 +300,6 @@ func (h *Hub) leaveHost(namespaceID string, hc *hostCount, now time.Time) {
 	}
 	delete(h.hosts, hostRef{namespaceID, hc.host})
 	h.append(Event{Time: now, Kind: KindHostOffline, NamespaceID: namespaceID, HostName: hc.host}, nil)
-}
-
-// shrinkLocked makes the maps anew once they hold a quarter of their peak, and drops a
-// namespace with no ACTIVE worker left: a fleet that has gone would otherwise leave them
-// sized for it.
-func (h *Hub) shrinkLocked(namespaceID string, ns *activeWorkers) {
-	if len(ns.byKey) == 0 {
-		delete(h.active, namespaceID)
-	} else {
-		ns.byKey, _ = memrelease.ShrinkMap(ns.byKey, &ns.peak, memrelease.ShrinkMapMin)
-	}
-	h.hosts, _ = memrelease.ShrinkMap(h.hosts, &h.peaks.hosts, memrelease.ShrinkMapMin)
 }
 
 // append numbers ev, keeps it in the ring (with its state as encoded, when given), and offers
@@ -429,29 +394,14 @@ func (h *Hub) Relay(events ...Event) {
 // relayLocked records how far ev (a worker's event) took its worker, and reports whether it is
 // to be relayed: false if a state of the worker already relayed is newer.
 func (h *Hub) relayLocked(ev Event) bool {
-	ns := h.relayed[ev.NamespaceID]
-	if ns != nil {
-		if last, ok := ns.byKey[ev.WorkerInstanceKey]; ok && progressOf(ev.State).before(last) {
-			return false
-		}
+	if last, ok := h.relayed.get(ev.NamespaceID, ev.WorkerInstanceKey); ok && progressOf(ev.State).before(last) {
+		return false
 	}
 	if ev.Kind == KindDeleted {
-		if ns != nil {
-			delete(ns.byKey, ev.WorkerInstanceKey)
-			if len(ns.byKey) == 0 {
-				delete(h.relayed, ev.NamespaceID)
-			} else {
-				ns.byKey, _ = memrelease.ShrinkMap(ns.byKey, &ns.peak, memrelease.ShrinkMapMin)
-			}
-		}
-		return true
+		h.relayed.remove(ev.NamespaceID, ev.WorkerInstanceKey)
+	} else {
+		h.relayed.set(ev.NamespaceID, ev.WorkerInstanceKey, progressOf(ev.State))
 	}
-	if ns == nil {
-		ns = &relayedWorkers{byKey: make(map[string]progress)}
-		h.relayed[ev.NamespaceID] = ns
-	}
-	ns.byKey[ev.WorkerInstanceKey] = progressOf(ev.State)
-	ns.peak = max(ns.peak, len(ns.byKey))
 	return true
 }
 
@@ -469,9 +419,9 @@ func (h *Hub) Gap(reason string) {
 	for s := range h.subs {
 		s.lose(reason)
 	}
-	h.active = make(map[string]*activeWorkers)
+	h.active = make(byNamespace[*hostCount])
 	h.hosts = make(map[hostRef]*hostCount)
-	h.relayed = make(map[string]*relayedWorkers)
+	h.relayed = make(byNamespace[progress])
 	h.peaks.hosts = 0
 }
 
