@@ -6,7 +6,7 @@
 # (tools/floor), and stock Temporal (tools/peer), one after the other, round after round, each
 # server pinned to CPU 0 with GOMAXPROCS 1 and `vigil bench` to CPU 1: 2,000 SDK-style workers
 # heartbeating every second, the server's utime+stime over a steady 16 s window divided by the
-# heartbeats answered OK in it. Then vigil and the upsert floor again at the same rate from
+# heartbeats answered OK in it. Then vigil and both storing floors again at the same rate from
 # 30,000 workers every 15 s, where vigil writes every heartbeat (as at the SDK's default
 # interval) instead of about one in ten.
 #

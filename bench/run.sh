@@ -33,7 +33,7 @@
 #              on PostgreSQL (with PostgreSQL's processes' CPU), the gRPC + SQLite floors
 #              (upsert and append-only log), the gRPC floor (tools/floor) and stock Temporal,
 #              alternating round after round (COST_ROUNDS, default 3) so that each round shares
-#              the same minutes; then vigil and the upsert floor at the same rate from 30,000
+#              the same minutes; then vigil and both storing floors at the same rate from 30,000
 #              workers every 15 s, where vigil writes every heartbeat; bench/cost.sh runs it alone
 #
 # capacity, overload and cost pin the server to CPU 0 and the generator to CPU 1 (GOMAXPROCS 1
@@ -376,9 +376,11 @@ for s in $scenarios; do
         log "cost: stock Temporal did not run (see cost-peer-$round.server.log); the other servers go on without it"
         SKIP_PEER=1
       fi
-      # Every heartbeat written: vigil, and the upsert floor on the same fleet.
+      # Every heartbeat written: vigil, and both storing floors on the same fleet, whose
+      # 30,000 rows no longer share a few pages as the 1 s fleet's 2,000 do.
       vigil_run "cost-vigil-written-$round" 1 --api public "${cost_written_args[@]}"
       floor_run "cost-floor-sqlite-written-$round" sqlite --api public "${cost_written_args[@]}"
+      floor_run "cost-floor-sqlite-log-written-$round" sqlite-log --api public "${cost_written_args[@]}"
     done
     go run ./bench/page -results "$out" -print cost | tee "$out/cost.md" >&2 || log "cost: no table" ;;
   *) echo "bench/run.sh: unknown scenario $s" >&2; exit 2 ;;

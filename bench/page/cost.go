@@ -22,6 +22,7 @@ var costServers = []struct{ name, label string }{
 	{"peer", "stock Temporal"},
 	{"vigil-written", "vigil (SQLite), every heartbeat written"},
 	{"floor-sqlite-written", "floor: gRPC + SQLite group commit, on the same fleet"},
+	{"floor-sqlite-log-written", "floor: gRPC + SQLite group commit, append-only log, on the same fleet"},
 }
 
 // costRatios are the ratios of the cost scenario's second table: a vigil server over another

@@ -121,21 +121,25 @@ func TestCostTableTakesRatiosRoundByRound(t *testing.T) {
 	require.Less(t, strings.Index(got, "vigil (SQLite)"), strings.Index(got, "floor: gRPC only"))
 }
 
-// The fleet whose every heartbeat is written has rows of its own, and its ratio is taken
-// over the upsert floor on the same fleet, not over the floor of the 1 s fleet.
+// The fleet whose every heartbeat is written has rows of its own, both storing floors among
+// them, and its ratio is taken over the upsert floor on the same fleet, not over the floor of
+// the 1 s fleet.
 func TestCostTableComparesTheWrittenFleetWithItsOwnFloor(t *testing.T) {
 	got := renderCost(costRuns(map[string]bench.Summary{
-		"cost-vigil-1":                costRunSummary(140, 340, 0.4, 13),
-		"cost-floor-sqlite-1":         costRunSummary(140, 140, 5, 11),
-		"cost-vigil-written-1":        costRunSummary(220, 340, 7, 20),
-		"cost-floor-sqlite-written-1": costRunSummary(176, 140, 5, 11),
+		"cost-vigil-1":                    costRunSummary(140, 340, 0.4, 13),
+		"cost-floor-sqlite-1":             costRunSummary(140, 140, 5, 11),
+		"cost-vigil-written-1":            costRunSummary(220, 340, 7, 20),
+		"cost-floor-sqlite-written-1":     costRunSummary(176, 140, 5, 11),
+		"cost-floor-sqlite-log-written-1": costRunSummary(170, 140, 5, 11),
 	}))
 
 	require.Contains(t, got, "| vigil (SQLite), every heartbeat written | 1 | **220 µs** |")
 	require.Contains(t, got, "| floor: gRPC + SQLite group commit, on the same fleet | 1 | **176 µs** |")
 	require.Contains(t, got, "| vigil ÷ gRPC + SQLite floor | 1 | **1.00×** |")
+	require.Contains(t, got, "| floor: gRPC + SQLite group commit, append-only log, on the same fleet | 1 | **170 µs** |")
 	require.Contains(t, got, "| every heartbeat written: vigil ÷ gRPC + SQLite floor | 1 | **1.25×** |")
 	require.Less(t, strings.Index(got, "| vigil (SQLite) |"), strings.Index(got, "every heartbeat written |"))
+	require.Less(t, strings.Index(got, "group commit, on the same fleet |"), strings.Index(got, "append-only log, on the same fleet |"))
 }
 
 // vigil on PostgreSQL costs what vigil and PostgreSQL's processes spent together: a
