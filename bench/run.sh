@@ -358,7 +358,7 @@ for s in $scenarios; do
     done ;;
   cost)
     # The servers alternate, round after round, so that what the shared box's speed does to
-    # one round falls on all four servers alike; the ratios are taken round by round.
+    # one round falls on all its servers alike; the ratios are taken round by round.
     if [[ -z ${SKIP_PEER:-} && ! -x bin/temporal-peer ]]; then
       log "cost: stock Temporal's first build takes ten minutes or more (tools/peer/run.sh; SKIP_PEER=1 leaves it out)"
     fi

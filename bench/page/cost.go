@@ -25,13 +25,15 @@ var costServers = []struct{ name, label string }{
 	{"floor-sqlite-log-written", "floor: gRPC + SQLite group commit, append-only log, on the same fleet"},
 }
 
-// costRatios are the ratios of the cost scenario's second table: a vigil server over another
-// server, round by round.
+// costRatios are the ratios of the cost scenario's second table, one server over another
+// round by round: vigil over each floor and stock Temporal, and, where every heartbeat is
+// written, the append-only log floor over the upsert floor.
 var costRatios = []struct{ of, over, label string }{
 	{"vigil", "floor", "vigil ÷ gRPC floor"},
 	{"vigil", "floor-sqlite", "vigil ÷ gRPC + SQLite floor"},
 	{"vigil", "peer", "vigil ÷ stock Temporal"},
 	{"vigil-written", "floor-sqlite-written", "every heartbeat written: vigil ÷ gRPC + SQLite floor"},
+	{"floor-sqlite-log-written", "floor-sqlite-written", "every heartbeat written: append-only log floor ÷ upsert floor"},
 }
 
 var costRun = regexp.MustCompile(`^cost-(.+)-(\d+)$`)

@@ -138,6 +138,7 @@ func TestCostTableComparesTheWrittenFleetWithItsOwnFloor(t *testing.T) {
 	require.Contains(t, got, "| vigil ÷ gRPC + SQLite floor | 1 | **1.00×** |")
 	require.Contains(t, got, "| floor: gRPC + SQLite group commit, append-only log, on the same fleet | 1 | **170 µs** |")
 	require.Contains(t, got, "| every heartbeat written: vigil ÷ gRPC + SQLite floor | 1 | **1.25×** |")
+	require.Contains(t, got, "| every heartbeat written: append-only log floor ÷ upsert floor | 1 | **0.97×** |")
 	require.Less(t, strings.Index(got, "| vigil (SQLite) |"), strings.Index(got, "every heartbeat written |"))
 	require.Less(t, strings.Index(got, "group commit, on the same fleet |"), strings.Index(got, "append-only log, on the same fleet |"))
 }
