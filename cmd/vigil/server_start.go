@@ -43,7 +43,9 @@ console.`,
 	fs.StringVar(&ip, "ip", server.DefaultIP, "IP address to listen on")
 	fs.IntVar(&port, "port", server.DefaultPort, "gRPC port for SDKs and the temporal CLI")
 	fs.IntVar(&httpPort, "http-port", server.DefaultHTTPPort, "HTTP port for /metrics and /healthz")
-	fs.StringVar(&dbFilename, "db-filename", "", "SQLite database file (default "+server.DefaultDataDir()+"/"+server.DefaultDBFile+")")
+	// The default is named, not resolved: the help, and docs/cli.md made from it, must read the
+	// same for every user.
+	fs.StringVar(&dbFilename, "db-filename", "", "SQLite database file (default: "+server.DefaultDBFile+" in $XDG_DATA_HOME/vigil, else ~/.local/share/vigil)")
 	fs.StringVar(&dcFile, "dynamic-config-file", "", "dynamic configuration YAML file, reloaded when it changes")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	fs.StringVar(&logFormat, "log-format", "", "json (one object per line) or console (human-readable; \"pretty\" is another name) (default: console when stderr, where logs go, is a terminal, else json)")

@@ -20,10 +20,10 @@ var (
 var (
 	// WorkerHeartbeats counts heartbeats applied to Worker executions.
 	WorkerHeartbeats = NewCounterDef("worker_heartbeats",
-		"Worker heartbeats applied to their Worker execution (durably written).")
-	// WorkerHeartbeatLatency times a heartbeat from arrival at history to the durable write.
+		"Worker heartbeats applied to their Worker execution: written, or renewing the lease in memory within worker.heartbeatWriteInterval.")
+	// WorkerHeartbeatLatency times a heartbeat from arrival at history to its answer.
 	WorkerHeartbeatLatency = NewTimerDef("worker_heartbeat_latency",
-		"Time from a worker heartbeat's arrival at history to its durable write.")
+		"Time from a worker heartbeat's arrival at history to its answer, admission's wait included; for a heartbeat that is written, up to its durable write.")
 	// WorkerLeaseExpiries counts workers moved ACTIVE→INACTIVE because their lease ran out.
 	WorkerLeaseExpiries = NewCounterDef("worker_lease_expiries",
 		"Workers declared INACTIVE because their lease ran out without a heartbeat.")
