@@ -377,7 +377,7 @@ for s in $scenarios; do
         SKIP_PEER=1
       fi
       # Every heartbeat written: vigil, and both storing floors on the same fleet, whose
-      # 30,000 rows no longer share a few pages as the 1 s fleet's 2,000 do.
+      # 30,000 rows no longer fit in SQLite's page cache as the 1 s fleet's 2,000 do.
       vigil_run "cost-vigil-written-$round" 1 --api public "${cost_written_args[@]}"
       floor_run "cost-floor-sqlite-written-$round" sqlite --api public "${cost_written_args[@]}"
       floor_run "cost-floor-sqlite-log-written-$round" sqlite-log --api public "${cost_written_args[@]}"
